@@ -1,0 +1,96 @@
+"""``load_dataset``: one entry point for named datasets and paths with auto-detected layout.
+
+Named datasets:
+
+* ``"synthetic"`` (the default) — :func:`posenc.data.synthetic.make_synthetic`, built in.
+* ``"probes"`` — a :class:`posenc.data.probes.ProbeSuite` (splits per distance ``k``).
+* ``"msl"``, ``"smd"`` — real data found in a folder ``msl/`` or ``smd/`` under the first of:
+  ``$POSENC_DATA``; ``../shared/data`` relative to the current directory; ``../shared/data``
+  relative to the repository holding this package (a source checkout). ``"msl"`` selects
+  ``spacecraft="MSL"`` so the original telemanom layout (MSL and SMAP together) works too.
+
+Any other string is a path whose layout is detected, in this order: telemanom
+(``labeled_anomalies.csv`` with ``test.npz`` or ``test/*.npy``), SMD (``test/*.txt`` and
+``test_label/``), a CSV/NPY file or a folder of them (:mod:`posenc.data.generic`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from posenc.data.containers import Dataset
+from posenc.data.generic import load_table, table_files
+from posenc.data.probes import ProbeSuite
+from posenc.data.smd import is_smd, load_smd
+from posenc.data.synthetic import make_synthetic
+from posenc.data.telemanom import is_telemanom, load_telemanom
+
+DATASETS = ("synthetic", "probes", "msl", "smd")
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+def data_dirs() -> list[Path]:
+    """The folders searched for named real datasets, in order (module docstring)."""
+    roots = [Path(os.environ["POSENC_DATA"])] if os.environ.get("POSENC_DATA") else []
+    return roots + [Path.cwd().parent / "shared" / "data", REPOSITORY.parent / "shared" / "data"]
+
+
+def find_data(name: str) -> Path:
+    """The folder ``<root>/<name>`` under the first of :func:`data_dirs` that has it."""
+    tried = [root / name for root in data_dirs()]
+    for path in tried:
+        if path.is_dir():
+            return path
+    raise FileNotFoundError(f"dataset {name!r} not found; looked in {', '.join(map(str, tried))}. Set "
+                            f"POSENC_DATA to the folder holding {name}/ or pass the path itself")
+
+
+def detect_layout(path: Path) -> str:
+    """``"telemanom"``, ``"smd"`` or ``"table"`` for ``path`` (module docstring); ValueError if none."""
+    if path.is_dir() and is_telemanom(path):
+        return "telemanom"
+    if path.is_dir() and is_smd(path):
+        return "smd"
+    if table_files(path):
+        return "table"
+    raise ValueError(f"{path}: no known data layout: expected telemanom (labeled_anomalies.csv with test.npz "
+                     "or test/*.npy), SMD (test/*.txt and test_label/), or .csv/.npy files with a label "
+                     "column")
+
+
+def load_path(path: str | Path, **options: Any) -> Dataset:
+    """Load the dataset at ``path`` with its detected layout; ``options`` go to that loader."""
+    path = Path(path)
+    loader = {"telemanom": load_telemanom, "smd": load_smd, "table": load_table}[detect_layout(path)]
+    return loader(path, **options)
+
+
+def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> Dataset | ProbeSuite:
+    """Load a dataset by name or path (module docstring); ``options`` go to the loader.
+
+    Returns a :class:`Dataset`, except ``"probes"`` which returns a :class:`ProbeSuite`.
+
+    Raises:
+        ValueError: ``spec`` is neither a known name nor an existing path (lists the names).
+        FileNotFoundError: a named real dataset whose folder is not found (says where it looked).
+    """
+    if isinstance(spec, str) and spec in DATASETS:
+        if spec == "synthetic":
+            return make_synthetic(**options)
+        if spec == "probes":
+            return ProbeSuite(**options)
+        root = find_data(spec)
+        if spec == "smd":
+            return load_smd(root, **options)
+        if detect_layout(root) != "telemanom":
+            raise ValueError(f"{root}: not a telemanom layout "
+                             "(labeled_anomalies.csv with test.npz or test/*.npy)")
+        return load_telemanom(root, **{"spacecraft": "MSL", **options})
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(f"spec must be a dataset name or a path, got {type(spec).__name__}")
+    if not Path(spec).exists():
+        raise ValueError(f"unknown dataset {str(spec)!r}: expected one of {', '.join(DATASETS)} or an "
+                         "existing path (a telemanom or SMD folder, or .csv/.npy files with a label column)")
+    return load_path(spec, **options)
