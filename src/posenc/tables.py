@@ -137,11 +137,12 @@ def dft(
     dim = _validate.positive_int("dim", dim)
     t = dft_positions(positions, dim, alias=alias)
     n_k = (dim - 1) // 2  # K: number of (a_k, b_k) pairs with 1 ≤ k ≤ K
-    a = angles(t, spectrum.dft(dim)[1 : n_k + 1])
     out = np.empty((t.size, dim), dtype=_float_dtype(dtype))
     out[:, 0] = 1.0 / math.sqrt(dim)
-    out[:, 1 : n_k + 1] = math.sqrt(2.0 / dim) * np.cos(a)
-    out[:, n_k + 1 : 2 * n_k + 1] = math.sqrt(2.0 / dim) * np.sin(a)
+    if n_k > 0:  # dim <= 2 has no (a_k, b_k) pairs
+        a = angles(t, spectrum.dft(dim)[1 : n_k + 1])
+        out[:, 1 : n_k + 1] = math.sqrt(2.0 / dim) * np.cos(a)
+        out[:, n_k + 1 : 2 * n_k + 1] = math.sqrt(2.0 / dim) * np.sin(a)
     if dim % 2 == 0:
         out[:, dim - 1] = np.where(t % 2 == 0, 1.0, -1.0) / math.sqrt(dim)  # cos(π s), exact
     return out

@@ -1,23 +1,188 @@
 """Functional core shared by every PyTorch encoding: exact sin/cos of ``positions ⊗ frequencies``.
 
-Angles ``t·w`` are formed in float64 and only the finished sin/cos are cast (SPEC §1,
-"Precision"): in float32 the angle at ``t = 10^6`` is already off by ~0.06 rad.
+One mechanism — frequencies → angles → sin/cos → layout columns — for every table in
+:mod:`posenc.nn` (SPEC §1, DESIGN "The one idea"). A table is described by its ``f`` angular
+frequencies ``w`` and, for each of its ``c`` columns, which entry of the ``[2f]`` row
+``[sin(t·w_0) … sin(t·w_(f−1)), cos(t·w_0) … cos(t·w_(f−1))]`` it holds (``columns``) and
+with what amplitude. :func:`layout_index` gives the ``columns`` of the sinusoidal layouts of
+:data:`posenc.spectrum.LAYOUTS`; the DFT encoding's order (seed ide-* eq. 21) is another
+index into the same row.
+
+**Precision.** Angles ``t·w`` are formed in float64 and only the finished values are cast
+(SPEC §1, "Precision"): in float32 the angle at ``t = 10^6`` is already off by ~0.06 rad.
+
+**Speed (the shift identity, SPEC §2).** For a range of positions ``t = t0 + j``, the row at
+``t0 + j`` is the row at ``j`` rotated by ``t0·w``::
+
+    sin((t0 + j)·w) = sin(j·w)·cos(t0·w) + cos(j·w)·sin(t0·w)
+    cos((t0 + j)·w) = cos(j·w)·cos(t0·w) − sin(j·w)·sin(t0·w)
+
+so an ``S``-row table needs sin/cos only of ``√S`` offsets ``j`` and ``√S`` block starts
+``t0`` (themselves built the same way), and one multiply-add per entry. The multiply-add is
+done in float64, one cache-sized block at a time, then cast: combining in float32 would leave
+an error of up to ~1.3e-7 (four float32 roundings), while the float64 combination is within
+a few 1e-16 of the float64 angle's sin/cos, so the float32 table is correctly rounded
+(error ≤ 3e-8) at every position up to 10^7 and beyond. Ranges are taken when ``positions`` is
+an int, or a tensor that holds a contiguous ascending range of integers (checked in eager mode);
+anything else — fractional positions, gradients to the frequencies, ``torch.compile``
+tracing — forms every angle directly, which is exact and differentiable but ~10× slower.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
+
+from posenc import spectrum
+
+_DIRECT_ROWS = 64
+"""Ranges of at most this many positions form every angle directly."""
+
+_BLOCK_BYTES = 1 << 20
+"""Size of the float64 scratch block the multiply-add works in (about the L2 cache)."""
+
+
+def layout_index(dim: int, layout: str = "interleaved") -> torch.Tensor:
+    """``columns`` ``[dim]`` (int64) of a sinusoidal table of ``⌈dim/2⌉`` frequencies in ``layout``.
+
+    Column ``c`` holds entry ``columns[c]`` of the ``[sin | cos]`` row (see module docstring);
+    the columns themselves come from :func:`posenc.spectrum.layout_columns`.
+    """
+    sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
+    index = torch.empty(dim, dtype=torch.int64)
+    index[torch.from_numpy(sin_cols)] = torch.arange(sin_cols.size)
+    index[torch.from_numpy(cos_cols)] = sin_cols.size + torch.arange(cos_cols.size)
+    return index
 
 
 def sincos(
-    positions: torch.Tensor, frequencies: torch.Tensor, *, dtype: torch.dtype
+    positions: torch.Tensor | int, frequencies: torch.Tensor, *, dtype: torch.dtype, offset: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(sin(t ⊗ w), cos(t ⊗ w))``, each ``[s, f]``, computed from float64 angles, returned in ``dtype``.
+    """``(sin(t ⊗ w), cos(t ⊗ w))``, each ``[s, f]``, from float64 angles, returned in ``dtype``.
 
     Args:
-        positions: ``[s]`` positions (any real dtype; promoted to float64).
-        frequencies: ``[f]`` angular frequencies (promoted to float64).
+        positions: ``[s]`` positions (any real dtype; promoted to float64), or an int ``s``
+            meaning ``offset … offset+s−1``.
+        frequencies: ``[f]`` angular frequencies (promoted to float64); their device is used.
         dtype: dtype of the returned tensors.
+        offset: first position when ``positions`` is an int.
     """
-    a = torch.outer(positions.to(torch.float64), frequencies.to(torch.float64))
-    return torch.sin(a).to(dtype), torch.cos(a).to(dtype)
+    f = frequencies.shape[-1]
+    both = waves(positions, frequencies, torch.arange(2 * f, device=frequencies.device), dtype=dtype, offset=offset)
+    return both[:, :f], both[:, f:]
+
+
+def waves(
+    positions: torch.Tensor | int,
+    frequencies: torch.Tensor,
+    columns: torch.Tensor,
+    *,
+    amplitude: torch.Tensor | None = None,
+    dtype: torch.dtype,
+    offset: int = 0,
+) -> torch.Tensor:
+    """The table ``out[r, c] = amplitude[c] · [sin(t_r·w) | cos(t_r·w)][columns[c]]``, ``[s, len(columns)]``.
+
+    ``[sin(t·w) | cos(t·w)]`` is the ``[2f]`` concatenation of the sines and cosines of the
+    ``f`` frequencies (SPEC §1); angles are float64 (see the module docstring for the exact
+    fast path over ranges of positions).
+
+    Args:
+        positions: ``[s]`` real positions ``t_r``, or an int ``s`` meaning ``offset … offset+s−1``.
+        frequencies: ``[f]`` angular frequencies ``w``; gradients flow to them (and to
+            ``amplitude``) through the direct path.
+        columns: ``[c]`` int64 indices into ``[sin | cos]`` (e.g. :func:`layout_index`).
+        amplitude: optional ``[c]`` factor per column (1 when ``None``).
+        dtype: dtype of the result.
+        offset: first position when ``positions`` is an int.
+    """
+    if isinstance(positions, numbers.Integral):
+        positions = int(positions)
+    w = frequencies.to(torch.float64)
+    columns = columns.to(w.device)
+    amp = None if amplitude is None else amplitude.to(device=w.device, dtype=torch.float64)
+    start = _range_start(positions, offset)
+    differentiable = torch.is_grad_enabled() and (
+        frequencies.requires_grad or (amplitude is not None and amplitude.requires_grad)
+    )
+    if start is None or differentiable or torch.compiler.is_compiling():
+        if isinstance(positions, int):
+            t = offset + torch.arange(positions, dtype=torch.float64, device=w.device)
+        else:
+            t = positions.to(device=w.device, dtype=torch.float64)
+        return _direct(t, w, columns, amp).to(dtype)
+    n = positions if isinstance(positions, int) else positions.shape[0]
+    return _range(float(start), 1.0, n, w, columns, amp, dtype)
+
+
+def _range_start(positions: torch.Tensor | int, offset: int) -> int | None:
+    """First position if ``positions`` is a contiguous ascending integer range, else ``None``."""
+    if isinstance(positions, numbers.Integral):
+        return offset
+    n = positions.shape[0]
+    if n <= _DIRECT_ROWS or positions.requires_grad or torch.compiler.is_compiling():
+        return None
+    first = positions[0].item()
+    if not float(first).is_integer() or abs(first) + n >= 2**52:
+        return None
+    ramp = torch.arange(first, first + n, dtype=positions.dtype, device=positions.device)
+    return int(first) if torch.equal(positions, ramp) else None
+
+
+def _direct(t: torch.Tensor, w: torch.Tensor, columns: torch.Tensor, amp: torch.Tensor | None) -> torch.Tensor:
+    """Every angle ``t ⊗ w`` formed in float64: ``[s, c]`` float64, differentiable."""
+    a = torch.outer(t, w)
+    out = torch.cat([torch.sin(a), torch.cos(a)], dim=1)[:, columns]
+    return out if amp is None else out * amp
+
+
+def _range(
+    start: float,
+    step: float,
+    n: int,
+    w: torch.Tensor,
+    columns: torch.Tensor,
+    amp: torch.Tensor | None,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """Rows ``t_r = start + step·r``, ``r < n``, of :func:`waves` by the shift identity (SPEC §2).
+
+    Blocks of ``b ≈ √n`` rows: row ``q·b + j`` is row ``j`` (offsets ``step·j``, formed directly)
+    rotated by the angle of block start ``start + step·b·q`` (built recursively the same way).
+    Layout of the work::
+
+        fine   P[j, c] = amp·[sin | cos](step·j·w)[columns]     Q[j, c] = amp·[cos | −sin](…)[columns]
+        coarse C[q, c] = cos((start + step·b·q)·w_c)            S[q, c] = sin(…)
+        out[q·b + j, c] = P[j, c]·C[q, c] + Q[j, c]·S[q, c]     (float64, then cast to dtype)
+    """
+    if n <= _DIRECT_ROWS:
+        t = start + step * torch.arange(n, dtype=torch.float64, device=w.device)
+        return _direct(t, w, columns, amp).to(dtype)
+    f, c = w.shape[0], columns.shape[0]
+    b = math.isqrt(n - 1) + 1
+    n_blocks = -(-n // b)
+    a = torch.outer(step * torch.arange(b, dtype=torch.float64, device=w.device), w)
+    sin_j, cos_j = torch.sin(a), torch.cos(a)
+    fine_p = torch.cat([sin_j, cos_j], dim=1)[:, columns]
+    fine_q = torch.cat([cos_j, -sin_j], dim=1)[:, columns]
+    if amp is not None:
+        fine_p, fine_q = fine_p * amp, fine_q * amp
+    coarse = _range(start, step * b, n_blocks, w, torch.arange(2 * f, device=w.device), None, torch.float64)
+    pair = columns % f
+    coarse_cos, coarse_sin = coarse[:, f + pair], coarse[:, pair]
+
+    out = torch.empty(n, c, dtype=dtype, device=w.device)
+    per_chunk = max(1, _BLOCK_BYTES // (8 * b * c))
+    scratch = torch.empty(per_chunk, b, c, dtype=torch.float64, device=w.device)
+    for q0 in range(0, n_blocks, per_chunk):
+        q1 = min(q0 + per_chunk, n_blocks)
+        r0, r1 = q0 * b, min(q1 * b, n)
+        in_place = dtype == torch.float64 and r1 - r0 == (q1 - q0) * b
+        block = out[r0:r1].view(q1 - q0, b, c) if in_place else scratch[: q1 - q0]
+        torch.mul(fine_p, coarse_cos[q0:q1, None], out=block)
+        block.addcmul_(fine_q, coarse_sin[q0:q1, None])
+        if not in_place:
+            out[r0:r1].copy_(block.view(-1, c)[: r1 - r0])
+    return out
