@@ -4,5 +4,25 @@ Shapes are batch-first: tokens ``[b, s, d]``, attention ``[b, h, s, d_h]``.
 """
 
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
+from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, TransformerEncoderLayer
+from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
+from posenc.nn.build import available_encodings, build_encoding
+from posenc.nn.rotary import RotaryEmbedding, apply_rotary
 
-__all__ = ["DFTEncoding", "LearnableFrequencyEncoding", "LearnedEncoding", "SinusoidalEncoding"]
+__all__ = [
+    "ALiBiBias",
+    "DFTEncoding",
+    "LearnableFrequencyEncoding",
+    "LearnedEncoding",
+    "MultiHeadAttention",
+    "RotaryEmbedding",
+    "ShawRelativeBias",
+    "SinusoidalEncoding",
+    "T5RelativeBias",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+    "alibi_slopes",
+    "apply_rotary",
+    "available_encodings",
+    "build_encoding",
+]

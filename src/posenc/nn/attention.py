@@ -1,0 +1,276 @@
+"""Multi-head attention and a pre-LN Transformer encoder that take any registered encoding.
+
+An encoding acts in one place (DESIGN "Where an encoding acts") and is asked only for that:
+
+=========  ====================================  ==================================================
+family     what the stack asks of it             attention kernel
+=========  ====================================  ==================================================
+input      ``x ← enc(x)`` once, on the tokens    fused ``scaled_dot_product_attention``
+rotary     ``q, k ← enc(q, k)`` in every layer    fused
+bias       ``enc.bias(s, s) [h, s, s]``           fused, the bias as an additive float mask
+shaw       ``enc.key_scores(q, …)`` (keys only)   fused, the query-dependent term as a float mask
+shaw       ``… + enc.value_term(α, …)`` (values)  explicit: ``Σ_j α_ij a^V_ij`` needs the weights
+                                                  ``α``, which fused kernels never materialise
+=========  ====================================  ==================================================
+
+One encoding module is shared by all layers (as T5 shares its bias table); the encoder owns it,
+so ``state_dict()`` holds it once, under ``encoding.``.
+
+Masks: ``key_padding_mask [b, s]`` (``True`` = padding, never attended to) and ``causal``
+(query ``i`` sees keys ``j ≤ i``). A query whose every key is masked outputs zeros, on every path.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posenc import _validate
+from posenc.nn.bias import AttentionBias, ShawRelativeBias
+from posenc.nn.build import build_encoding, head_dim
+from posenc.nn.rotary import RotaryEmbedding
+
+
+def encoding_family(encoding: nn.Module | None) -> str:
+    """Where ``encoding`` acts: ``"none"``, ``"rotary"``, ``"bias"``, ``"shaw"``, or ``"input"`` (any other module)."""
+    if encoding is None:
+        return "none"
+    if isinstance(encoding, RotaryEmbedding):
+        return "rotary"
+    if isinstance(encoding, AttentionBias):
+        return "bias"
+    if isinstance(encoding, ShawRelativeBias):
+        return "shaw"
+    return "input"
+
+
+def check_encoding(encoding: nn.Module | None, *, d_model: int, n_heads: int) -> None:
+    """Raise if an attention-side encoding was built for another head count or head width."""
+    d_h = head_dim(d_model, n_heads)
+    family = encoding_family(encoding)
+    if family in ("rotary", "shaw") and encoding.head_dim != d_h:
+        raise ValueError(
+            f"encoding {type(encoding).__name__} has head_dim={encoding.head_dim} but the attention has "
+            f"d_model/n_heads = {d_model}/{n_heads} = {d_h}"
+        )
+    if family == "bias" and encoding.n_heads != n_heads:
+        raise ValueError(f"encoding {type(encoding).__name__} has n_heads={encoding.n_heads}, the attention {n_heads}")
+
+
+def _check_padding(key_padding_mask: torch.Tensor | None, b: int, s: int) -> None:
+    if key_padding_mask is None:
+        return
+    if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
+        got = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
+        raise TypeError(f"key_padding_mask must be a bool tensor [b, s] (True = padding), got {got}")
+    shape = tuple(key_padding_mask.shape)
+    if len(shape) != 2 or shape[0] not in (1, b) or shape[1] != s:
+        raise ValueError(f"key_padding_mask must have shape [b={b} or 1, s={s}] (True = padding), got {list(shape)}")
+
+
+def _additive_mask(
+    scores_bias: torch.Tensor | None, key_padding_mask: torch.Tensor | None, causal: bool, s: int, like: torch.Tensor
+) -> torch.Tensor | None:
+    """Merge a float bias ``[…, s, s]``, padding and causality into one additive mask (``−inf`` = hidden)."""
+    if key_padding_mask is None and (scores_bias is None or not causal):
+        return scores_bias
+    mask = like.new_zeros(1, 1, s, s) if scores_bias is None else scores_bias
+    if causal:
+        future = torch.ones(s, s, dtype=torch.bool, device=like.device).triu(1)
+        mask = mask.masked_fill(future, float("-inf"))
+    if key_padding_mask is not None:
+        mask = mask.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    return mask
+
+
+def _explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q kᵀ/√d_h + mask) v`` written out; returns ``(out, weights)`` (rows all masked → 0)."""
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) + mask
+    hidden = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(hidden, 0.0), dim=-1).masked_fill(hidden, 0.0)
+    weights = F.dropout(weights, p=dropout, training=dropout > 0)
+    return weights @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head self-attention ``[b, s, d] → [b, s, d]`` with an optional positional encoding.
+
+    Args:
+        d_model: model width ``d``; ``n_heads`` must divide it.
+        n_heads: number of heads ``h``; ``d_h = d/h``.
+        dropout: dropout on the attention weights (training only).
+        bias: whether the projections have biases.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        self.head_dim = head_dim(d_model, n_heads)
+        self.d_model, self.n_heads = d_model, n_heads
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}")
+        self.dropout = float(dropout)
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out = nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        encoding: nn.Module | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Attend over ``x [b, s, d]``.
+
+        Args:
+            encoding: a rotary, bias or Shaw module (input encodings belong to the encoder).
+            key_padding_mask: ``[b, s]`` bool, ``True`` = padding (never attended to).
+            causal: hide keys after the query.
+            positions: ``[s]`` token positions for the encoding (default ``0 … s−1``).
+        """
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
+        b, s, _ = x.shape
+        _check_padding(key_padding_mask, b, s)
+        family = encoding_family(encoding)
+        if family == "input":
+            raise TypeError(f"{type(encoding).__name__} acts on the input tokens; give it to TransformerEncoder")
+        check_encoding(encoding, d_model=self.d_model, n_heads=self.n_heads)
+        q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        where = {"q_positions": positions, "k_positions": positions}
+        scores_bias = None
+        if family == "rotary":
+            q, k = encoding(q, k, **where)
+        elif family == "bias":
+            scores_bias = encoding.bias(s, s, **where, dtype=q.dtype, device=q.device)
+        elif family == "shaw":
+            index = encoding.index(s, s, **where, device=q.device)
+            scores_bias = encoding.key_scores(q, index) / math.sqrt(self.head_dim)
+        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
+        p = self.dropout if self.training else 0.0
+        if family == "shaw" and encoding.on_values:
+            out, weights = _explicit_attention(q, k, v, mask, p)  # Shaw always has a mask
+            out = out + encoding.value_term(weights, index)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None)
+        return self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
+
+
+class TransformerEncoderLayer(nn.Module):
+    """Pre-LN layer: ``x + Attn(LN(x))``, then ``x + FF(LN(x))`` with ``FF = Linear·GELU·Linear``.
+
+    Args:
+        d_model, n_heads: width and heads (``n_heads`` divides ``d_model``).
+        dim_feedforward: hidden width of the feed-forward block (default ``4·d_model``).
+        dropout: dropout on attention weights and on both residual branches.
+    """
+
+    def __init__(
+        self, d_model: int, n_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        hidden = 4 * d_model if dim_feedforward is None else _validate.positive_int("dim_feedforward", dim_feedforward)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.feedforward = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        encoding: nn.Module | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``[b, s, d] → [b, s, d]``; arguments as :meth:`MultiHeadAttention.forward`."""
+        a = self.attention(
+            self.norm1(x), encoding=encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions
+        )
+        x = x + self.dropout(a)
+        return x + self.dropout(self.feedforward(self.norm2(x)))
+
+
+class TransformerEncoder(nn.Module):
+    """A stack of pre-LN layers with a final LayerNorm and any registered encoding.
+
+    Args:
+        d_model, n_heads, n_layers: sizes (``n_heads`` divides ``d_model``).
+        encoding: a registered name (:func:`posenc.nn.available_encodings`), a module, or ``None``.
+        encoding_options: constructor options of the named encoding (:func:`posenc.nn.build_encoding`).
+        dim_feedforward: feed-forward width (default ``4·d_model``).
+        dropout: dropout on attention weights, residual branches and the encoded input.
+        max_len: longest sequence planned for; sizes learned tables and caches.
+
+    An input encoding is applied once to ``x``; in ``concat`` mode (``out_features > d_model``) a
+    linear ``input_projection`` maps back to ``d_model``. Rotary, bias and Shaw encodings are passed
+    to every layer. ``.encoding`` is the module (or ``None``).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_layers: int,
+        *,
+        encoding: str | nn.Module | None = "sinusoidal",
+        encoding_options: dict | None = None,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.0,
+        max_len: int = 512,
+    ) -> None:
+        super().__init__()
+        self.d_model = d_model
+        n_layers = _validate.positive_int("n_layers", n_layers)
+        self.encoding = build_encoding(
+            encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, **(encoding_options or {})
+        )
+        self.family = encoding_family(self.encoding)
+        check_encoding(self.encoding, d_model=d_model, n_heads=n_heads)
+        width = getattr(self.encoding, "out_features", d_model) if self.family == "input" else d_model
+        self.input_projection = nn.Linear(width, d_model) if width != d_model else None
+        self.input_dropout = nn.Dropout(dropout)
+        self.layers = nn.ModuleList(
+            TransformerEncoderLayer(d_model, n_heads, dim_feedforward=dim_feedforward, dropout=dropout)
+            for _ in range(n_layers)
+        )
+        self.norm = nn.LayerNorm(d_model)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        key_padding_mask: torch.Tensor | None = None,
+        causal: bool = False,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``[b, s, d_model] → [b, s, d_model]``.
+
+        Args:
+            key_padding_mask: ``[b, s]`` bool, ``True`` = padding (ignored as keys).
+            causal: every position attends only to itself and earlier positions.
+            positions: ``[s]`` positions of the tokens (default ``0 … s−1``), for every encoding.
+        """
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
+        attention_encoding = None
+        if self.family == "input":
+            x = self.encoding(x, positions=positions)
+            if self.input_projection is not None:
+                x = self.input_projection(x)
+        elif self.family != "none":
+            attention_encoding = self.encoding
+        x = self.input_dropout(x)
+        for layer in self.layers:
+            x = layer(
+                x, encoding=attention_encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions
+            )
+        return self.norm(x)

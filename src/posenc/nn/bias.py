@@ -1,0 +1,254 @@
+"""Relative-position encodings that act on attention scores: ALiBi, T5 buckets, Shaw et al.
+
+With queries at positions ``i`` and keys at ``j`` (defaults and alignment:
+:mod:`posenc.nn._positions`), each adds to the scores ``q_i·k_j/√d_h`` before the softmax:
+
+==========  ======================================================  =================================
+class       added to score ``(i, j)`` of head ``h``                  source
+==========  ======================================================  =================================
+ALiBi       ``−m_h·|i − j|``, fixed geometric slopes ``m_h``         Press et al. 2022 (SPEC §7)
+T5          ``b_h[bucket(j − i)]``, learned scalars                  Raffel et al. 2020 (SPEC §7)
+Shaw        ``q_i·a^K_(clip(j−i))/√d_h`` (and ``Σ_j α_ij a^V`` on     Shaw et al. 2018, eqs. 3–5
+            the outputs), learned vectors shared by the heads
+==========  ======================================================  =================================
+
+ALiBi and T5 depend only on the positions, so they are an additive float mask ``[h, s_q, s_k]``
+(:meth:`AttentionBias.bias`) and attention keeps its fused kernel. Shaw's key term depends on
+the query (:meth:`ShawRelativeBias.key_scores`); its value term needs the attention weights
+(:meth:`ShawRelativeBias.value_term`), which fused attention kernels never return.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from posenc import _validate, spectrum
+from posenc.nn._positions import relative_distances
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """``[n_heads]`` float64 ALiBi slopes ``m_h`` (Press et al. 2022; :func:`posenc.spectrum.alibi_slopes`).
+
+    Powers of two: ``2^(−8h/n)``, ``h = 1 … n`` (8 heads: 1/2 … 1/256); otherwise the slopes of the
+    largest power of two below ``n`` followed by every other slope of twice that many heads.
+    """
+    return torch.from_numpy(spectrum.alibi_slopes(n_heads))
+
+
+class AttentionBias(nn.Module):
+    """An encoding that adds a query-independent ``[h, s_q, s_k]`` tensor to the attention scores."""
+
+    n_heads: int
+
+    def bias(
+        self,
+        q_len: int,
+        k_len: int,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+        offset: int = 0,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """``[h, s_q, s_k]`` additive bias for queries at positions ``i`` and keys at ``j``."""
+        distance = relative_distances(
+            q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset, device=device
+        )
+        return self._bias_from_distance(distance).to(dtype)
+
+    def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class ALiBiBias(AttentionBias):
+    """Attention with linear biases (Press et al. 2022): score ``(i, j)`` of head ``h`` gets ``−m_h·|i − j|``.
+
+    Press et al. write the causal case, ``−m_h·(i − j)`` for ``j ≤ i``; ``|i − j|`` is the same there
+    and extends it symmetrically to bidirectional encoders (SPEC §7). No parameters.
+
+    Args:
+        n_heads: number of heads; slopes from :func:`alibi_slopes`.
+    """
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = _validate.positive_int("n_heads", n_heads)
+        self._slopes = alibi_slopes(self.n_heads)  # a float64 constant, not a buffer: .half() must not round it
+
+    @property
+    def slopes(self) -> torch.Tensor:
+        """``[h]`` float64 head slopes ``m_h``."""
+        return self._slopes.clone()
+
+    def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
+        slopes = self._slopes.to(distance.device)
+        return -slopes[:, None, None] * distance.abs().to(torch.float64)[None]
+
+    def extra_repr(self) -> str:
+        return f"n_heads={self.n_heads}"
+
+
+def t5_bucket(
+    relative_position: torch.Tensor, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+) -> torch.Tensor:
+    """T5's bucket of each relative position ``j − i`` (Raffel et al. 2020; Mesh TF / Hugging Face).
+
+    Bidirectional: half the buckets for ``j − i > 0``, half for ``≤ 0``; causal: only ``j ≤ i``
+    is distinguished (later keys share bucket 0). Within a half of ``n`` buckets, distances
+    ``r < n/2`` get their own bucket and larger ones ``n/2 + ⌊log(r/(n/2)) / log(max_distance/(n/2))·(n/2)⌋``,
+    capped at ``n − 1``. The logarithm is taken in float32, as both reference implementations do,
+    so the bucket boundaries match theirs exactly.
+
+    Args:
+        relative_position: integer tensor of ``j − i`` (key minus query position).
+    Returns a long tensor of the same shape with values in ``0 … num_buckets − 1``.
+    """
+    if relative_position.is_floating_point() or relative_position.is_complex():
+        raise TypeError(f"T5 buckets need integer positions, got dtype {relative_position.dtype}")
+    rel = relative_position.long()
+    buckets = torch.zeros_like(rel)
+    if bidirectional:
+        num_buckets //= 2
+        buckets = buckets + (rel > 0).long() * num_buckets
+        rel = rel.abs()
+    else:
+        rel = (-rel).clamp(min=0)
+    max_exact = num_buckets // 2
+    scaled = torch.log(rel.clamp(min=max_exact).float() / max_exact) / math.log(max_distance / max_exact)
+    large = (max_exact + (scaled * (num_buckets - max_exact)).long()).clamp(max=num_buckets - 1)
+    return buckets + torch.where(rel < max_exact, rel, large)
+
+
+class T5RelativeBias(AttentionBias):
+    """T5 relative attention bias (Raffel et al. 2020): a learned scalar per head and bucket of ``j − i``.
+
+    Args:
+        n_heads: number of heads.
+        num_buckets: buckets (both directions together when ``bidirectional``); T5 uses 32.
+        max_distance: distance beyond which all share the last bucket; T5 uses 128.
+        bidirectional: encoder-style (``True``) or causal/decoder-style bucketing.
+        init_std: standard deviation of the normal initialisation of the per-head scalars.
+
+    Parameter ``relative_attention_bias.weight`` ``[num_buckets, h]`` (Hugging Face's name and shape).
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+        init_std: float = 0.02,
+    ) -> None:
+        super().__init__()
+        self.n_heads = _validate.positive_int("n_heads", n_heads)
+        self.num_buckets = _validate.positive_int("num_buckets", num_buckets)
+        self.max_distance = _validate.positive_int("max_distance", max_distance)
+        if not isinstance(bidirectional, bool):
+            raise TypeError(f"bidirectional must be a bool, got {bidirectional!r}")
+        self.bidirectional = bidirectional
+        exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
+        if exact < 1:
+            need = 4 if bidirectional else 2
+            raise ValueError(f"num_buckets must be >= {need} (bidirectional={bidirectional}), got {num_buckets}")
+        if max_distance <= exact:
+            raise ValueError(f"max_distance must exceed the {exact} exact buckets, got {max_distance}")
+        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
+        nn.init.normal_(self.relative_attention_bias.weight, std=_validate.positive_float("init_std", init_std))
+
+    def buckets(self, distance: torch.Tensor) -> torch.Tensor:
+        """Bucket of each ``j − i`` under this module's settings (:func:`t5_bucket`)."""
+        return t5_bucket(
+            distance, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+        )
+
+    def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
+        return self.relative_attention_bias(self.buckets(distance)).permute(2, 0, 1)
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
+            f"bidirectional={self.bidirectional}"
+        )
+
+
+class ShawRelativeBias(nn.Module):
+    """Relative position representations (Shaw et al. 2018): learned vectors for clipped ``j − i``.
+
+    ``a^K_ij = w^K[clip(j − i, −k, k)]`` and ``a^V_ij = w^V[…]`` with ``k = max_distance``
+    (eqs. 3–5), shared by all heads as in the paper::
+
+        e_ij = q_i·(k_j + a^K_ij) / √d_h,     z_i = Σ_j α_ij (v_j + a^V_ij)
+
+    Args:
+        head_dim: ``d_h``, the width of the learned vectors.
+        max_distance: clipping distance ``k``; ``2k + 1`` vectors are learned.
+        on_values: also learn ``w^V`` and add the value term.
+        init_std: standard deviation of the normal initialisation.
+
+    Used by :class:`posenc.nn.MultiHeadAttention` through :meth:`index`, :meth:`key_scores`
+    and (when ``on_values``) :meth:`value_term`.
+    """
+
+    def __init__(
+        self, head_dim: int, *, max_distance: int = 16, on_values: bool = False, init_std: float = 0.02
+    ) -> None:
+        super().__init__()
+        self.head_dim = _validate.positive_int("head_dim", head_dim)
+        self.max_distance = _validate.positive_int("max_distance", max_distance)
+        if not isinstance(on_values, bool):
+            raise TypeError(f"on_values must be a bool, got {on_values!r}")
+        std = _validate.positive_float("init_std", init_std)
+        self.keys = nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std)
+        self.values = nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std) if on_values else None
+
+    @property
+    def on_values(self) -> bool:
+        """Whether the value term is learned and applied."""
+        return self.values is not None
+
+    def index(
+        self,
+        q_len: int,
+        k_len: int,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+        offset: int = 0,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """``[s_q, s_k]`` long: row of ``w`` for each pair, ``clip(j − i, −k, k) + k``."""
+        distance = relative_distances(
+            q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset, device=device
+        )
+        if distance.is_floating_point():
+            raise TypeError(f"Shaw relative positions need integer positions, got dtype {distance.dtype}")
+        return distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
+
+    def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """``[b, h, s_q, s_k]`` ``q_i·a^K_ij`` (unscaled) for queries ``q [b, h, s_q, d_h]``.
+
+        Computed as ``(q·w^Kᵀ)[…, index]``: ``2k + 1`` dot products per query, then a gather.
+        """
+        table = q @ self.keys.to(q.dtype).T
+        return table.gather(-1, index.expand(*q.shape[:-1], index.shape[-1]))
+
+    def value_term(self, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """``[b, h, s_q, d_h]`` ``Σ_j α_ij a^V_ij`` for attention weights ``[b, h, s_q, s_k]``.
+
+        The weights are summed per clipped distance (a scatter-add into ``2k + 1`` slots) and
+        multiplied by ``w^V`` once.
+        """
+        if self.values is None:
+            raise ValueError("value_term needs on_values=True")
+        slots = weights.new_zeros(*weights.shape[:-1], self.values.shape[0])
+        slots = slots.scatter_add(-1, index.expand_as(weights), weights)
+        return slots @ self.values.to(weights.dtype)
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, max_distance={self.max_distance}, on_values={self.on_values}"

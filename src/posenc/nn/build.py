@@ -1,0 +1,67 @@
+"""Build any registered encoding by name: the one place where registry names become PyTorch modules.
+
+Each encoding class names the sizes it needs in its constructor; :func:`build_encoding` supplies
+those it asks for — ``d_model`` (input encodings), ``head_dim = d_model / n_heads`` (rotary,
+Shaw), ``n_heads`` (ALiBi, T5), ``max_len`` (learned tables, rotary cache) — and passes the
+remaining ``options`` through, so a new encoding needs only a registry entry.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from torch import nn
+
+from posenc import _validate, registry
+
+SIZES: tuple[str, ...] = ("d_model", "n_heads", "head_dim", "max_len")
+"""Constructor parameters the builder fills in from the model's sizes."""
+
+
+def available_encodings() -> list[str]:
+    """Names of every registered encoding (:func:`posenc.registry.names`)."""
+    return registry.names()
+
+
+def head_dim(d_model: int, n_heads: int) -> int:
+    """``d_model / n_heads``; raises naming both when ``n_heads`` does not divide ``d_model``."""
+    d_model = _validate.positive_int("d_model", d_model)
+    n_heads = _validate.positive_int("n_heads", n_heads)
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (head_dim = d_model / n_heads)")
+    return d_model // n_heads
+
+
+def build_encoding(
+    name_or_module: str | nn.Module | None, *, d_model: int, n_heads: int, max_len: int, **options: object
+) -> nn.Module | None:
+    """The encoding module for a registry name (``None`` for ``"none"``); a module is returned as given.
+
+    Args:
+        name_or_module: a name of :func:`available_encodings`, an ``nn.Module``, or ``None``.
+        d_model, n_heads, max_len: the model's sizes, given to the constructor where it asks for them.
+        **options: further constructor options of that encoding (e.g. ``layout="adjacent"`` for ``"rope"``).
+
+    Raises ``ValueError`` for an unregistered name (listing the registered ones) and ``TypeError``
+    for an option the encoding does not take (listing those it does).
+    """
+    sizes = {"d_model": d_model, "n_heads": n_heads, "head_dim": head_dim(d_model, n_heads),
+             "max_len": _validate.positive_int("max_len", max_len)}
+    if name_or_module is None or isinstance(name_or_module, nn.Module):
+        if options:
+            raise TypeError(f"options {sorted(options)} apply only when the encoding is given by name")
+        return name_or_module
+    info = registry.get(name_or_module)
+    if info.module is None:
+        if options:
+            raise TypeError(f"encoding {info.name!r} takes no options, got {sorted(options)}")
+        return None
+    cls = info.module_class()
+    params = inspect.signature(cls).parameters
+    accepted = sorted(p for p in params if p not in SIZES)
+    for key in options:
+        if key in SIZES:
+            raise TypeError(f"{key} is set by the model; pass it to the model, not as an option of {info.name!r}")
+        if key not in params:
+            raise TypeError(f"encoding {info.name!r} has no option {key!r}; its options: {', '.join(accepted)}")
+    return cls(**{k: v for k, v in sizes.items() if k in params}, **options)

@@ -1,0 +1,207 @@
+"""RotaryEmbedding / apply_rotary against reference formulas written out here in float64 (SPEC §7)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posenc.nn import RotaryEmbedding, apply_rotary
+
+F64 = torch.float64
+
+
+def reference_rotary(x: torch.Tensor, positions: torch.Tensor, *, layout: str, rotary_dim: int, base: float):
+    """Independent float64 RoPE: Hugging Face ``rotate_half`` (half_split) or GPT-J ``rotate_every_two`` (adjacent)."""
+    r = rotary_dim
+    inv_freq = 1.0 / (base ** (torch.arange(0, r, 2, dtype=F64) / r))
+    angles = positions.to(F64)[:, None] * inv_freq[None, :]  # [s, r/2]
+    x_rot, x_pass = x[..., :r].to(F64), x[..., r:].to(F64)
+    if layout == "half_split":  # HF: emb = cat(freqs, freqs); rotate_half = cat(-x2, x1)
+        emb = torch.cat([angles, angles], dim=-1)
+        x1, x2 = x_rot[..., : r // 2], x_rot[..., r // 2 :]
+        turned = torch.cat([-x2, x1], dim=-1)
+    else:  # GPT-J: sin/cos repeat_interleave(2); rotate_every_two = stack(-x[1::2], x[0::2]) interleaved
+        emb = angles.repeat_interleave(2, dim=-1)
+        turned = torch.stack([-x_rot[..., 1::2], x_rot[..., 0::2]], dim=-1).flatten(-2)
+    out = x_rot * torch.cos(emb) + turned * torch.sin(emb)
+    return torch.cat([out, x_pass], dim=-1)
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+@pytest.mark.parametrize(("head_dim", "rotary_dim", "r"), [(32, None, 32), (32, 16, 16), (40, 0.25, 10), (9, 6, 6)])
+@pytest.mark.parametrize("base", [10000.0, 500.0])
+def test_matches_reference_formula(layout, head_dim, rotary_dim, r, base):
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 3, 17, head_dim, dtype=F64), torch.randn(2, 3, 17, head_dim, dtype=F64)
+    rope = RotaryEmbedding(head_dim, base=base, rotary_dim=rotary_dim, layout=layout).to(F64)
+    assert rope.rotary_dim == r
+    q_rot, k_rot = rope(q, k)
+    pos = torch.arange(17)
+    torch.testing.assert_close(q_rot, reference_rotary(q, pos, layout=layout, rotary_dim=r, base=base), rtol=0, atol=1e-12)
+    torch.testing.assert_close(k_rot, reference_rotary(k, pos, layout=layout, rotary_dim=r, base=base), rtol=0, atol=1e-12)
+    torch.testing.assert_close(q_rot[..., r:], q[..., r:], rtol=0, atol=0)  # partial rotary: the rest passes through
+
+
+def test_noncontiguous_input_and_float32_match_reference():
+    torch.manual_seed(1)
+    q = torch.randn(2, 11, 4, 16).transpose(1, 2)  # [b, h, s, d_h] seen through a transpose, as in attention
+    for layout in ("adjacent", "half_split"):
+        out, _ = RotaryEmbedding(16, layout=layout)(q, q)
+        assert out.dtype == torch.float32 and out.shape == q.shape
+        expected = reference_rotary(q, torch.arange(11), layout=layout, rotary_dim=16, base=10000.0)
+        torch.testing.assert_close(out.to(F64), expected, rtol=0, atol=1e-6)
+
+
+@given(
+    m=st.integers(0, 5000), n=st.integers(0, 5000), shift=st.integers(-3000, 3000),
+    layout=st.sampled_from(["adjacent", "half_split"]),
+)
+def test_inner_product_depends_on_n_minus_m_only(m, n, shift, layout):
+    torch.manual_seed(2)
+    rope = RotaryEmbedding(16, layout=layout).to(F64)
+    q, k = torch.randn(1, 1, 1, 16, dtype=F64), torch.randn(1, 1, 1, 16, dtype=F64)
+
+    def score(a: int, b: int) -> float:
+        qr, kr = rope(q, k, q_positions=torch.tensor([a]), k_positions=torch.tensor([b]))
+        return float((qr * kr).sum())
+
+    assert score(m, n) == pytest.approx(score(m + shift, n + shift), abs=1e-9)
+    assert score(m, n) == pytest.approx(score(0, n - m), abs=1e-9)  # ⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩
+
+
+@pytest.mark.parametrize("rotary_dim", [None, 8])
+def test_layouts_agree_after_pair_permutation(rotary_dim):
+    """adjacent coordinate 2i ↔ half_split coordinate i, 2i+1 ↔ i + r/2 (the pairs renamed)."""
+    torch.manual_seed(3)
+    d, r = 12, rotary_dim or 12
+    perm = torch.cat([torch.stack([torch.arange(r // 2), torch.arange(r // 2) + r // 2], dim=-1).flatten(),
+                      torch.arange(r, d)])
+    x = torch.randn(2, 2, 9, d, dtype=F64)
+    half, _ = RotaryEmbedding(d, rotary_dim=rotary_dim, layout="half_split").to(F64)(x, x)
+    adj, _ = RotaryEmbedding(d, rotary_dim=rotary_dim, layout="adjacent").to(F64)(x[..., perm], x[..., perm])
+    torch.testing.assert_close(adj, half[..., perm], rtol=0, atol=1e-14)
+    assert not torch.allclose(adj, half)  # the layouts really differ
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+def test_offset_and_positions_equal_slicing_a_longer_sequence(layout):
+    torch.manual_seed(4)
+    rope = RotaryEmbedding(16, layout=layout, max_len=16)  # small cache: the offset path must grow it
+    q, k = torch.randn(2, 3, 30, 16), torch.randn(2, 3, 30, 16)
+    q_full, k_full = rope(q, k)
+    q_off, k_off = rope(q[..., 20:27, :], k[..., 20:27, :], offset=20)
+    torch.testing.assert_close(q_off, q_full[..., 20:27, :], rtol=0, atol=0)
+    torch.testing.assert_close(k_off, k_full[..., 20:27, :], rtol=0, atol=0)
+    q_pos, _ = rope(q[..., 20:27, :], k[..., 20:27, :], q_positions=torch.arange(20, 27))
+    torch.testing.assert_close(q_pos, q_full[..., 20:27, :], rtol=0, atol=1e-6)
+    # cached decoding: one new query after 30 keys sits at position 29
+    q_dec, k_dec = rope(q[..., 29:, :], k)
+    torch.testing.assert_close(q_dec, q_full[..., 29:, :], rtol=0, atol=0)
+    torch.testing.assert_close(k_dec, k_full, rtol=0, atol=0)
+
+
+def test_float32_at_a_million_matches_float64_reference():
+    torch.manual_seed(5)
+    pos = torch.arange(10**6, 10**6 + 16)
+    x = torch.randn(1, 2, 16, 64)
+    for layout in ("adjacent", "half_split"):
+        rope = RotaryEmbedding(64, layout=layout)
+        out, _ = rope(x, x, q_positions=pos, k_positions=pos)
+        expected = reference_rotary(x, pos, layout=layout, rotary_dim=64, base=10000.0)
+        assert (out.to(F64) - expected).abs().max() < 1e-5
+    # The test can fail: angles formed in float32 are off by far more than the tolerance allows.
+    inv_freq32 = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+    angle32 = (pos.float()[:, None] * inv_freq32[None, :]).to(F64)
+    angle64 = pos.to(F64)[:, None] * (1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=F64) / 64)))
+    assert (angle32 - angle64).abs().max() > 1e-2
+
+
+def test_linear_interpolation_and_ntk_formulas():
+    base, factor, r = 10000.0, 4.0, 32
+    i = torch.arange(r // 2, dtype=F64)
+    plain = base ** (-2 * i / r)
+    linear = RotaryEmbedding(r, scaling="linear", scaling_factor=factor)
+    torch.testing.assert_close(linear.frequencies, plain / factor, rtol=1e-14, atol=0)
+    ntk = RotaryEmbedding(r, scaling="ntk", scaling_factor=factor)
+    torch.testing.assert_close(ntk.frequencies, (base * factor ** (r / (r - 2))) ** (-2 * i / r), rtol=1e-13, atol=0)
+    # NTK keeps the highest frequency and divides the lowest by exactly the factor
+    assert ntk.frequencies[0] == 1.0
+    assert float(ntk.frequencies[-1]) == pytest.approx(float(plain[-1]) / factor, rel=1e-12)
+    # linear interpolation: position t rotates as the unscaled module rotates t / factor
+    x = torch.randn(1, 1, 6, r, dtype=F64)
+    pos = torch.tensor([0, 3, 7, 100, 4095, 8191])
+    out, _ = linear.to(F64)(x, x, q_positions=pos)
+    ref, _ = RotaryEmbedding(r).to(F64)(x, x, q_positions=pos.to(F64) / factor)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+
+
+def test_tables_are_nonpersistent_and_rebuilt_exactly_per_dtype():
+    rope = RotaryEmbedding(16)
+    assert rope.state_dict() == {} and rope._cos.dtype == torch.float32
+    rope = rope.double()  # casting the float32 table would keep float32 accuracy; it must be rebuilt
+    x = torch.randn(1, 1, 50, 16, dtype=F64)
+    out, _ = rope(x, x, offset=10**5)
+    ref = reference_rotary(x, torch.arange(10**5, 10**5 + 50), layout="half_split", rotary_dim=16, base=10000.0)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+def test_gradient_is_the_inverse_rotation(layout):
+    cos, sin = torch.randn(5, 8, dtype=F64), torch.randn(5, 8, dtype=F64)  # arbitrary tables, not just rotations
+    x = torch.randn(2, 5, 10, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: apply_rotary(t, cos, sin, layout=layout), (x,))
+
+
+def test_rotation_preserves_norm():
+    x = torch.randn(2, 4, 33, 64)
+    out, _ = RotaryEmbedding(64, layout="adjacent")(x, x)
+    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"head_dim": 15}, "head_dim"),
+        ({"head_dim": 10, "rotary_dim": 0.5}, "rotary_dim"),  # leaves 5 dims: odd
+        ({"head_dim": 16, "rotary_dim": 7}, "rotary_dim"),
+        ({"head_dim": 16, "rotary_dim": 32}, "rotary_dim"),
+        ({"head_dim": 16, "layout": "interleaved"}, "layout"),
+        ({"head_dim": 16, "scaling": "yarn"}, "scaling"),
+        ({"head_dim": 16, "scaling": "linear", "scaling_factor": 0.5}, "scaling_factor"),
+        ({"head_dim": 16, "base": -1.0}, "base"),
+    ],
+)
+def test_bad_construction_names_the_parameter(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RotaryEmbedding(**kwargs)
+
+
+def test_bad_call_names_the_parameter():
+    rope = RotaryEmbedding(16)
+    x = torch.randn(1, 1, 4, 16)
+    with pytest.raises(ValueError, match="q must be"):
+        rope(torch.randn(1, 1, 4, 8), x)
+    with pytest.raises(ValueError, match="offset"):
+        rope(x, x, offset=-1)
+    with pytest.raises(ValueError, match="q_positions"):
+        rope(x, x, q_positions=torch.arange(5))
+    with pytest.raises(ValueError, match="k_positions"):
+        rope(x, torch.randn(1, 1, 6, 16), k_positions=torch.arange(6))
+    with pytest.raises(ValueError, match="layout"):
+        apply_rotary(x, torch.ones(4, 16), torch.zeros(4, 16), layout="split")
+    with pytest.raises(ValueError, match="r even"):
+        apply_rotary(x, torch.ones(4, 5), torch.zeros(4, 5), layout="adjacent")
+
+
+def test_compiles_without_graph_breaks():
+    rope = RotaryEmbedding(16, layout="adjacent")
+    q = torch.randn(2, 2, 9, 16, requires_grad=True)
+    compiled = torch.compile(lambda a: sum(t.sum() for t in rope(a, a)), backend="aot_eager", fullgraph=True)
+    compiled(q).backward()
+    expected = torch.autograd.grad(sum(t.sum() for t in rope(q, q)), q)[0]
+    torch.testing.assert_close(q.grad, expected)
+    assert math.isfinite(float(q.grad.abs().sum()))
