@@ -1,0 +1,54 @@
+"""Measure every claim of the seeds for any encoding: NumPy only (no torch, no matplotlib at import).
+
+=================  ==========================================================  ===========
+module             what it measures                                            SPEC
+=================  ==========================================================  ===========
+``shift``          the linear shift operator ``T^(k)``; best linear shift map  §2
+``kernel``         Gram matrix, Toeplitz test, kernel vs distance, Su's decay  §3
+``fourier``        eq. 15 frequency distribution, low-pass count, spectra      §5
+``faithfulness``   Algorithm 1 reconstruction, peak, injectivity, decoding     §4, §5
+``views``          how each registered encoding is seen (table/bias/freqs)     §7
+``scorecard``      all criteria for a registered encoding at ``(S, d)``        §6
+=================  ==========================================================  ===========
+"""
+
+from posenc.analysis.faithfulness import (
+    Peak,
+    dft_basis,
+    inverse_dft_accuracy,
+    min_pairwise_distance,
+    nearest_neighbour_accuracy,
+    one_hot,
+    peak,
+    reconstruct,
+)
+from posenc.analysis.fourier import (
+    column_bins,
+    crossing_index,
+    default_bandwidth,
+    dft_distribution,
+    frequency_distribution,
+    low_pass_count,
+    table_spectrum,
+)
+from posenc.analysis.kernel import (
+    SU_SCHEDULES,
+    decay_integral,
+    frequency_kernel,
+    gram,
+    kernel_by_distance,
+    su_decay,
+    toeplitz_deviation,
+)
+from posenc.analysis.scorecard import CRITERIA, Scorecard, scorecard, scorecards
+from posenc.analysis.shift import dft_shift_operator, linear_shift_residual, operator_residual, shift_operator
+from posenc.analysis.views import EncodingView, encoding_view
+
+__all__ = [
+    "CRITERIA", "EncodingView", "Peak", "SU_SCHEDULES", "Scorecard", "column_bins", "crossing_index",
+    "decay_integral", "default_bandwidth", "dft_basis", "dft_distribution", "dft_shift_operator",
+    "encoding_view", "frequency_distribution", "frequency_kernel", "gram", "inverse_dft_accuracy",
+    "kernel_by_distance", "linear_shift_residual", "low_pass_count", "min_pairwise_distance",
+    "nearest_neighbour_accuracy", "one_hot", "operator_residual", "peak", "reconstruct", "scorecard",
+    "scorecards", "shift_operator", "su_decay", "table_spectrum", "toeplitz_deviation",
+]

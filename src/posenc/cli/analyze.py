@@ -1,0 +1,58 @@
+"""``posenc analyze ENCODING --dim D --length S [--json]``: the scorecard of one registered encoding.
+
+Prints one line per criterion (value and how it was measured / why it does not apply); with
+``--json`` prints one JSON object with these stable keys:
+
+* ``encoding`` (str), ``family`` (``"none"|"input"|"rotary"|"bias"``);
+* ``parameters``: ``length``, ``dim``, ``base``, ``n_heads``, ``shift_k``, ``decode_noise``,
+  ``seed``, ``reconstruct_position``, ``bandwidth``, ``repeat_horizon``;
+* ``values``: one entry per key of :data:`posenc.analysis.CRITERIA` — ``unique``,
+  ``min_distance``, ``shift_residual``, ``toeplitz_error``, ``value_min``, ``value_max``,
+  ``value_mean``, ``long_range_decay``, ``low_pass_fraction``, ``reconstruction_width``,
+  ``decoding_accuracy``, ``decoding_accuracy_inverse_dft``, ``largest_period``,
+  ``first_repeat``, ``extrapolates``, ``extrapolation_min_distance`` — a number, a boolean,
+  or ``null`` when it does not apply;
+* ``notes``: ``{key: text}`` — why a value is ``null`` or how it was measured; ``notes.view``
+  says what was measured (e.g. "at initialisation").
+
+Meanings: docs/analysis.md and :mod:`posenc.analysis.scorecard`. An unknown ENCODING is an
+error listing the registered names (exit status 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from posenc import analysis, tables
+from posenc.report import DEFAULT_DIM, DEFAULT_LENGTH
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyze", help="measure the seeds' criteria for one registered encoding")
+    p.add_argument("encoding", metavar="ENCODING", help="a registered encoding name (see `posenc analyze --help`)")
+    p.add_argument("--dim", "-d", type=int, default=DEFAULT_DIM, help=f"encoding dimension d (default {DEFAULT_DIM})")
+    p.add_argument("--length", "-S", type=int, default=DEFAULT_LENGTH,
+                   help=f"number of positions S (default {DEFAULT_LENGTH})")
+    p.add_argument("--base", type=float, default=tables.DEFAULT_BASE,
+                   help="ρ of sinusoidal frequencies (default 10000)")
+    p.add_argument("--n-heads", type=int, default=8, help="heads of bias encodings (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of learned initial parameters and decoding noise")
+    p.add_argument("--json", action="store_true", help="print one JSON object (stable keys; see module docs)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    card = analysis.scorecard(args.encoding, length=args.length, dim=args.dim, base=args.base,
+                              n_heads=args.n_heads, seed=args.seed)
+    if args.json:
+        print(json.dumps(card.to_dict(), indent=2, allow_nan=False))
+        return 0
+    print(f"{card.encoding} ({card.family}) at S = {args.length}, d = {args.dim}: {card.notes.get('view', '')}")
+    width = max(map(len, analysis.CRITERIA))
+    for key in analysis.CRITERIA:
+        value = card.values[key]
+        shown = "—" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))
+        note = card.notes.get(key, "")
+        print(f"  {key:<{width}}  {shown:>14}  {note}".rstrip())
+    return 0

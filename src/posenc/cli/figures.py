@@ -1,0 +1,22 @@
+"""``posenc figures --out DIR [--format png svg]``: write every seed figure (:data:`posenc.plots.FIGURES`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("figures", help="write the seeds' figures (PNG and SVG) into a folder")
+    p.add_argument("--out", type=Path, required=True, help="output folder (created if needed)")
+    p.add_argument("--format", nargs="+", default=["png", "svg"], choices=("png", "svg", "pdf"),
+                   help="file formats (default: png svg)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from posenc import plots  # matplotlib only for this command
+
+    for path in plots.write_all(args.out, formats=args.format):
+        print(path)
+    return 0

@@ -1,0 +1,24 @@
+"""``posenc report --out DIR``: write the self-contained HTML report and print where it is."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from posenc import report, tables
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write a self-contained HTML report (figures, scorecards of all encodings)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (created if needed)")
+    p.add_argument("--dim", "-d", type=int, default=report.DEFAULT_DIM, help="d of the scorecards (default 256)")
+    p.add_argument("--length", "-S", type=int, default=report.DEFAULT_LENGTH, help="S of the scorecards (default 80)")
+    p.add_argument("--base", type=float, default=tables.DEFAULT_BASE, help="ρ (default 10000)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = report.write_report(args.out, length=args.length, dim=args.dim, base=args.base)
+    print(f"report written to {path.resolve()}")
+    print(f"scorecards (JSON) in {(path.parent / 'scorecards.json').resolve()}")
+    return 0

@@ -1,0 +1,172 @@
+"""The seeds' figures, one call each (matplotlib; PNG and SVG; printable in grey).
+
+Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
+state, no GUI backend); :func:`save` writes it, :func:`write_all` writes every figure of
+:data:`FIGURES`. Colour maps are ``gray``/``Greys`` and lines differ by style and marker, so
+the figures print in black and white.
+
+===========================  ==============================================================
+figure                       reproduces
+===========================  ==============================================================
+``encoding_heatmap``         seed kazemnejad-* Fig. 2: 128 dims, 50 positions
+``dot_product_matrix``       seed kazemnejad-* Fig. 3: ⟨PE[m], PE[n]⟩ of all positions
+``frequency_distribution``   seed ide-* Fig. 1: eq. 15 (sinusoidal) vs eq. 22 (DFT), d=256, ρ=10⁴
+``reconstruction``           seed ide-* Fig. 2: Algorithm 1 for δ at s=5, 40, 75, d=256, S=80
+``su_decay``                 seed su-*: ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, with the sum
+``shift_operator``           seeds denk-*, notes-*: ``T^(k)`` and ``T^(k) PE[t] = PE[t+k]``
+===========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from posenc import analysis, spectrum, tables
+
+LINES = ({"color": "black", "linestyle": "-"}, {"color": "0.35", "linestyle": "--"},
+         {"color": "0.55", "linestyle": ":"}, {"color": "black", "linestyle": "-."},
+         {"color": "0.45", "linestyle": (0, (5, 1, 1, 1, 1, 1))})
+"""Line styles distinguishable in grey, cycled over curves."""
+
+
+def encoding_heatmap(*, length: int = 50, dim: int = 128, base: float = tables.DEFAULT_BASE) -> Figure:
+    """The sinusoidal table as an image: row ``t`` is ``PE[t]`` (seed kazemnejad-* Fig. 2)."""
+    table = tables.sinusoidal(length, dim, base=base)
+    fig = Figure(figsize=(8, 4), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(table, cmap="gray", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
+    ax.set(xlabel="encoding dimension j", ylabel="position t",
+           title=f"Sinusoidal positional encoding PE[t, j], d = {dim}, {length} positions, ρ = {base:g}")
+    fig.colorbar(image, ax=ax, label="value")
+    return fig
+
+
+def dot_product_matrix(*, length: int = 100, dim: int = 128, base: float = tables.DEFAULT_BASE) -> Figure:
+    """``⟨PE[m], PE[n]⟩`` for all positions: symmetric, Toeplitz, decaying (seed kazemnejad-* Fig. 3; SPEC §3)."""
+    gram = analysis.gram(tables.sinusoidal(length, dim, base=base))
+    fig = Figure(figsize=(6, 5), layout="constrained")
+    ax = fig.add_subplot()
+    image = ax.imshow(gram, cmap="gray", interpolation="nearest", origin="upper")
+    ax.set(xlabel="position n", ylabel="position m",
+           title=f"Dot product ⟨PE[m], PE[n]⟩ of sinusoidal encodings, d = {dim}")
+    fig.colorbar(image, ax=ax, label="dot product")
+    return fig
+
+
+def frequency_distribution(*, dim: int = 256, base: float = tables.DEFAULT_BASE) -> Figure:
+    """Eq. 15 weights of ``w = ρ^(−k/d)`` vs the flat eq. 22 of the DFT encoding (seed ide-* Fig. 1)."""
+    bins = spectrum.dft(dim)
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(bins, analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim),
+            label=f"sinusoidal, ρ = {base:g} (eq. 15, σ = 4·2π/d)", **LINES[0])
+    ax.plot(bins, analysis.dft_distribution(dim), label="DFT encoding (eq. 22)", **LINES[1])
+    ax.axvline(2 * np.pi / dim, color="0.6", linewidth=0.8, linestyle=":", label="first non-zero bin 2π/d")
+    ax.set(xlabel="DFT frequency ω_k = 2πk/d", ylabel="weight g_k (Σ g_k = 1)",
+           title=f"Distribution of encoding frequencies over the Fourier bins, d = {dim}")
+    ax.legend()
+    return fig
+
+
+def reconstruction(
+    *, dim: int = 256, length: int = 80, positions: Sequence[int] = (5, 40, 75), base: float = tables.DEFAULT_BASE
+) -> Figure:
+    """Algorithm 1 of seed ide-* for ``δ_(t,s)``: sinusoidal weights (top) vs DFT weights (bottom) (Fig. 2)."""
+    fig = Figure(figsize=(7, 6), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    sinusoidal = analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim)
+    weights = (("sinusoidal (eq. 15 weights)", sinusoidal),
+               ("DFT encoding (eq. 22 weights)", analysis.dft_distribution(dim)))
+    t = np.arange(length)
+    for ax, (label, g) in zip(axes, weights):
+        for style, s in zip(LINES, positions):
+            ax.plot(t, analysis.reconstruct(analysis.one_hot(s, dim), g)[:length], label=f"δ at s = {s}", **style)
+        ax.set(ylabel="reconstructed f(t)", title=f"Reconstruction of the one-hot, {label}")
+        ax.legend(loc="upper center", ncols=3, fontsize=8)
+        ax.margins(y=0.15)
+    for ax in axes:
+        ax.set_xlabel(f"lattice point t (first S = {length} of d = {dim})")
+    return fig
+
+
+def su_decay(
+    *, dim: int = 128, short: int = 128, long: int = 1024, schedules: Sequence[str] = tuple(analysis.SU_SCHEDULES)
+) -> Figure:
+    """Su's long-range decay: ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, short and long range (seed su-*).
+
+    The left panel also shows the discrete ``Σ cos(x θ_i) / (d/2)`` of the paper's θ (markers).
+    """
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for ax, top in zip(axes, (short, long)):
+        x = np.linspace(0.0, float(top), 257)
+        for style, name in zip(LINES, schedules):
+            theta = analysis.SU_SCHEDULES[name]
+            integral = analysis.decay_integral(theta, x, dim=2)  # d/2 = 1: the bare integral
+            ax.plot(x, integral, label=f"θ(u) = {name.replace('x', 'u')}", **style)
+        ax.axhline(0.0, color="0.7", linewidth=0.6)
+        ax.set(xlabel="relative distance x = m − n", ylabel="Re ∫₀¹ exp(i x θ(u)) du",
+               title=f"Long-range decay, 0 ≤ x ≤ {top}")
+    x = np.arange(0, short + 1, 4)
+    axes[0].plot(x, analysis.frequency_kernel(spectrum.geometric(dim), x) / (dim / 2), "o", color="black",
+                 markersize=3, label=f"Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}")
+    axes[0].legend(fontsize=8)
+    return fig
+
+
+def shift_operator(*, dim: int = 16, k: int = 5, length: int = 60, base: float = tables.DEFAULT_BASE) -> Figure:
+    """``T^(k)`` and its action: ``T^(k) PE[t]`` lands on ``PE[t+k]`` (seeds denk-*, notes-*; SPEC §2)."""
+    op = analysis.shift_operator(k, dim=dim, base=base)
+    table = tables.sinusoidal(length + k, dim, base=base)
+    moved = table[:length] @ op.T
+    fig = Figure(figsize=(11, 4), layout="constrained")
+    left, right = fig.subplots(1, 2, width_ratios=(1, 1.6))
+    image = left.imshow(op, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
+    left.set(xlabel="column of PE[t]", ylabel="row of PE[t+k]", title=f"Shift operator T^(k), k = {k}, d = {dim}")
+    fig.colorbar(image, ax=left, shrink=0.8)
+    t = np.arange(length)
+    left.set_xticks(range(0, dim, 2))
+    left.set_yticks(range(0, dim, 2))
+    for style, j in zip(LINES, (2, 3, 4, 5)):
+        right.plot(t, table[k:, j], label=f"PE[t+k, {j}]", **style)
+        right.plot(t[::3], moved[::3, j], "o", color=style["color"], markersize=3, fillstyle="none")
+    residual = analysis.operator_residual(table, op, k)
+    right.set(xlabel="position t", ylabel="value",
+              title=f"PE[t+{k}] (lines) and T^({k})·PE[t] (circles); relative residual {residual:.1e}")
+    right.legend(loc="lower left", fontsize=8)
+    return fig
+
+
+FIGURES: dict[str, Callable[[], Figure]] = {
+    "encoding_heatmap": encoding_heatmap,
+    "dot_product_matrix": dot_product_matrix,
+    "frequency_distribution": frequency_distribution,
+    "reconstruction": reconstruction,
+    "su_decay": su_decay,
+    "shift_operator": shift_operator,
+}
+"""Every seed figure by name, with its default (the seeds') parameters."""
+
+
+def save(fig: Figure, path: Path | str, *, formats: Sequence[str] = ("png", "svg"), dpi: int = 120) -> list[Path]:
+    """Write ``fig`` as ``path`` with each suffix of ``formats`` (``png``, ``svg``, ``pdf``); returns the files."""
+    stem = Path(path)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        if fmt not in ("png", "svg", "pdf"):
+            raise ValueError(f"formats must be among 'png', 'svg', 'pdf'; got {fmt!r}")
+        target = stem.with_suffix(f".{fmt}")
+        fig.savefig(target, format=fmt, dpi=dpi)
+        written.append(target)
+    return written
+
+
+def write_all(out_dir: Path | str, *, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Write every figure of :data:`FIGURES` into ``out_dir`` as ``NAME.png`` / ``NAME.svg``."""
+    out = Path(out_dir)
+    return [path for name, make in FIGURES.items() for path in save(make(), out / name, formats=formats)]
