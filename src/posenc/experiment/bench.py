@@ -1,0 +1,135 @@
+"""The benchmark: validate a grid, make the splits, train every run (resumable), compare, write.
+
+:func:`run_bench` is what ``posenc bench`` calls. Every check that can fail runs **before
+any training**: unknown encodings or scale policies (in :class:`BenchPlan`), an unknown
+dataset (``load_dataset``), a window longer than a series or a split without positives
+(``make_splits`` — all split seeds are made first), and a DFT encoding whose window exceeds
+its dimension (SPEC §4).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from posenc.experiment.compare import Comparison, compare, write
+from posenc.experiment.config import BenchPlan
+from posenc.experiment.controls import order_free_baseline
+from posenc.experiment.distributed import World, select_device
+from posenc.experiment.runs import execute
+from posenc.experiment.train import EpochHook
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What :func:`run_bench` produced: the comparison, the files written (rank 0), wall time, runs trained."""
+
+    comparison: Comparison
+    paths: dict[str, Path]
+    seconds: float
+    trained: int
+    skipped: int
+
+
+def check_faithful_window(encodings: tuple[str, ...], *, window: int, d_model: int) -> None:
+    """Refuse the DFT encoding for windows longer than its dimension (``d_model`` in add mode).
+
+    The DFT encoding of position ``s`` is the DFT of the one-hot at ``s`` on the lattice
+    ``0 … d−1`` (seed ``ide-*``, Theorem 1; SPEC §4): it is invertible only for ``s < d``, and
+    position ``s + d`` gets the same vector as ``s``.
+    """
+    if "dft" in encodings and window > d_model:
+        raise ValueError(
+            f"encoding 'dft' with window={window} > d_model={d_model}: the DFT encoding is faithful "
+            f"(invertible) only for positions 0 … d-1 (SPEC §4, Idé et al. Theorem 1); position s + {d_model} "
+            f"would get the same vector as s. Use --window <= {d_model} or --d-model >= {window}"
+        )
+
+
+def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
+    """Load the dataset and make every split seed's splits (raises before any training)."""
+    from posenc.data import load_dataset, make_splits
+
+    base = plan.base
+    check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
+    dataset = load_dataset(base.dataset, **base.dataset_options)
+    splits = {
+        k: make_splits(dataset, window=base.window, stride=base.stride, seed=k) for k in range(plan.splits)
+    }
+    return dataset, splits
+
+
+def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> dict[str, Any]:
+    return {
+        "dataset": plan.base.dataset,
+        "dataset_description": getattr(dataset, "description", ""),
+        "encodings": list(plan.encodings),
+        "scales": list(plan.scales),
+        "seeds": plan.seeds,
+        "splits": plan.splits,
+        "hyperparameters": plan.base.to_dict(),
+        "device": str(device),
+        "world_size": world.size,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+    }
+
+
+def run_bench(
+    plan: BenchPlan,
+    *,
+    out: Path,
+    device: str | None = None,
+    world: World = World(),
+    progress: bool = True,
+    on_epoch: EpochHook | None = None,
+    log: Callable[[str], None] = print,
+) -> BenchResult:
+    """Train every run of ``plan`` into ``out`` (skipping finished ones), compare them, write the results.
+
+    Args:
+        plan: the grid (validated on construction).
+        out: output directory: ``out/runs/…`` per run, ``out/results.{md,csv,json,png}``.
+        device: ``"cpu"``, ``"cuda"``, … or ``None`` for CUDA when available.
+        world: data-parallel position; only rank 0 writes and logs.
+        progress: tqdm bars.
+        on_epoch: extra hook after each epoch's checkpoint (tests use it to interrupt).
+        log: where progress lines go (rank 0).
+    """
+    start = time.perf_counter()
+    dataset, splits = prepare(plan)
+    torch_device = select_device(device, world)
+    say = log if world.is_main else (lambda _: None)
+    for k, s in splits.items():
+        say(f"split {k}: " + ", ".join(f"{name} {v['windows']} windows / {v['positives']} positive / "
+                                      f"{v['events']} events" for name, v in s.summary.items()))
+    records, trained = [], 0
+    runs = list(plan.runs())
+    for i, config in enumerate(runs, 1):
+        record = execute(config, splits[config.split_seed], root=out, device=torch_device, world=world,
+                         shuffle_control=plan.shuffle_control, progress=progress, on_epoch=on_epoch)
+        trained += not record["skipped"]
+        say(f"[{i}/{len(runs)}] {config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
+            f"F1 {record['test']['f1']:.3f} AUPRC {record['test']['auprc']:.3f}"
+            + (" (finished earlier, skipped)" if record["skipped"] else ""))
+        records.append(record)
+    baseline = []
+    if plan.baseline and world.is_main:
+        baseline = [{"split_seed": k, "test": order_free_baseline(s)} for k, s in splits.items()]
+    seconds = time.perf_counter() - start
+    comparison = compare(records, baseline=baseline)
+    comparison.meta.update(_meta(plan, dataset, torch_device, world), wall_seconds=seconds,
+                           runs_trained=trained, runs_skipped=len(records) - trained)
+    paths = write(comparison, out) if world.is_main else {}
+    world.barrier()
+    return BenchResult(comparison, paths, seconds, trained, len(records) - trained)

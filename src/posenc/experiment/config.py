@@ -1,0 +1,156 @@
+"""Typed, frozen configuration of one training run and of a benchmark grid.
+
+A run is identified by ``(dataset, encoding, scale, split_seed, seed)``; everything else
+(model size, optimiser, window) is a hyperparameter shared by every run of a benchmark.
+The resolved configuration is written as JSON next to each run's results
+(:mod:`posenc.experiment.runs`), so a result can always be traced to what produced it.
+
+Defaults are chosen to run on 2 CPU cores (the synthetic benchmark in under 3 minutes):
+``d_model=32``, 4 heads, 2 layers, window 32 at stride 16, at most 8 epochs with patience 3,
+batch 32, AdamW ``lr=1e-3``, ``weight_decay=1e-2``, dropout 0.1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from posenc import _validate, registry
+
+#: Scale policies for additive (input-family) encodings (issue 6 §1); see :mod:`posenc.experiment.scale`.
+SCALE_POLICIES = ("native", "unit", "matched", "learned")
+#: What early stopping watches on the validation set.
+MONITORS = ("auprc", "loss")
+
+
+def _non_negative_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one training run.
+
+    Attributes:
+        dataset: dataset spec for :func:`posenc.data.load_dataset` (``"synthetic"``, ``"msl"``, a path, …).
+        dataset_options: keyword options for ``load_dataset`` (e.g. the synthetic generator's size).
+        subset: the part of the dataset the run uses, ``""`` for all of it (probes: ``"k5"``, distance 5).
+        window: window length ``s`` (time steps per example).
+        stride: step between window starts.
+        split_seed: seed of the blocked train/val/test assignment (:func:`posenc.data.make_splits`).
+        encoding: registry name of the positional encoding.
+        scale: scale policy of an additive encoding (:data:`SCALE_POLICIES`; ``"native"`` for others).
+        seed: seed of model initialisation, batch order and dropout.
+        d_model, n_heads, n_layers, dropout: the :class:`posenc.models.TransformerClassifier`.
+        epochs: maximum number of epochs; patience: epochs without improvement before stopping.
+        batch_size, lr, weight_decay: AdamW training.
+        monitor: validation quantity for early stopping: ``"auprc"`` (higher is better) or ``"loss"``.
+    """
+
+    dataset: str = "synthetic"
+    dataset_options: Mapping[str, Any] = field(default_factory=dict)
+    subset: str = ""
+    window: int = 32
+    stride: int = 16
+    split_seed: int = 0
+    encoding: str = "sinusoidal"
+    scale: str = "native"
+    seed: int = 0
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 2
+    dropout: float = 0.1
+    epochs: int = 8
+    patience: int = 3
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 1e-2
+    monitor: str = "auprc"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dataset, str) or not self.dataset:
+            raise ValueError(f"dataset must be a non-empty string, got {self.dataset!r}")
+        if not isinstance(self.subset, str) or not re.fullmatch(r"[A-Za-z0-9._-]*", self.subset):
+            raise ValueError(f"subset must be a string of letters, digits, '.', '_' or '-', got {self.subset!r}")
+        if not isinstance(self.dataset_options, Mapping):
+            raise TypeError(f"dataset_options must be a mapping, got {type(self.dataset_options).__name__}")
+        for name in ("window", "stride", "d_model", "n_heads", "n_layers", "epochs", "patience", "batch_size"):
+            _validate.positive_int(name, getattr(self, name))
+        _non_negative_int("split_seed", self.split_seed)
+        _non_negative_int("seed", self.seed)
+        registry.get(self.encoding)
+        _validate.choice("scale", self.scale, SCALE_POLICIES)
+        _validate.choice("monitor", self.monitor, MONITORS)
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads}"
+            )
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real) or not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        _validate.positive_float("lr", self.lr)
+        wd = self.weight_decay
+        if isinstance(wd, bool) or not isinstance(wd, numbers.Real) or wd < 0:
+            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        out = dataclasses.asdict(self)
+        out["dataset_options"] = dict(self.dataset_options)
+        return out
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """A benchmark grid: every (encoding, scale, split seed, seed) on one dataset.
+
+    Attributes:
+        base: hyperparameters shared by every run (its ``encoding``/``scale``/seeds are replaced).
+        encodings: registry names, in table order.
+        scales: scale policies applied to additive encodings; other families run once, at ``"native"``.
+        seeds: number of training seeds (``0 … seeds-1``).
+        splits: number of split seeds (``0 … splits-1``).
+        shuffle_control: also evaluate each model on time-shuffled test windows (issue 6 §2).
+        baseline: also fit the order-free gradient-boosting baseline per split (issue 6 §2).
+    """
+
+    base: RunConfig
+    encodings: tuple[str, ...]
+    scales: tuple[str, ...] = ("native",)
+    seeds: int = 3
+    splits: int = 1
+    shuffle_control: bool = True
+    baseline: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.encodings:
+            raise ValueError("encodings must name at least one encoding")
+        for name in self.encodings:
+            registry.get(name)
+        if len(set(self.encodings)) != len(self.encodings):
+            raise ValueError(f"encodings must not repeat a name, got {', '.join(self.encodings)}")
+        if not self.scales:
+            raise ValueError(f"scales must name at least one policy of {', '.join(SCALE_POLICIES)}")
+        for scale in self.scales:
+            _validate.choice("scale", scale, SCALE_POLICIES)
+        _validate.positive_int("seeds", self.seeds)
+        _validate.positive_int("splits", self.splits)
+
+    def scales_for(self, encoding: str) -> tuple[str, ...]:
+        """The scale policies that apply to ``encoding``: all requested for input encodings, else ``native``."""
+        return self.scales if registry.get(encoding).family == "input" else ("native",)
+
+    def runs(self) -> Iterator[RunConfig]:
+        """Every run of the grid, split seed outermost (so one split's data is reused)."""
+        for split_seed in range(self.splits):
+            for encoding in self.encodings:
+                for scale in self.scales_for(encoding):
+                    for seed in range(self.seeds):
+                        yield dataclasses.replace(
+                            self.base, encoding=encoding, scale=scale, split_seed=split_seed, seed=seed
+                        )

@@ -1,0 +1,140 @@
+"""The positional probe suite (issue 6 §4): accuracy against lag ``k``, one curve per encoding.
+
+Each probe window's label depends only on the order or lag of two pulses ``k`` steps apart
+(:mod:`posenc.data.probes`; the two classes hold the same rows pair by pair), so an
+order-free model is at chance and what a model gets right it gets from position. For every
+encoding (× scale policy), distance ``k`` and seed one classifier is trained on that ``k``'s
+training windows — the same training, threshold rule and run directories as the benchmark
+(:func:`posenc.experiment.runs.execute`, subset ``k<k>``) — and its test accuracy recorded.
+This is the experimental counterpart of the Fourier analysis (SPEC §5): a low-pass encoding
+should fail at short lags, a faithful one should not. Compare encodings at ``matched`` scale.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posenc.experiment.bench import check_faithful_window
+from posenc.experiment.config import BenchPlan
+from posenc.experiment.distributed import World, select_device
+from posenc.experiment.files import write_text_atomic
+from posenc.experiment.runs import execute
+from posenc.experiment.train import EpochHook
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Mean test accuracy ``accuracy[label][k]`` over seeds (label ``encoding`` or ``encoding (scale)``)."""
+
+    accuracy: dict[str, dict[int, float]]
+    std: dict[str, dict[int, float]]
+    runs: list[dict[str, Any]]
+    task: str
+    window: int
+    seconds: float
+    paths: dict[str, Path]
+
+
+def load_suite(plan: BenchPlan) -> Any:
+    """The :class:`posenc.data.ProbeSuite` of ``plan`` (window from the plan), validated before training."""
+    from posenc.data import load_dataset
+
+    base = plan.base
+    if plan.splits != 1:
+        raise ValueError(f"--splits applies to anomaly datasets; probes draw independent train/val/test sets "
+                         f"per distance k, so use --splits 1 (got {plan.splits})")
+    options = dict(base.dataset_options)
+    if options.setdefault("window", base.window) != base.window:
+        raise ValueError(f"the probe window is --window ({base.window}); do not also pass window={options['window']} "
+                         "as a dataset option")
+    check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
+    return load_dataset("probes", **options)
+
+
+def _label(encoding: str, scale: str) -> str:
+    return encoding if scale == "native" else f"{encoding} ({scale})"
+
+
+def run_probes(
+    plan: BenchPlan,
+    *,
+    out: Path,
+    device: str | None = None,
+    world: World = World(),
+    progress: bool = True,
+    on_epoch: EpochHook | None = None,
+    log: Callable[[str], None] = print,
+) -> ProbeResult:
+    """Train every (encoding, scale, k, seed) of ``plan`` on the probe suite; write ``probes.{md,csv,json,png}``."""
+    start = time.perf_counter()
+    suite = load_suite(plan)
+    torch_device = select_device(device, world)
+    say = log if world.is_main else (lambda _: None)
+    splits = {k: suite.splits(k) for k in suite.distances}
+    acc: dict[str, dict[int, list[float]]] = {}
+    runs = []
+    for encoding in plan.encodings:
+        for scale in plan.scales_for(encoding):
+            for k in suite.distances:
+                for seed in range(plan.seeds):
+                    config = dataclasses.replace(plan.base, encoding=encoding, scale=scale, seed=seed, split_seed=0,
+                                                 subset=f"k{k}")
+                    record = execute(config, splits[k], root=out, device=torch_device, world=world,
+                                     shuffle_control=False, progress=progress, on_epoch=on_epoch)
+                    acc.setdefault(_label(encoding, scale), {}).setdefault(k, []).append(record["test"]["accuracy"])
+                    runs.append({**record, "k": k})
+            by_k = acc[_label(encoding, scale)]
+            say(f"{_label(encoding, scale)} task {suite.task}: accuracy by k "
+                + " ".join(f"{k}:{np.mean(by_k[k]):.2f}" for k in suite.distances))
+    accuracy = {label: {k: float(np.mean(v)) for k, v in by_k.items()} for label, by_k in acc.items()}
+    std = {label: {k: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan") for k, v in by_k.items()}
+           for label, by_k in acc.items()}
+    result = ProbeResult(accuracy, std, runs, suite.task, suite.window, time.perf_counter() - start, {})
+    paths = write(result, out, n_seeds=plan.seeds) if world.is_main else {}
+    world.barrier()
+    return dataclasses.replace(result, paths=paths)
+
+
+def markdown(result: ProbeResult, *, n_seeds: int) -> str:
+    """Accuracy table: one row per encoding (× scale), one column per distance ``k``."""
+    ks = sorted({k for by_k in result.accuracy.values() for k in by_k})
+    lines = [f"Probe task `{result.task}`, window {result.window}: test accuracy (chance 0.5), mean over "
+             f"{n_seeds} seed(s), by distance k.", "",
+             "| encoding | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    for label, by_k in result.accuracy.items():
+        lines.append(f"| {label} | " + " | ".join(f"{by_k[k]:.2f}" for k in ks) + " |")
+    lines += ["", f"Wall time {result.seconds:.1f} s."]
+    return "\n".join(lines) + "\n"
+
+
+def write(result: ProbeResult, out: Path, *, n_seeds: int) -> dict[str, Path]:
+    """Write ``probes.md``, ``probes.csv`` (label, k, mean, std), ``probes.json`` and the plot ``probes.png``."""
+    from posenc.experiment.figures import probe_plot
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {ext: out / f"probes.{ext}" for ext in ("md", "csv", "json", "png")}
+    write_text_atomic(paths["md"], markdown(result, n_seeds=n_seeds))
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["encoding", "k", "accuracy_mean", "accuracy_std", "seeds"])
+    for label, by_k in result.accuracy.items():
+        for k, mean in by_k.items():
+            sd = result.std[label][k]
+            writer.writerow([label, k, mean, "" if np.isnan(sd) else sd, n_seeds])
+    write_text_atomic(paths["csv"], buf.getvalue())
+    payload = {"task": result.task, "window": result.window, "seconds": result.seconds,
+               "accuracy": result.accuracy, "runs": result.runs}
+    write_text_atomic(paths["json"], json.dumps(payload, indent=2, default=str))
+    probe_plot(result.accuracy, paths["png"], title=f"probe '{result.task}', window {result.window}")
+    return paths

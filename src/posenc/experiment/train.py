@@ -1,0 +1,194 @@
+"""Training loop: AdamW, class-weighted loss, early stopping on validation, exact resume.
+
+* Loss: ``BCEWithLogitsLoss`` with ``pos_weight = n_negative / n_positive`` of the training
+  windows, so the rare anomalous class weighs as much as the normal one in total.
+* Early stopping: after each epoch the validation set is scored; the model with the best
+  validation AUPRC (or lowest validation loss, ``config.monitor``) is kept, and training stops
+  after ``config.patience`` epochs without improvement.
+* Determinism: the model is initialised under ``torch.manual_seed(seed)`` by the caller; epoch
+  ``e`` draws its batch order from ``DistributedSampler(seed=seed).set_epoch(e)`` and re-seeds
+  torch (dropout) with :func:`epoch_seed`, so an epoch depends only on ``(seed, e)`` and the
+  state it starts from — which makes a resumed run identical to an uninterrupted one.
+* Data parallel: the same sampler shards each epoch over ``world.size`` ranks (one rank: all).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from sklearn.metrics import average_precision_score
+from torch import nn
+from torch.utils.data.distributed import DistributedSampler
+from tqdm.auto import tqdm
+
+from posenc.experiment.config import RunConfig
+from posenc.experiment.distributed import World, wrap_model
+
+#: Called after every epoch with the checkpoint (see :func:`checkpoint_of`) and the epoch's log row.
+EpochHook = Callable[[dict[str, Any], dict[str, float]], None]
+
+
+@dataclass
+class FitState:
+    """Progress of :func:`fit` that a checkpoint must carry besides model and optimiser.
+
+    Attributes:
+        epoch: epochs completed.
+        best_score: best monitored validation score so far (AUPRC, or −loss).
+        best_epoch: the epoch (1-based) that reached it.
+        bad_epochs: epochs since the last improvement.
+        stopped: early stopping has fired.
+        best_state: the model's ``state_dict`` at ``best_epoch``.
+        history: one log row per completed epoch.
+    """
+
+    epoch: int = 0
+    best_score: float = -math.inf
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    stopped: bool = False
+    best_state: dict[str, torch.Tensor] | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The torch seed of epoch ``epoch`` of a run seeded ``seed`` (distinct per pair)."""
+    return seed * 1_000_003 + epoch
+
+
+def pos_weight(y: np.ndarray) -> float:
+    """``n_negative / n_positive`` of labels ``y`` (raises if there is no positive)."""
+    n_pos = int(np.sum(y == 1))
+    if n_pos == 0:
+        raise ValueError("the training windows hold no positive label: cannot weight the classes")
+    return (len(y) - n_pos) / n_pos
+
+
+@torch.inference_mode()
+def predict_logits(model: nn.Module, X: np.ndarray, *, device: torch.device, batch_size: int = 256) -> np.ndarray:
+    """Logits ``[n]`` (float64) of ``model`` on windows ``X: [n, s, F]``, in eval mode."""
+    was_training = model.training
+    model.eval()
+    out = [
+        model(torch.as_tensor(X[i : i + batch_size], device=device)).double().cpu()
+        for i in range(0, len(X), batch_size)
+    ]
+    model.train(was_training)
+    return torch.cat(out).numpy()
+
+
+def predict_scores(model: nn.Module, X: np.ndarray, *, device: torch.device, batch_size: int = 256) -> np.ndarray:
+    """Anomaly probabilities ``sigmoid(logit)`` ``[n]`` (float64) of ``model`` on ``X: [n, s, F]``."""
+    return 1.0 / (1.0 + np.exp(-predict_logits(model, X, device=device, batch_size=batch_size)))
+
+
+def checkpoint_of(model: nn.Module, optimizer: torch.optim.Optimizer, state: FitState) -> dict[str, Any]:
+    """Everything :func:`fit` needs to resume: model, optimiser and :class:`FitState`."""
+    return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "fit": asdict(state)}
+
+
+def _validation(
+    model: nn.Module, X: np.ndarray, y: np.ndarray, loss_fn: nn.Module, device: torch.device
+) -> tuple[float, float]:
+    """Weighted BCE loss and AUPRC of ``model`` on validation windows ``X: [n, s, F]``."""
+    logits = predict_logits(model, X, device=device)
+    loss = float(loss_fn(torch.from_numpy(logits), torch.from_numpy(y.astype(np.float64))))
+    return loss, float(average_precision_score(y, logits))
+
+
+def fit(
+    model: nn.Module,
+    train: Any,
+    val: Any,
+    config: RunConfig,
+    *,
+    device: torch.device,
+    world: World = World(),
+    checkpoint: dict[str, Any] | None = None,
+    on_epoch: EpochHook | None = None,
+    progress: bool = True,
+) -> FitState:
+    """Train ``model`` (already on ``device``) on ``train`` with early stopping on ``val``.
+
+    Args:
+        model: maps windows ``[b, s, F]`` to logits ``[b]``.
+        train, val: window sets with ``X: [n, s, F]`` float32 and ``y: [n]`` 0/1 (:class:`posenc.data.WindowSet`).
+        config: epochs, patience, batch size, AdamW settings, monitor, seed.
+        device: where ``model`` lives; batches are moved there.
+        world: data-parallel position (:func:`posenc.experiment.distributed.init_world`).
+        checkpoint: a dict from :func:`checkpoint_of` to resume from.
+        on_epoch: called after each epoch with the checkpoint and the epoch's log row.
+        progress: show a tqdm bar per epoch (rank 0 only).
+
+    Returns:
+        The final :class:`FitState`; ``model`` is left holding the *best* validation weights.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    state = FitState()
+    if checkpoint is not None:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        state = FitState(**checkpoint["fit"])
+    weight = pos_weight(train.y)
+    train_loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, device=device))
+    val_loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, dtype=torch.float64))
+    X = torch.as_tensor(train.X)
+    y = torch.as_tensor(train.y, dtype=torch.float32)
+    sampler = DistributedSampler(
+        range(len(X)), num_replicas=world.size, rank=world.rank, shuffle=True, seed=config.seed
+    )
+    net = wrap_model(model, world, device)
+    while not state.stopped and state.epoch < config.epochs:
+        epoch = state.epoch + 1
+        sampler.set_epoch(epoch)
+        torch.manual_seed(epoch_seed(config.seed, epoch))
+        order = torch.tensor(list(sampler))
+        batches = [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
+        net.train()
+        total, start = 0.0, time.perf_counter()
+        bar = tqdm(
+            batches, desc=f"{config.encoding}/{config.scale} seed {config.seed} epoch {epoch}",
+            leave=False, disable=not (progress and world.is_main),
+        )
+        for idx in bar:
+            xb, yb = X[idx].to(device), y[idx].to(device)
+            loss = train_loss_fn(net(xb), yb)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"training loss became {loss.item()} at epoch {epoch} ({config.encoding}, seed {config.seed}); "
+                    f"try a smaller lr (got {config.lr})"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(idx)
+        seconds = time.perf_counter() - start
+        val_loss, val_auprc = _validation(model, val.X, val.y, val_loss_fn, device)
+        score = val_auprc if config.monitor == "auprc" else -val_loss
+        if score > state.best_score:
+            state.best_score, state.best_epoch, state.bad_epochs = score, epoch, 0
+            state.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            state.bad_epochs += 1
+        state.epoch = epoch
+        state.stopped = state.bad_epochs >= config.patience
+        row = {
+            "epoch": epoch,
+            "train_loss": total / len(order),
+            "val_loss": val_loss,
+            "val_auprc": val_auprc,
+            "train_seconds": seconds,
+            "windows_per_s": len(order) * world.size / seconds,
+        }
+        state.history.append(row)
+        if on_epoch is not None:
+            on_epoch(checkpoint_of(model, optimizer, state), row)
+    if state.best_state is not None:
+        model.load_state_dict(state.best_state)
+    return state
