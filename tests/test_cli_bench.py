@@ -54,6 +54,20 @@ def test_scale_grid_one_row_per_encoding_and_scale(tmp_path, capsys):
     assert "| alibi | matched | f1 |" in out  # … compared with sinusoidal at matched scale
 
 
+def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
+    """``--protocol random_windows`` measures leakage: its runs live apart and its table says LEAKY."""
+    assert bench(tmp_path, "--encodings", "sinusoidal", "--seeds", "1", "--epochs", "1", "--no-baseline",
+                 "--protocol", "random_windows") == 0
+    out = capsys.readouterr().out
+    assert "**LEAKY split protocol `random_windows`" in out
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["synthetic-random_windows"]
+    config = json.loads(next((tmp_path / "runs").rglob("config.json")).read_text())
+    assert config["config"]["protocol"] == "random_windows"
+    assert bench(tmp_path, "--encodings", "sinusoidal", "--seeds", "1", "--epochs", "1", "--no-baseline") == 0
+    assert "LEAKY" not in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["synthetic", "synthetic-random_windows"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -61,6 +75,7 @@ def test_scale_grid_one_row_per_encoding_and_scale(tmp_path, capsys):
         (["--encodings", "sinusoidal,fourier"], "unknown 'fourier'; valid: none, sinusoidal, dft"),
         (["--scale", "native,huge"], "--scale: unknown policy 'huge'; valid: native, unit, matched, learned"),
         (["--splits", "0"], "--splits must be >= 1, got 0"),
+        (["--dataset", "probes", "--protocol", "random_windows"], "--protocol random_windows does not apply"),
         (["--seeds", "0"], "--seeds must be >= 1, got 0"),
         (["--window", "2000", "--encodings", "rope"], "window=2000 is longer than series"),
         (["--window", "24", "--encodings", "dft"], "'dft' with window=24 > d_model=16.*faithful"),

@@ -200,3 +200,29 @@ def test_probe_suite_is_refused_with_a_pointer():
     from posenc.data import ProbeSuite
     with pytest.raises(TypeError, match=r"suite.splits\(k\)"):
         make_splits(ProbeSuite(window=8), window=8, stride=1)
+
+
+def test_random_windows_protocol_is_labelled_leaky_and_does_leak(msl_dir):
+    """The LEAKY protocol exists to measure leakage: its windows do share time steps across splits."""
+    from posenc.data import load_dataset
+
+    dataset = load_dataset(str(msl_dir))
+    splits = make_splits(dataset, window=32, stride=8, seed=0, protocol="random_windows")
+    assert splits.protocol["protocol"] == "random_windows" and splits.protocol["leakage_free"] is False
+    steps = {}
+    for name in ("train", "test"):
+        w = getattr(splits, name)
+        steps[name] = {(int(s), int(t)) for s, b in zip(w.series, w.start) for t in range(b, b + 32)}
+    assert steps["train"] & steps["test"], "random windows of stride < window must overlap across splits"
+    n = sum(len(getattr(splits, name)) for name in ("train", "val", "test"))
+    assert abs(len(splits.train) / n - 0.6) < 0.01
+
+
+def test_blocked_protocol_is_recorded_as_leakage_free():
+    splits = make_splits(many_events_dataset(0), window=16, stride=8, seed=0)
+    assert splits.protocol["protocol"] == "blocked" and splits.protocol["leakage_free"] is True
+
+
+def test_unknown_protocol_names_the_allowed_ones():
+    with pytest.raises(ValueError, match=r"protocol must be one of 'blocked', 'random_windows'; got 'random'"):
+        make_splits(many_events_dataset(0), window=16, protocol="random")

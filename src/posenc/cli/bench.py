@@ -5,6 +5,7 @@ Examples::
     posenc bench                                   # synthetic data, defaults (2 CPU cores: < 3 min)
     posenc bench --dataset msl --seeds 5 --encodings none,sinusoidal,dft,learned,rope,alibi
     posenc bench --dataset msl --scale native,matched --splits 3 --seeds 5
+    posenc bench --dataset msl --protocol random_windows   # LEAKY split, to measure leakage
     posenc bench --dataset probes --window 16 --lags 1,2,4,8,15 --seeds 2   # accuracy vs lag k
     torchrun --nproc_per_node 2 -m posenc bench ...   # data parallel (gloo on CPU, NCCL on GPU)
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc import registry
+from posenc.data.splits import PROTOCOLS
 from posenc.experiment.config import MONITORS, SCALE_POLICIES, BenchPlan, RunConfig
 
 DEFAULT_ENCODINGS = "none,sinusoidal,dft,rope,alibi"
@@ -60,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "the task is --dataset-option task=order|lag")
     p.add_argument("--seeds", type=int, default=5, help="training seeds per (encoding, scale, split) (default 5)")
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
+    p.add_argument("--protocol", default=d.protocol, choices=PROTOCOLS,
+                   help="split protocol: blocked (leakage-free, default) or random_windows (LEAKY: windows dealt "
+                        "at random as in much of the literature; only to measure how much leakage inflates scores)")
     p.add_argument("--out", type=Path, default=None, help="output directory (default ./posenc-bench/<dataset>)")
     p.add_argument("--window", type=int, default=d.window, help=f"window length (default {d.window})")
     p.add_argument("--stride", type=int, default=None, help="window stride (default window // 2)")
@@ -102,6 +107,8 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
                         ("--threads", args.threads)):
         if value < 1:
             raise ValueError(f"{flag} must be >= 1, got {value}")
+    if probes and args.protocol != "blocked":
+        raise ValueError(f"--protocol {args.protocol} does not apply to --dataset probes (independent draws per split)")
     options = dict(args.dataset_option)
     if args.lags is not None:
         if not probes:
@@ -115,7 +122,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         stride=args.stride if args.stride is not None else max(1, args.window // 2),
         d_model=args.d_model, n_heads=args.heads, n_layers=args.layers, dropout=args.dropout,
         epochs=args.epochs, patience=args.patience, batch_size=args.batch_size, lr=args.lr,
-        weight_decay=args.weight_decay, monitor=args.monitor,
+        weight_decay=args.weight_decay, monitor=args.monitor, protocol=args.protocol,
     )
     return BenchPlan(base, encodings, scales, seeds=args.seeds, splits=args.splits,
                      shuffle_control=not (args.no_shuffle_control or probes), baseline=not (args.no_baseline or probes))

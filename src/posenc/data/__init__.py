@@ -13,13 +13,13 @@ from posenc.data.load import DATASETS, detect_layout, find_data, load_dataset, l
 from posenc.data.probes import PROBE_TASKS, ProbeSuite, make_probe, max_distance
 from posenc.data.readers import DataFormatError
 from posenc.data.smd import load_smd
-from posenc.data.splits import DEFAULT_STRIDE, DEFAULT_WINDOW, duplicate_groups, make_splits
+from posenc.data.splits import DEFAULT_STRIDE, DEFAULT_WINDOW, PROTOCOLS, duplicate_groups, make_splits
 from posenc.data.synthetic import make_synthetic
 from posenc.data.telemanom import load_telemanom
 from posenc.data.windows import fit_normalisation, make_windows
 
 __all__ = [
-    "DATASETS", "DEFAULT_STRIDE", "DEFAULT_WINDOW", "PROBE_TASKS", "SPLIT_NAMES",
+    "DATASETS", "DEFAULT_STRIDE", "DEFAULT_WINDOW", "PROBE_TASKS", "PROTOCOLS", "SPLIT_NAMES",
     "DataFormatError", "Dataset", "ProbeSuite", "Series", "Splits", "WindowSet",
     "detect_layout", "duplicate_groups", "find_data", "fit_normalisation", "label_runs",
     "load_dataset", "load_path", "load_smd", "load_table", "load_telemanom",

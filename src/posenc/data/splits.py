@@ -143,10 +143,18 @@ def covered_steps(dataset: Dataset, index: WindowIndex, window: int) -> list[NDA
     return masks
 
 
+PROTOCOLS = ("blocked", "random_windows")
+"""Split protocols. ``"blocked"`` (default) is leakage-free (module docstring). ``"random_windows"``
+deals windows to splits at random, as much of the literature does: overlapping windows then
+share time steps across splits and whole events are seen in training, so test scores are
+inflated. It exists to *measure* that inflation, never to report a result."""
+
+
 def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int = DEFAULT_STRIDE,
                 purge: int | None = None, fractions: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0,
                 group_events: bool = True, group_duplicates: bool = True,
-                block: int | None = None, normalisation: str = "robust") -> Splits:
+                block: int | None = None, normalisation: str = "robust",
+                protocol: str = "blocked") -> Splits:
     """Split ``dataset`` into train / val / test windows without leakage (module docstring).
 
     Args:
@@ -162,6 +170,9 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
             least ``window + purge``.
         normalisation: ``"robust"`` (median / IQR), ``"zscore"`` or ``"none"``
             (:func:`~posenc.data.fit_normalisation`), fitted on training time steps.
+        protocol: ``"blocked"`` (leakage-free, the default) or ``"random_windows"`` (LEAKY:
+            windows dealt at random, shares of windows; ``purge``, ``block`` and the grouping
+            options do not apply) — see :data:`PROTOCOLS`.
 
     Returns:
         :class:`Splits` with ``X[n, window, F]`` normalised by statistics of the training
@@ -175,6 +186,7 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
         raise TypeError(f"dataset must be a posenc.data.Dataset, got {type(dataset).__name__}"
                         + ("; a probe suite gives its splits per distance: suite.splits(k)"
                            if hasattr(dataset, "splits") else ""))
+    _validate.choice("protocol", protocol, PROTOCOLS)
     window = _validate.positive_int("window", window)
     stride = _validate.positive_int("stride", stride)
     purge = window if purge is None else _nonnegative_int("purge", purge)
@@ -189,7 +201,55 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
     if not any(s.events for s in dataset.series):
         raise ValueError(f"dataset {dataset.name!r} has no labelled anomalies, so no split can hold "
                          "positive windows")
+    rng = np.random.default_rng(seed)
+    if protocol == "random_windows":
+        indices, record = _random_window_indices(dataset, window=window, stride=stride, shares=shares, rng=rng)
+    else:
+        indices, record = _blocked_indices(dataset, window=window, stride=stride, purge=purge, block=block,
+                                           shares=shares, rng=rng, group_events=group_events,
+                                           group_duplicates=group_duplicates)
+    why_empty = record.pop("why_empty", "")
+    summary = {name: _summary(dataset, indices[name], window) for name in SPLIT_NAMES}
+    empty = [name for name in SPLIT_NAMES if summary[name]["positives"] == 0]
+    if empty:
+        n_events = sum(len(s.events) for s in dataset.series)
+        raise ValueError(
+            f"split {empty[0]!r} of dataset {dataset.name!r} has no positive windows (seed={seed}, "
+            f"protocol={protocol!r}, fractions={tuple(float(f) for f in shares)}, block={block}, purge={purge}): "
+            f"{why_empty}{n_events} events in all; use a smaller block, a shorter window "
+            f"or purge, or other fractions; counts per split: {summary}")
 
+    rows = np.concatenate([dataset.series[i].values[mask] for i, mask in
+                           enumerate(covered_steps(dataset, indices["train"], window))])
+    center, scale = fit_normalisation(rows, method=normalisation)
+
+    windows = {name: materialise(dataset, indices[name], window=window, center=center, scale=scale)
+               for name in SPLIT_NAMES}
+    protocol_record = {
+        "protocol": protocol, "leakage_free": protocol == "blocked",
+        "dataset": dataset.name, "window": window, "stride": stride, "fractions": [float(f) for f in shares],
+        "seed": seed, "normalisation": normalisation, **record, "train_time_steps": int(rows.shape[0]),
+    }
+    return Splits(windows["train"], windows["val"], windows["test"], summary, center, scale, protocol_record)
+
+
+def _random_window_indices(dataset: Dataset, *, window: int, stride: int, shares: NDArray[np.float64],
+                           rng: np.random.Generator) -> tuple[dict[str, WindowIndex], dict]:
+    """LEAKY protocol: every window of every series, shuffled and cut by ``shares`` of windows."""
+    everything = window_index(dataset, [(i, 0, s.length) for i, s in enumerate(dataset.series)],
+                              window=window, stride=stride)
+    order = rng.permutation(len(everything.start))
+    bounds = np.round(np.cumsum(shares)[:-1] * len(order)).astype(int)
+    parts = np.split(order, bounds)
+    indices = {name: WindowIndex(*(column[np.sort(part)] for column in everything))
+               for name, part in zip(SPLIT_NAMES, parts)}
+    return indices, {"windows": {name: len(part) for name, part in zip(SPLIT_NAMES, parts)}}
+
+
+def _blocked_indices(dataset: Dataset, *, window: int, stride: int, purge: int, block: int,
+                     shares: NDArray[np.float64], rng: np.random.Generator, group_events: bool,
+                     group_duplicates: bool) -> tuple[dict[str, WindowIndex], dict]:
+    """The leakage-free blocked assignment of the module docstring: window indices per split and its record."""
     timelines = duplicate_groups(dataset) if group_duplicates else [[i] for i in range(len(dataset.series))]
     units: list[tuple[int, int, int]] = []  # (timeline, begin, end)
     for t, members in enumerate(timelines):
@@ -203,7 +263,6 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
                          for t, b, e in units])
     forced = np.array([any(dataset.series[m].train_only for m in timelines[t]) for t, _, _ in units])
     assignment = np.zeros(len(units), dtype=np.int64)
-    rng = np.random.default_rng(seed)
     for stratum in (positive & ~forced, ~positive & ~forced):
         _deal(np.flatnonzero(stratum), shares, rng, assignment)
 
@@ -222,31 +281,12 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
 
     indices = {name: window_index(dataset, segments[name], window=window, stride=stride)
                for name in SPLIT_NAMES}
-    summary = {name: _summary(dataset, indices[name], window) for name in SPLIT_NAMES}
-    empty = [name for name in SPLIT_NAMES if summary[name]["positives"] == 0]
-    if empty:
-        n_events = sum(len(s.events) for s in dataset.series)
-        raise ValueError(
-            f"split {empty[0]!r} of dataset {dataset.name!r} has no positive windows (seed={seed}, "
-            f"fractions={tuple(float(f) for f in shares)}, block={block}, purge={purge}): only "
-            f"{int((positive & ~forced).sum())} blocks hold anomalies ({n_events} events); use a "
-            f"smaller block, a shorter window or purge, or other fractions; counts per split: {summary}")
-
-    rows = np.concatenate([dataset.series[i].values[mask] for i, mask in
-                           enumerate(covered_steps(dataset, indices["train"], window))])
-    center, scale = fit_normalisation(rows, method=normalisation)
-
-    windows = {name: materialise(dataset, indices[name], window=window, center=center, scale=scale)
-               for name in SPLIT_NAMES}
     names = [s.name for s in dataset.series]
-    protocol = {
-        "dataset": dataset.name, "window": window, "stride": stride, "purge": purge, "block": block,
-        "fractions": [float(f) for f in shares], "seed": seed, "normalisation": normalisation,
-        "group_events": group_events,
-        "group_duplicates": group_duplicates,
+    record = {
+        "purge": purge, "block": block, "group_events": group_events, "group_duplicates": group_duplicates,
         "duplicate_groups": [[names[m] for m in g] for g in timelines if len(g) > 1],
         "blocks": {name: int((assignment == k).sum()) for k, name in enumerate(SPLIT_NAMES)},
         "segments": {name: [(names[i], b, e) for i, b, e in segments[name]] for name in SPLIT_NAMES},
-        "train_time_steps": int(rows.shape[0]),
+        "why_empty": f"only {int((positive & ~forced).sum())} blocks hold anomalies; ",
     }
-    return Splits(windows["train"], windows["val"], windows["test"], summary, center, scale, protocol)
+    return indices, record

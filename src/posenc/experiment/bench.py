@@ -61,7 +61,7 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
     dataset = load_dataset(base.dataset, **base.dataset_options)
     splits = {
-        k: make_splits(dataset, window=base.window, stride=base.stride, seed=k) for k in range(plan.splits)
+        k: make_splits(dataset, window=base.window, stride=base.stride, seed=k, protocol=base.protocol) for k in range(plan.splits)
     }
     return dataset, splits
 

@@ -177,6 +177,10 @@ def markdown(comparison: Comparison) -> str:
     )]
     lines += ["", "mean ± std over split seeds × seeds (ddof=1). " + stats.METHOD_NOTE]
     meta = comparison.meta
+    if meta.get("hyperparameters", {}).get("protocol", "blocked") != "blocked":
+        lines[:0] = [f"**LEAKY split protocol `{meta['hyperparameters']['protocol']}`: windows were dealt to splits "
+                     "at random, so training and test windows share time steps and events. These scores measure "
+                     "leakage, not generalisation.**", ""]
     if "wall_seconds" in meta:
         lines += ["", f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
                       f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import _validate, registry
+from posenc.data.splits import PROTOCOLS
 
 #: Scale policies for additive (input-family) encodings (issue 6 §1); see :mod:`posenc.experiment.scale`.
 SCALE_POLICIES = ("native", "unit", "matched", "learned")
@@ -44,6 +45,8 @@ class RunConfig:
         window: window length ``s`` (time steps per example).
         stride: step between window starts.
         split_seed: seed of the blocked train/val/test assignment (:func:`posenc.data.make_splits`).
+        protocol: split protocol, ``"blocked"`` (leakage-free, default) or ``"random_windows"``
+            (LEAKY; only to measure how much leakage inflates scores — :data:`posenc.data.PROTOCOLS`).
         encoding: registry name of the positional encoding.
         scale: scale policy of an additive encoding (:data:`SCALE_POLICIES`; ``"native"`` for others).
         seed: seed of model initialisation, batch order and dropout.
@@ -59,6 +62,7 @@ class RunConfig:
     window: int = 32
     stride: int = 16
     split_seed: int = 0
+    protocol: str = "blocked"
     encoding: str = "sinusoidal"
     scale: str = "native"
     seed: int = 0
@@ -86,6 +90,7 @@ class RunConfig:
         _non_negative_int("seed", self.seed)
         registry.get(self.encoding)
         _validate.choice("scale", self.scale, SCALE_POLICIES)
+        _validate.choice("protocol", self.protocol, PROTOCOLS)
         _validate.choice("monitor", self.monitor, MONITORS)
         if self.d_model % self.n_heads:
             raise ValueError(

@@ -46,7 +46,8 @@ def dataset_slug(spec: str) -> str:
 
 def run_dir(root: Path, config: RunConfig) -> Path:
     """The directory of ``config``'s run under ``root`` (see the module docstring)."""
-    return (Path(root) / "runs" / dataset_slug(config.dataset) / config.subset / f"{config.encoding}-{config.scale}"
+    data = dataset_slug(config.dataset) + ("" if config.protocol == "blocked" else f"-{config.protocol}")
+    return (Path(root) / "runs" / data / config.subset / f"{config.encoding}-{config.scale}"
             / f"split{config.split_seed}-seed{config.seed}")
 
 
