@@ -80,7 +80,7 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
         (["--window", "2000", "--encodings", "rope"], "window=2000 is longer than series"),
         (["--window", "24", "--encodings", "dft"], "'dft' with window=24 > d_model=16.*faithful"),
         (["--dataset-option", "spikes=0", "--dataset-option", "order=0", "--dataset-option", "timing=0",
-          "--dataset-option", "long_range=false"], "no labelled anomalies"),
+          "--dataset-option", "long_range=0"], "no labelled anomalies"),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, capsys, args, message):

@@ -1,31 +1,46 @@
-"""Built-in synthetic telemetry with injected anomalies of known kinds (``docs/datasets.md``).
+"""Built-in synthetic telemetry with three families of injected anomalies (``docs/datasets.md``).
 
-Each series mimics MSL-like telemetry: ``n_sensors`` correlated continuous channels, then
-three binary command features ``A, B, C`` (columns ``n_sensors … n_sensors + 2``).
+Each series has ``n_sensors`` continuous channels, then a binary ``command`` channel and a
+noise-free ``response`` channel (a valve-position indicator, say): ``n_sensors + 2`` features.
 
-* Sensors: a random mixture of a periodic source (period 40–60 steps), a slower periodic
-  source (150–250 steps) and a slow random-walk drift, plus Gaussian noise (σ = 0.1).
-* Commands: a *procedure* every 40–90 steps issues ``A`` and, ``LAG = 6`` steps later, ``B``;
-  ``C`` fires at random (about one step in 100). Each command adds a short response bump
-  (``RESPONSE``) to its own sensor (``A`` → sensor 0, ``B`` → 1, ``C`` → 2), right after it.
+* **Sensors**: ``a_j · fast(t) + b_j · slow(t) + c_j + noise``, a fast periodic source
+  (period 40–60 steps), a slow one (300–600 steps), per-sensor random mixing and offset,
+  Gaussian noise σ = 0.1. The sensors know nothing of the commands.
+* **Procedures**: a command pulse (``command = 1`` at one step ``c``) every 24–48 steps; in
+  normal operation the response pulse ``RESPONSE = (0.5, 1, 0.5)`` follows at the fixed lag
+  ``LAG = 4`` (``response[c + 4 : c + 7] = RESPONSE``), and is 0 elsewhere.
 
-Anomalies (the events; each series has ``spikes + order + timing + long_range`` of them):
+Anomalies, the events, in three families (``Series.event_kinds`` names each event's kind;
+``FAMILIES`` maps kinds to families). The number of each kind is a rate per 1,000 steps.
 
-* ``spike`` — one sensor at one step is off by ±6 of its standard deviations: visible in a
-  single point.
-* ``order`` — a procedure issues ``B`` first and ``A`` ``LAG`` steps later; ``timing`` — ``B``
-  comes 2 or 3 steps early or late. The window holds the same commands and the same response
-  bumps, only moved in time, so order-free window statistics (counts, means, extremes) do not
-  tell them from a normal procedure. The event runs from the procedure's first command to the
-  end of the last response bump.
-* ``level_shift`` (even series) — over 1/16–1/8 of the series, two sensors shift by 0.75 of
-  their standard deviations; ``frequency`` (odd series) — over such a range the fast
-  periodic source runs 1.6× faster (phase-continuous). Visible only over long ranges.
+1. **Point** — ``spike``: one sensor at one step is off by ``±SPIKE_SIZE`` (6) of its standard
+   deviations; nothing else changes. Visible in a single time step.
+2. **Order/timing** — a procedure whose response comes at the wrong time, the same command
+   and the same response pulse, moved: ``order``, the response *precedes* the command
+   (``response[c - 6 : c - 3] = RESPONSE``, the nominal pattern reversed in time); ``timing``,
+   the response follows at a wrong lag, ``TIMING_LAGS = (1, 7)`` instead of 4. Every other
+   value is what it would be in normal operation, so a window that holds the procedure has the
+   same per-feature multiset of values as if the procedure were normal, and — the sensors being
+   independent of the procedures — its rows are distributed as in a normal window: order-free
+   statistics cannot tell them apart. The event runs from the first to the last step of the
+   displaced pattern (command and response).
+3. **Long-range** — over ``LONG_SPAN`` = 96–192 steps (3–6 windows of 32):
+   ``level_shift``, two sensors shift by ``SHIFT_SIZE`` (2.5) of their standard deviations;
+   ``frequency``, the fast source runs 3 times slower (``FREQUENCY_FACTOR`` = 1/3),
+   phase-continuous. Kinds alternate, ``level_shift`` first in even-numbered series.
 
-Deterministic by ``seed``: series ``i`` draws from ``numpy.random.SeedSequence([seed, i])``.
+Events never overlap and are at least ``MARGIN`` steps apart. Deterministic by ``seed``:
+series ``i`` draws from ``numpy.random.SeedSequence([seed, i])``, spawned into one stream per
+component (signal, long-range, schedule, order/timing, spikes). Spikes avoid every procedure
+(normal or not), so changing the order/timing rates moves nothing else, and changing the
+spike rate moves nothing else either: ``make_synthetic(order=0, timing=0)`` is the nominal
+counterpart of the default data (tests rely on this).
 """
 
 from __future__ import annotations
+
+import math
+import numbers
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,110 +48,177 @@ from numpy.typing import NDArray
 from posenc import _validate
 from posenc.data.containers import Dataset, Series
 
-LAG = 6
-RESPONSE = np.array([0.8, 0.5, 0.25])
+LAG = 4
+RESPONSE = np.array([0.5, 1.0, 0.5])
+ORDER_LAG = -(LAG + len(RESPONSE) - 1)  # the nominal pattern reversed: response ends LAG steps before c
+TIMING_LAGS = (1, 7)
+PROCEDURE_GAP = (24, 48)  # steps between commands, inclusive
 SPIKE_SIZE = 6.0
-SHIFT_SIZE = 0.75
-FREQUENCY_FACTOR = 1.6
-MARGIN = 8  # steps kept free around every event
-KINDS = ("spike", "order", "timing", "level_shift", "frequency")
+SHIFT_SIZE = 2.5
+FREQUENCY_FACTOR = 1 / 3
+LONG_SPAN = (96, 192)  # inclusive
+MARGIN = 4  # steps kept free between events
+FAMILIES = {"spike": "point", "order": "order/timing", "timing": "order/timing",
+            "level_shift": "long-range", "frequency": "long-range"}
+KINDS = tuple(FAMILIES)
+
+# the steps a procedure at c may touch, over every variant: [c + REACH[0], c + REACH[1]]
+REACH = (min(0, ORDER_LAG), max(LAG, *TIMING_LAGS) + len(RESPONSE) - 1)
 
 
-def _free(mask: NDArray[np.bool_], begin: int, end: int) -> bool:
-    """Whether ``[begin - MARGIN, end + MARGIN]`` is clear of events in ``mask``."""
-    return not mask[max(0, begin - MARGIN):end + MARGIN + 1].any()
+def _count(rate: float, length: int) -> int:
+    """Events of a kind in a series: ``round(rate · length / 1000)``."""
+    return int(round(rate * length / 1000))
 
 
-def _one_series(name: str, rng: np.random.Generator, *, length: int, n_sensors: int, spikes: int,
-                order: int, timing: int, long_kind: str | None) -> Series:
-    t = np.arange(length)
-    taken = np.zeros(length, dtype=bool)
+def _long_ranges(rng: np.random.Generator, length: int, count: int) -> list[tuple[int, int]]:
+    """``count`` disjoint ranges of ``LONG_SPAN`` steps, at least ``LONG_SPAN[0]`` apart and off the ends."""
+    gap = LONG_SPAN[0]
+    placed: list[tuple[int, int]] = []
+    for _ in range(100 * count):
+        if len(placed) == count:
+            break
+        span = int(rng.integers(LONG_SPAN[0], LONG_SPAN[1] + 1))
+        if length - span - gap < gap:
+            break
+        begin = int(rng.integers(gap, length - span - gap + 1))
+        end = begin + span - 1
+        if all(end + gap < b or begin > e + gap for b, e in placed):
+            placed.append((begin, end))
+    if len(placed) < count:
+        raise ValueError(f"length={length} is too short for {count} long-range anomalies of "
+                         f"{LONG_SPAN[0]}-{LONG_SPAN[1]} steps each")
+    return sorted(placed)
+
+
+def _procedure_times(rng: np.random.Generator, length: int) -> NDArray[np.int64]:
+    """Command steps ``c``, gaps uniform in ``PROCEDURE_GAP``, every variant inside ``[0, length)``."""
+    gaps = rng.integers(PROCEDURE_GAP[0], PROCEDURE_GAP[1] + 1, size=length // PROCEDURE_GAP[0] + 1)
+    times = np.cumsum(gaps) - PROCEDURE_GAP[0] // 2
+    return times[(times + REACH[0] >= 0) & (times + REACH[1] < length)]
+
+
+def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sensors: int,
+                counts: dict[str, int], first_long: int) -> Series:
+    signal_rng, long_rng, schedule_rng, procedure_rng, spike_rng = (
+        np.random.default_rng(s) for s in seeds.spawn(5))
     events: list[tuple[int, int]] = []
     kinds: list[str] = []
 
-    def claim(begin: int, end: int, kind: str) -> None:
-        taken[begin:end + 1] = True
+    # long-range ranges first: everything else keeps clear of them
+    long_ranges = _long_ranges(long_rng, length, counts["long_range"])
+    long_kinds = [("level_shift", "frequency")[(first_long + k) % 2] for k in range(len(long_ranges))]
+    busy = np.zeros(length, dtype=bool)  # steps (with margins) that a later spike must avoid
+    for (begin, end), kind in zip(long_ranges, long_kinds):
+        busy[max(0, begin - MARGIN):end + MARGIN + 1] = True
         events.append((begin, end))
         kinds.append(kind)
 
-    long_range = None
-    if long_kind is not None:
-        span = int(rng.integers(length // 16, length // 8 + 1))
-        begin = int(rng.integers(length // 8, length - span - length // 8 + 1))
-        long_range = (begin, begin + span - 1)
-        claim(*long_range, long_kind)
-
-    frequency = np.full(length, 1.0 / rng.uniform(40, 60))
-    if long_kind == "frequency":
-        frequency[long_range[0]:long_range[1] + 1] *= FREQUENCY_FACTOR
-    fast = np.sin(2 * np.pi * np.cumsum(frequency) + rng.uniform(0, 2 * np.pi))
-    slow = np.sin(2 * np.pi * t / rng.uniform(150, 250) + rng.uniform(0, 2 * np.pi))
-    drift = np.cumsum(rng.normal(0.0, 1.0, length)) / np.sqrt(length)
-    mixing = rng.normal(0.0, 1.0, (n_sensors, 3)) * np.array([1.0, 0.6, 1.0])
-    sensors = np.stack([fast, slow, drift], axis=1) @ mixing.T + rng.normal(0.0, 0.1, (length, n_sensors))
+    # sensors: fast and slow sources, mixed, plus noise; the frequency anomaly speeds up the fast one
+    t = np.arange(length)
+    frequency = np.full(length, 1.0 / signal_rng.uniform(40, 60))
+    for (begin, end), kind in zip(long_ranges, long_kinds):
+        if kind == "frequency":
+            frequency[begin:end + 1] *= FREQUENCY_FACTOR
+    fast = np.sin(2 * np.pi * np.cumsum(frequency) + signal_rng.uniform(0, 2 * np.pi))
+    slow = np.sin(2 * np.pi * t / signal_rng.uniform(300, 600) + signal_rng.uniform(0, 2 * np.pi))
+    mixing = signal_rng.normal(0.0, 1.0, (n_sensors, 2))
+    offsets = signal_rng.normal(0.0, 1.0, n_sensors)
+    noise = signal_rng.normal(0.0, 0.1, (length, n_sensors))
+    sensors = np.stack([fast, slow], axis=1) @ mixing.T + offsets + noise
     sensor_std = sensors.std(axis=0)
+    for (begin, end), kind in zip(long_ranges, long_kinds):
+        if kind == "level_shift":
+            channels = long_rng.choice(n_sensors, size=min(2, n_sensors), replace=False)
+            sensors[begin:end + 1, channels] += SHIFT_SIZE * sensor_std[channels]
 
-    starts = np.cumsum(rng.integers(40, 91, size=length // 40 + 1)) - 20
-    tail = len(RESPONSE)
-    starts = starts[starts + LAG + 3 + tail + MARGIN < length]
-    a_times, b_times = starts.copy(), starts + LAG
-    candidates = [i for i in rng.permutation(len(starts))
-                  if _free(taken, starts[i], starts[i] + LAG + 3 + tail)]
-    if len(candidates) < order + timing:
-        raise ValueError(f"length={length} is too short for {order} order and {timing} timing anomalies")
-    for i in candidates[:order]:
-        a_times[i], b_times[i] = starts[i] + LAG, starts[i]
-        claim(int(starts[i]), int(starts[i]) + LAG + tail, "order")
-    for i in candidates[order:order + timing]:
-        b_times[i] = starts[i] + LAG + int(rng.choice([-3, -2, 2, 3]))
-        claim(int(starts[i]), int(max(b_times[i], starts[i] + LAG)) + tail, "timing")
+    # procedures: every one is normal unless drawn as an order/timing anomaly
+    commands = _procedure_times(schedule_rng, length)
+    lags = np.full(len(commands), LAG)
+    for c in commands:
+        busy[max(0, c + REACH[0] - MARGIN):c + REACH[1] + MARGIN + 1] = True
+    in_long = np.zeros(length, dtype=bool)
+    for begin, end in long_ranges:
+        in_long[max(0, begin - MARGIN - REACH[1]):end + MARGIN - REACH[0] + 1] = True
+    candidates = procedure_rng.permutation(np.flatnonzero(~in_long[commands]))
+    n_order, n_timing = counts["order"], counts["timing"]
+    if len(candidates) < n_order + n_timing:
+        raise ValueError(f"length={length} is too short for {n_order} order and {n_timing} timing anomalies "
+                         f"({len(candidates)} procedures available)")
+    lags[candidates[:n_order]] = ORDER_LAG
+    lags[candidates[n_order:n_order + n_timing]] = procedure_rng.choice(TIMING_LAGS, size=n_timing)
+    for k in candidates[:n_order + n_timing]:
+        c, lag = int(commands[k]), int(lags[k])
+        events.append((min(c, c + lag), max(c, c + lag + len(RESPONSE) - 1)))
+        kinds.append("order" if lag == ORDER_LAG else "timing")
+    command = np.zeros(length)
+    command[commands] = 1.0
+    response = np.zeros(length)
+    for offset, value in enumerate(RESPONSE):
+        response[commands + lags + offset] = value
 
-    commands = np.zeros((length, 3))
-    commands[a_times, 0] = 1.0
-    commands[b_times, 1] = 1.0
-    commands[rng.random(length) < 0.01, 2] = 1.0
-    for j in range(min(3, n_sensors)):
-        bumps = np.convolve(commands[:, j], np.concatenate(([0.0], RESPONSE)))[:length]
-        sensors[:, j] += bumps * sensor_std[j]
-
-    if long_kind == "level_shift":
-        channels = rng.choice(n_sensors, size=min(2, n_sensors), replace=False)
-        sensors[long_range[0]:long_range[1] + 1, channels] += SHIFT_SIZE * sensor_std[channels]
+    # spikes: single steps clear of long ranges, of every procedure and of each other
     placed = 0
-    for step in rng.permutation(length):
-        if placed == spikes:
+    for step in spike_rng.permutation(np.flatnonzero(~busy)):
+        if placed == counts["spikes"]:
             break
-        if _free(taken, int(step), int(step)):
-            channel = int(rng.integers(n_sensors))
-            sensors[step, channel] += rng.choice([-1.0, 1.0]) * SPIKE_SIZE * sensor_std[channel]
-            claim(int(step), int(step), "spike")
-            placed += 1
-    if placed < spikes:
-        raise ValueError(f"length={length} is too short for {spikes} spikes")
-    return Series.from_events(name, np.concatenate([sensors, commands], axis=1), events, event_kinds=kinds)
+        if busy[step]:
+            continue
+        channel = int(spike_rng.integers(n_sensors))
+        sensors[step, channel] += spike_rng.choice([-1.0, 1.0]) * SPIKE_SIZE * sensor_std[channel]
+        busy[max(0, step - MARGIN):step + MARGIN + 1] = True
+        events.append((int(step), int(step)))
+        kinds.append("spike")
+        placed += 1
+    if placed < counts["spikes"]:
+        raise ValueError(f"length={length} is too short for {counts['spikes']} spikes")
+    values = np.concatenate([sensors, command[:, None], response[:, None]], axis=1)
+    return Series.from_events(name, values, events, event_kinds=kinds)
 
 
-def make_synthetic(*, n_series: int = 4, length: int = 4096, seed: int = 0, n_sensors: int = 4,
-                   spikes: int = 4, order: int = 3, timing: int = 3, long_range: bool = True) -> Dataset:
-    """The built-in synthetic dataset (module docstring), ``n_series`` series of ``[length, n_sensors + 3]``.
+def _rate(name: str, value: object) -> float:
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not math.isfinite(value) or value < 0):
+        raise ValueError(f"{name} must be a finite number >= 0 (events per 1,000 steps), got {value!r}")
+    return float(value)
 
-    The default (4 × 4096 steps) gives about 1,000 windows of 64 steps at stride 16.
+
+def make_synthetic(*, n_series: int = 5, length: int = 6144, seed: int = 0, n_sensors: int = 4,
+                   spikes: float = 2.5, order: float = 2.5, timing: float = 2.5,
+                   long_range: float = 0.5) -> Dataset:
+    """The built-in synthetic dataset (module docstring): ``n_series`` series of ``[length, n_sensors + 2]``.
+
+    Args:
+        n_series: number of independent series.
+        length: time steps per series (at least 512).
+        seed: selects everything; series ``i`` uses ``SeedSequence([seed, i])``.
+        n_sensors: continuous channels (then ``command`` and ``response``).
+        spikes, order, timing, long_range: events of each kind per 1,000 steps; a series holds
+            ``round(rate · length / 1000)`` of each (long-range kinds alternate).
+
+    The default (5 × 6144 steps, 49 events per series) gives about 1,750 windows of 32
+    steps at stride 16 (``posenc bench``'s default).
+
+    Raises:
+        ValueError: a bad option, or more events than a series of ``length`` steps can hold.
     """
     n_series = _validate.positive_int("n_series", n_series)
     length = _validate.positive_int("length", length)
     n_sensors = _validate.positive_int("n_sensors", n_sensors)
-    for name, value in (("seed", seed), ("spikes", spikes), ("order", order), ("timing", timing)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if length < 512:
         raise ValueError(f"length must be at least 512 steps, got {length}")
+    rates = {name: _rate(name, value) for name, value in
+             (("spikes", spikes), ("order", order), ("timing", timing), ("long_range", long_range))}
+    counts = {name: _count(rate, length) for name, rate in rates.items()}
     series = [
-        _one_series(f"synthetic-{i}", np.random.default_rng(np.random.SeedSequence([seed, i])), length=length,
-                    n_sensors=n_sensors, spikes=spikes, order=order, timing=timing,
-                    long_kind=("level_shift", "frequency")[i % 2] if long_range else None)
+        _one_series(f"synthetic-{i}", np.random.SeedSequence([int(seed), i]), length=length,
+                    n_sensors=n_sensors, counts=counts, first_long=i % 2)
         for i in range(n_series)
     ]
     description = (f"synthetic telemetry (seed {seed}): {n_series} series × {length} steps, "
-                   f"{n_sensors} sensors + commands A, B, C; per series {spikes} spike, {order} order, "
-                   f"{timing} timing anomalies" + (" and 1 long-range one" if long_range else ""))
-    return Dataset("synthetic", series, n_sensors + 3, description)
+                   f"{n_sensors} sensors + command + response; per series {counts['spikes']} spike, "
+                   f"{counts['order']} order, {counts['timing']} timing and {counts['long_range']} "
+                   "long-range anomalies")
+    return Dataset("synthetic", series, n_sensors + 2, description)
