@@ -34,6 +34,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from posenc import _validate
 
+DEFAULT_BASE = 10000.0
+"""``ρ`` of the paper's geometric schedule (Vaswani et al. 2017, §3.5)."""
+
 LAYOUTS: tuple[str, ...] = ("interleaved", "interleaved_cos_first", "split")
 """Column layouts of a sinusoidal table, all the same numbers in a different column order.
 
@@ -145,6 +148,20 @@ def custom(frequencies: ArrayLike, dim: int | None = None) -> NDArray[np.float64
             f"frequencies must hold ceil(dim/2) = {n_pairs(dim)} values for dim={dim}, got {w.size}"
         )
     return w
+
+
+def sinusoidal_frequencies(
+    dim: int, *, base: float = DEFAULT_BASE, frequencies: ArrayLike | None = None
+) -> NDArray[np.float64]:
+    """The ``⌈dim/2⌉`` frequencies of a sinusoidal table: ``frequencies`` if given, else :func:`geometric`.
+
+    Giving both a non-default ``base`` and ``frequencies`` is ambiguous and raises ``ValueError``.
+    """
+    if frequencies is None:
+        return geometric(dim, base)
+    if base != DEFAULT_BASE:
+        raise ValueError(f"give either base (got {base!r}) or frequencies, not both")
+    return custom(frequencies, dim)
 
 
 SCHEDULES: dict[str, Callable[..., NDArray[np.float64]]] = {

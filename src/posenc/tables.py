@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from posenc import _validate, spectrum
 
-DEFAULT_BASE = 10000.0
+DEFAULT_BASE = spectrum.DEFAULT_BASE
 
 
 def angles(positions: ArrayLike | int, frequencies: ArrayLike) -> NDArray[np.float64]:
@@ -67,12 +67,7 @@ def sinusoidal(
         ``(S, dim)`` array.
     """
     dim = _validate.positive_int("dim", dim)
-    if frequencies is None:
-        w = spectrum.geometric(dim, base)
-    else:
-        if base != DEFAULT_BASE:
-            raise ValueError(f"give either base (got {base!r}) or frequencies, not both")
-        w = spectrum.custom(frequencies, dim)
+    w = spectrum.sinusoidal_frequencies(dim, base=base, frequencies=frequencies)
     sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
     a = angles(positions, w)
     out = np.empty((a.shape[0], dim), dtype=_float_dtype(dtype))

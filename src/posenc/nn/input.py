@@ -221,7 +221,7 @@ class SinusoidalEncoding(InputEncoding):
         self,
         d_model: int,
         *,
-        base: float = tables.DEFAULT_BASE,
+        base: float = spectrum.DEFAULT_BASE,
         layout: str = "interleaved",
         frequencies: object | None = None,
         mode: str = "add",
@@ -231,12 +231,7 @@ class SinusoidalEncoding(InputEncoding):
         unit_norm: bool = False,
     ) -> None:
         super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
-        if frequencies is None:
-            w = spectrum.geometric(self.dim, base)
-        elif base != tables.DEFAULT_BASE:
-            raise ValueError(f"give either base (got {base!r}) or frequencies, not both")
-        else:
-            w = spectrum.custom(frequencies, self.dim)
+        w = spectrum.sinusoidal_frequencies(self.dim, base=base, frequencies=frequencies)
         self.base = float(base)
         self.layout = _validate.choice("layout", layout, spectrum.LAYOUTS)
         # Plain CPU tensors, not buffers: module.half() must not round the frequencies.
@@ -383,7 +378,7 @@ class LearnableFrequencyEncoding(InputEncoding):
         d_model: int,
         *,
         schedule: str = "geometric",
-        base: float = tables.DEFAULT_BASE,
+        base: float = spectrum.DEFAULT_BASE,
         layout: str = "interleaved",
         mode: str = "add",
         dim: int | None = None,
@@ -396,7 +391,7 @@ class LearnableFrequencyEncoding(InputEncoding):
         _validate.choice("schedule", schedule, tuple(spectrum.SCHEDULES))
         if schedule in ("geometric", "exponential"):
             schedule_options = {"base": base, **schedule_options}
-        elif base != tables.DEFAULT_BASE:
+        elif base != spectrum.DEFAULT_BASE:
             raise ValueError(f"base applies to the 'geometric' and 'exponential' schedules, not {schedule!r}")
         try:
             w = spectrum.schedule(schedule, self.dim, **schedule_options)
