@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,12 +47,17 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
 
 
 def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title: str) -> None:
-    """Accuracy against lag ``k``, one line per encoding (``accuracy[encoding][k]``)."""
+    """Accuracy against lag ``k``, one line per encoding (``accuracy[encoding][k]``).
+
+    Each encoding has its own marker and line style, so overlapping curves (e.g. two at chance)
+    stay distinguishable and the figure reads in grey.
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
-    for encoding, by_k in accuracy.items():
+    styles = itertools.cycle(zip(("o", "s", "^", "v", "D", "x", "P", "*"), ("-", "--", "-.", ":") * 2))
+    for (encoding, by_k), (marker, line) in zip(accuracy.items(), styles):
         ks: Sequence[int] = sorted(by_k)
-        ax.plot(ks, [by_k[k] for k in ks], marker="o", ms=3, label=encoding)
+        ax.plot(ks, [by_k[k] for k in ks], marker=marker, ls=line, ms=5, mfc="none", label=encoding)
     ax.axhline(0.5, color="grey", lw=0.8, ls="--", label="chance")
     ax.set_xlabel("lag k (time steps)")
     ax.set_ylabel("test accuracy")
