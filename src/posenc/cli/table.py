@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posenc import spectrum, tables
+from posenc import _validate, spectrum, tables
 
 TABLES = ("sinusoidal", "dft")
 
@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.name not in TABLES:
         raise ValueError(f"NAME must be one of {', '.join(TABLES)} (encodings defined by a table), got {args.name!r}")
+    _validate.positive_int("--length", args.length)
+    _validate.positive_int("--dim", args.dim)
     if args.out is not None and args.out.suffix not in (".npy", ".csv"):
         raise ValueError(f"--out must end in .npy or .csv, got {str(args.out)!r}")
     if args.name == "sinusoidal":
