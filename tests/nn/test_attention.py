@@ -85,6 +85,40 @@ def test_attention_with_alibi_equals_the_written_out_formula():
     torch.testing.assert_close(got, mha.out(ref), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_encoder_computes_a_bias_once_per_forward_and_every_layer_uses_it(name, monkeypatch):
+    """A bias encoding's [h, s, s] tensor is the same in every layer: built once, not per layer."""
+    model = encoder(name, n_layers=3)
+    x = torch.randn(2, S, D, dtype=F64)
+    reference = model(x)
+    calls = []
+    original = type(model.encoding).bias
+    monkeypatch.setattr(type(model.encoding), "bias", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    torch.testing.assert_close(model(x), reference, rtol=0, atol=0)
+    assert len(calls) == 1
+
+
+def test_attn_bias_is_added_to_the_scores_as_written_out():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(D, H).to(F64)
+    x = torch.randn(2, S, D, dtype=F64)
+    extra = torch.randn(H, S, S, dtype=F64)
+    got = mha(x, attn_bias=extra)
+    q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(D // H) + extra
+    ref = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(2, S, D)
+    torch.testing.assert_close(got, mha.out(ref), rtol=0, atol=1e-12)
+
+
+def test_attn_bias_that_does_not_broadcast_names_the_parameter_and_shapes():
+    mha = MultiHeadAttention(D, H).to(F64)
+    x = torch.randn(2, S, D, dtype=F64)
+    with pytest.raises(ValueError, match=r"attn_bias must broadcast to \[b=2, h=2, s=8, s=8\], got \[3, 8, 8\]"):
+        mha(x, attn_bias=torch.zeros(3, S, S, dtype=F64))
+    with pytest.raises(TypeError, match="attn_bias must be a float tensor"):
+        mha(x, attn_bias=torch.zeros(H, S, S, dtype=torch.bool))
+
+
 def test_shaw_with_values_equals_the_written_out_formula():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D, H).to(F64)

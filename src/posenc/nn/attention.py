@@ -7,7 +7,7 @@ family     what the stack asks of it             attention kernel
 =========  ====================================  ==================================================
 input      ``x ← enc(x)`` once, on the tokens    fused ``scaled_dot_product_attention``
 rotary     ``q, k ← enc(q, k)`` in every layer    fused
-bias       ``enc.bias(s, s) [h, s, s]``           fused, the bias as an additive float mask
+bias       ``enc.bias(s, s) [h, s, s]``, once     fused, the bias as an additive float mask
 shaw       ``enc.key_scores(q, …)`` (keys only)   fused, the query-dependent term as a float mask
 shaw       ``… + enc.value_term(α, …)`` (values)  explicit: ``Σ_j α_ij a^V_ij`` needs the weights
                                                   ``α``, which fused kernels never materialise
@@ -71,6 +71,21 @@ def _check_padding(key_padding_mask: torch.Tensor | None, b: int, s: int) -> Non
         raise ValueError(f"key_padding_mask must have shape [b={b} or 1, s={s}] (True = padding), got {list(shape)}")
 
 
+def _check_attn_bias(attn_bias: torch.Tensor | None, b: int, h: int, s: int) -> torch.Tensor | None:
+    if attn_bias is None:
+        return None
+    if not isinstance(attn_bias, torch.Tensor) or not attn_bias.is_floating_point():
+        got = attn_bias.dtype if isinstance(attn_bias, torch.Tensor) else type(attn_bias).__name__
+        raise TypeError(f"attn_bias must be a float tensor broadcastable to [b, h, s, s], got {got}")
+    try:
+        torch.broadcast_shapes(attn_bias.shape, (b, h, s, s))
+    except RuntimeError:
+        raise ValueError(
+            f"attn_bias must broadcast to [b={b}, h={h}, s={s}, s={s}], got {list(attn_bias.shape)}"
+        ) from None
+    return attn_bias
+
+
 def _additive_mask(
     scores_bias: torch.Tensor | None, key_padding_mask: torch.Tensor | None, causal: bool, s: int, like: torch.Tensor
 ) -> torch.Tensor | None:
@@ -125,6 +140,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         causal: bool = False,
         positions: torch.Tensor | None = None,
+        attn_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend over ``x [b, s, d]``.
 
@@ -133,6 +149,9 @@ class MultiHeadAttention(nn.Module):
             key_padding_mask: ``[b, s]`` bool, ``True`` = padding (never attended to).
             causal: hide keys after the query.
             positions: ``[s]`` token positions for the encoding (default ``0 … s−1``).
+            attn_bias: additive float scores bias broadcastable to ``[b, h, s, s]``. With a bias
+                encoding it *replaces* ``encoding.bias(s, s)`` — the encoder computes that once per
+                forward and passes it to every layer; without one it is added as given.
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
@@ -144,14 +163,15 @@ class MultiHeadAttention(nn.Module):
         check_encoding(encoding, d_model=self.d_model, n_heads=self.n_heads)
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         where = {"q_positions": positions, "k_positions": positions}
-        scores_bias = None
+        scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
         if family == "rotary":
             q, k = encoding(q, k, **where)
-        elif family == "bias":
+        elif family == "bias" and scores_bias is None:
             scores_bias = encoding.bias(s, s, **where, dtype=q.dtype, device=q.device)
         elif family == "shaw":
             index = encoding.index(s, s, **where, device=q.device)
-            scores_bias = encoding.key_scores(q, index) / math.sqrt(self.head_dim)
+            shaw = encoding.key_scores(q, index) / math.sqrt(self.head_dim)
+            scores_bias = shaw if scores_bias is None else scores_bias + shaw
         mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
         p = self.dropout if self.training else 0.0
         if family == "shaw" and encoding.on_values:
@@ -190,10 +210,12 @@ class TransformerEncoderLayer(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         causal: bool = False,
         positions: torch.Tensor | None = None,
+        attn_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``[b, s, d] → [b, s, d]``; arguments as :meth:`MultiHeadAttention.forward`."""
         a = self.attention(
-            self.norm1(x), encoding=encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions
+            self.norm1(x), encoding=encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions,
+            attn_bias=attn_bias,
         )
         x = x + self.dropout(a)
         return x + self.dropout(self.feedforward(self.norm2(x)))
@@ -269,8 +291,14 @@ class TransformerEncoder(nn.Module):
         elif self.family != "none":
             attention_encoding = self.encoding
         x = self.input_dropout(x)
+        attn_bias = None
+        if self.family == "bias":  # the same for every layer: computed once per forward
+            s = x.shape[1]
+            attn_bias = self.encoding.bias(s, s, q_positions=positions, k_positions=positions, dtype=x.dtype,
+                                           device=x.device)
         for layer in self.layers:
             x = layer(
-                x, encoding=attention_encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions
+                x, encoding=attention_encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions,
+                attn_bias=attn_bias,
             )
         return self.norm(x)
