@@ -70,3 +70,22 @@ def test_bad_input():
         analysis.table_spectrum(np.ones((3, 3)), axis="rows")
     with pytest.raises(ValueError, match="at least 2 positions"):
         analysis.table_spectrum(np.ones((1, 3)), axis="positions")
+
+
+def test_tiny_bandwidth_is_refused_not_nan():
+    # regression: σ = 1e-300 made σ² underflow to 0 and every weight NaN
+    with pytest.raises(ValueError, match="bandwidth=1e-300 is too narrow"):
+        analysis.frequency_distribution([0.1, 0.2], dim=8, bandwidth=1e-300)
+    # a frequency exactly on a bin still has a defined, one-hot answer at any σ
+    g = analysis.frequency_distribution([2 * math.pi / 8], dim=8, bandwidth=1e-300)
+    assert g.tolist() == [0.0, 1.0, 0.0, 0.0, 0.0]
+
+
+def test_crossing_index_accepts_base_1_like_the_tables():
+    # regression: base=1 was accepted by the tables and the scorecard but refused here
+    assert analysis.crossing_index(64, base=1.0) == math.inf  # w_l = 1 ≥ 2π/64: none below
+    assert analysis.low_pass_count(np.ones(32), dim=64) == 0
+    assert analysis.crossing_index(4, base=1.0) == -math.inf  # w_l = 1 < 2π/4: all below
+    assert analysis.low_pass_count(np.ones(2), dim=4) == 2
+    # and the limit it stands for: ρ → 1⁺
+    assert analysis.crossing_index(64, base=1.0 + 1e-12) > 1e12

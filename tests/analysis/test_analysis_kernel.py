@@ -11,7 +11,7 @@ import scipy.linalg
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc import analysis, tables
+from posenc import analysis, spectrum, tables
 
 
 def test_sinusoidal_gram_is_toeplitz_to_1e_10():
@@ -81,3 +81,40 @@ def test_bad_input():
         analysis.gram([[1.0, np.inf]])
     with pytest.raises(TypeError, match="theta must be a callable"):
         analysis.decay_integral(3.0, 5, dim=4)
+
+
+def test_geometric_closed_form_matches_quadrature_and_is_fast():
+    import time
+
+    x = np.array([0.0, 0.3, 5.0, 87.0, 1000.0, 2.5e4, -40.0])
+    for base in (10000.0, 1000.0, 0.5):  # 0.5: an increasing θ
+        theta = analysis.Geometric(base)
+        closed = analysis.decay_integral(theta, x, dim=2)
+        quad = analysis.decay_integral(lambda u, b=base: b ** (-np.asarray(u)), x, dim=2)  # plain callable
+        np.testing.assert_allclose(closed, quad, atol=1e-8)
+    start = time.perf_counter()
+    analysis.decay_integral(analysis.SU_SCHEDULES["10000^-x"], np.arange(10_000), dim=512)
+    assert time.perf_counter() - start < 0.5
+    with pytest.raises(ValueError, match="base must differ from 1"):
+        analysis.Geometric(1.0)
+
+
+@pytest.mark.parametrize("d", [7, 9, 33])
+def test_odd_dim_integral_is_scaled_by_the_number_of_terms(d):
+    # regression: the sum has ceil(d/2) terms but the integral was scaled by d/2
+    total, integral = analysis.su_decay(analysis.SU_SCHEDULES["x"], [0.0], dim=d)
+    assert total[0] == (d + 1) // 2
+    assert integral[0] == pytest.approx(total[0], abs=1e-12)
+
+
+def test_riemann_limit_is_pi_over_the_largest_neighbouring_step():
+    w = spectrum.geometric(512)
+    assert analysis.riemann_limit(w) == pytest.approx(math.pi / (1.0 - 10000.0 ** (-2 / 512)), rel=1e-12)
+    assert 88 < analysis.riemann_limit(w) < 89
+    assert analysis.riemann_limit([1.0]) == math.inf
+    # below the limit the sum follows the integral, far beyond it it does not (d = 512)
+    x_near, x_far = np.arange(0, 80), np.arange(20_000, 60_000)
+    near = analysis.su_decay(analysis.SU_SCHEDULES["10000^-x"], x_near, dim=512)
+    far = analysis.su_decay(analysis.SU_SCHEDULES["10000^-x"], x_far, dim=512)
+    assert np.abs(near[0] - near[1]).max() < 0.01 * 256
+    assert np.abs(far[0] - far[1]).max() > 0.1 * 256

@@ -79,3 +79,25 @@ def test_import_analysis_stays_numpy_only():
     code = "import posenc.analysis, sys; print('torch' in sys.modules, 'matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_negative_decode_noise_is_refused():
+    # regression: decode_noise=-1 gave decoding_accuracy None with the reason hidden in a note
+    with pytest.raises(ValueError, match="decode_noise must be >= 0, got -1"):
+        analysis.scorecard("sinusoidal", length=8, dim=8, decode_noise=-1)
+
+
+def test_score_view_scores_arrays_handed_in():
+    # a "trained" table handed over as NumPy: a sinusoidal table whose rows are permuted is no
+    # longer shift-equivariant, and the scorecard of the bare arrays says so
+    E = np.asarray(analysis.encoding_view("sinusoidal", dim=16, length=40).table(40))
+    rng = np.random.default_rng(1)
+    shuffled = E[rng.permutation(40)]
+    view = analysis.EncodingView("learned", "input", 16,
+                                 table=lambda n: shuffled[:n] if n <= 40 else (_ for _ in ()).throw(ValueError("S")),
+                                 notes={"view": "trained"})
+    card = analysis.score_view(view, length=40)
+    assert card.values["toeplitz_error"] > 0.1
+    assert card.values["min_distance"] == pytest.approx(analysis.min_pairwise_distance(E))
+    assert card.values["low_pass_fraction"] is None
+    assert card.notes["view"] == "trained"

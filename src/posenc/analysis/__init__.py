@@ -5,6 +5,7 @@ module             what it measures                                            S
 =================  ==========================================================  ===========
 ``shift``          the linear shift operator ``T^(k)``; best linear shift map  §2
 ``kernel``         Gram matrix, Toeplitz test, kernel vs distance, Su's decay  §3
+``bilinear``       Su's ``p_mᵀ diag(h) p_n``: relative and absolute parts      §3
 ``fourier``        eq. 15 frequency distribution, low-pass count, spectra      §5
 ``faithfulness``   Algorithm 1 reconstruction, peak, injectivity, decoding     §4, §5
 ``views``          how each registered encoding is seen (table/bias/freqs)     §7
@@ -12,6 +13,7 @@ module             what it measures                                            S
 =================  ==========================================================  ===========
 """
 
+from posenc.analysis.bilinear import bilinear_parts, pair_coefficients, weighted_decay_integral
 from posenc.analysis.faithfulness import (
     Peak,
     dft_basis,
@@ -33,22 +35,56 @@ from posenc.analysis.fourier import (
 )
 from posenc.analysis.kernel import (
     SU_SCHEDULES,
+    Geometric,
     decay_integral,
     frequency_kernel,
     gram,
     kernel_by_distance,
+    riemann_limit,
     su_decay,
     toeplitz_deviation,
 )
-from posenc.analysis.scorecard import CRITERIA, Scorecard, scorecard, scorecards
+from posenc.analysis.scorecard import CRITERIA, Scorecard, score_view, scorecard, scorecards
 from posenc.analysis.shift import dft_shift_operator, linear_shift_residual, operator_residual, shift_operator
 from posenc.analysis.views import EncodingView, encoding_view
 
 __all__ = [
-    "CRITERIA", "EncodingView", "Peak", "SU_SCHEDULES", "Scorecard", "column_bins", "crossing_index",
-    "decay_integral", "default_bandwidth", "dft_basis", "dft_distribution", "dft_shift_operator",
-    "encoding_view", "frequency_distribution", "frequency_kernel", "gram", "inverse_dft_accuracy",
-    "kernel_by_distance", "linear_shift_residual", "low_pass_count", "min_pairwise_distance",
-    "nearest_neighbour_accuracy", "one_hot", "operator_residual", "peak", "reconstruct", "scorecard",
-    "scorecards", "shift_operator", "su_decay", "table_spectrum", "toeplitz_deviation",
+    "CRITERIA",
+    "SU_SCHEDULES",
+    "EncodingView",
+    "Geometric",
+    "Peak",
+    "Scorecard",
+    "bilinear_parts",
+    "column_bins",
+    "crossing_index",
+    "decay_integral",
+    "default_bandwidth",
+    "dft_basis",
+    "dft_distribution",
+    "dft_shift_operator",
+    "encoding_view",
+    "frequency_distribution",
+    "frequency_kernel",
+    "gram",
+    "inverse_dft_accuracy",
+    "kernel_by_distance",
+    "linear_shift_residual",
+    "low_pass_count",
+    "min_pairwise_distance",
+    "nearest_neighbour_accuracy",
+    "one_hot",
+    "operator_residual",
+    "pair_coefficients",
+    "peak",
+    "reconstruct",
+    "riemann_limit",
+    "score_view",
+    "scorecard",
+    "scorecards",
+    "shift_operator",
+    "su_decay",
+    "table_spectrum",
+    "toeplitz_deviation",
+    "weighted_decay_integral",
 ]

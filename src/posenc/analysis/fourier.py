@@ -1,4 +1,4 @@
-"""Fourier analysis of an encoding (seed ide-* §3, eqs. 15, 16, 22; SPEC §5).
+"""Fourier analysis of an encoding (Idé et al., 2024, §3, eqs. 15, 16, 22).
 
 The DFT on a lattice of ``d`` points has bins ``ω_k = 2πk/d``, ``k = 0 … ⌊d/2⌋``
 (:func:`posenc.spectrum.dft`; bin ``d/2`` is the Nyquist term ``b_0`` of even ``d``). An
@@ -23,14 +23,14 @@ from posenc.analysis import _checks
 
 
 def default_bandwidth(dim: int) -> float:
-    """The paper's kernel bandwidth ``σ = 4 · 2π/d`` (seed ide-*, below eq. 15)."""
+    """The paper's kernel bandwidth ``σ = 4 · 2π/d`` (Idé et al., 2024, below eq. 15)."""
     return 4.0 * 2.0 * math.pi / _validate.positive_int("dim", dim)
 
 
 def frequency_distribution(
     frequencies: ArrayLike, *, dim: int, bandwidth: float | None = None
 ) -> NDArray[np.float64]:
-    """Eq. 15 of seed ide-*: the weight ``g_k`` of the frequency set on each DFT bin ``ω_k = 2πk/d``.
+    """Eq. 15 of Idé et al. (2024): the weight ``g_k`` of the frequency set on each DFT bin ``ω_k = 2πk/d``.
 
     Args:
         frequencies: the encoding's angular frequencies ``w_l`` (e.g. ``spectrum.geometric(d)``).
@@ -44,9 +44,16 @@ def frequency_distribution(
     dim = _validate.positive_int("dim", dim)
     w = spectrum.custom(frequencies)
     sigma = default_bandwidth(dim) if bandwidth is None else _validate.positive_float("bandwidth", bandwidth)
-    exponent = -np.subtract.outer(spectrum.dft(dim), w) ** 2 / (2.0 * sigma**2)
+    with np.errstate(over="ignore"):  # σ² itself may underflow; (Δ/σ)² may overflow to inf: weight 0
+        exponent = -0.5 * (np.subtract.outer(spectrum.dft(dim), w) / sigma) ** 2
     log_g = special.logsumexp(exponent, axis=1)  # in log space: a narrow σ cannot underflow to 0/0
-    return np.exp(log_g - special.logsumexp(log_g))
+    total = special.logsumexp(log_g)
+    if not np.isfinite(total):
+        raise ValueError(
+            f"bandwidth={sigma!r} is too narrow for these frequencies: every frequency lies so many σ from "
+            f"every DFT bin 2πk/{dim} that all weights underflow (exp(−Δ²/2σ²) = 0 in float64); use a wider σ"
+        )
+    return np.exp(log_g - total)
 
 
 def column_bins(dim: int) -> NDArray[np.intp]:
@@ -59,7 +66,7 @@ def column_bins(dim: int) -> NDArray[np.intp]:
 
 
 def dft_distribution(dim: int) -> NDArray[np.float64]:
-    """Eq. 22 of seed ide-*: the DFT encoding's weight per bin, the energy ``a_k² + b_k²`` of ``e(s)``.
+    """Eq. 22 of Idé et al. (2024): the DFT encoding's weight per bin, the energy ``a_k² + b_k²`` of ``e(s)``.
 
     Computed from the encoding itself (the same for every ``s``): ``1/d`` at ``k = 0`` and at
     the Nyquist bin, ``2/d`` on every other bin — flat, no bias to any scale.
@@ -70,29 +77,33 @@ def dft_distribution(dim: int) -> NDArray[np.float64]:
 
 
 def low_pass_count(frequencies: ArrayLike, *, dim: int) -> int:
-    """How many frequencies lie strictly below the first non-zero DFT bin ``2π/d`` (seed ide-* §3.1)."""
+    """How many frequencies lie strictly below the first non-zero DFT bin ``2π/d`` (Idé et al., 2024, §3.1)."""
     dim = _validate.positive_int("dim", dim)
     return int(np.count_nonzero(spectrum.custom(frequencies) < 2.0 * math.pi / dim))
 
 
 def crossing_index(dim: int, *, base: float = tables.DEFAULT_BASE) -> float:
-    """Eq. 16 of seed ide-* solved for ``l``: ``2π/d = ρ^(−l/d)`` ⇔ ``l = d · ln(d/2π) / ln ρ``.
+    """Eq. 16 of Idé et al. (2024) solved for ``l``: ``2π/d = ρ^(−l/d)`` ⇔ ``l = d · ln(d/2π) / ln ρ``.
 
     ``l`` is the column index of eq. 3 (``w_l = ρ^(−l/d)``, ``l = 0, 2, …, d−2``); for
     ``ρ = 10^4`` it is ``(d/4)·log10(d/2π)``: ≈ 103 for ``d = 256``, ≈ 245 for ``d = 512``.
+    Every ``ρ > 0`` that the tables accept is accepted here: ``ρ = 1`` (all ``w_l = 1``, which
+    never cross ``2π/d``) gives the limit ``ρ → 1⁺``, ``+inf`` when ``d > 2π`` (no frequency
+    below ``2π/d``) and ``−inf`` when ``d < 2π`` (all of them below, from before column 0).
     """
     dim = _validate.positive_int("dim", dim)
     base = _validate.positive_float("base", base)
+    ratio = math.log(dim / (2.0 * math.pi))
     if base == 1.0:
-        raise ValueError("base must differ from 1 (ρ^(−l/d) is then constant), got 1.0")
-    return dim * math.log(dim / (2.0 * math.pi)) / math.log(base)
+        return math.copysign(math.inf, ratio)
+    return dim * ratio / math.log(base)
 
 
 def table_spectrum(E: ArrayLike, *, axis: str = "features") -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Power spectrum of a bare table, so learned encodings get one too.
 
     ``axis="features"``: the DFT of each row along the feature axis (a function on the lattice
-    of ``d`` points, as in seed ide-* §2.3), power ``|F_k|²`` averaged over rows, bins
+    of ``d`` points, as in Idé et al. (2024) §2.3), power ``|F_k|²`` averaged over rows, bins
     ``ω_k = 2πk/d``. ``axis="positions"``: the DFT of each column along the positions (how
     fast each feature varies with position), averaged over columns, bins ``2πk/S``. The
     power of a bin counts both conjugate terms, so it is the energy per bin as in eq. 22.

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from posenc import _validate, registry, tables
-from posenc.analysis import faithfulness, kernel, shift
+from posenc.analysis import _checks, faithfulness, kernel, shift
 from posenc.analysis.faithfulness import min_pairwise_distance
 from posenc.analysis.views import EncodingView, encoding_view
 
@@ -224,12 +224,35 @@ def scorecard(
         base: ``ρ`` of the sinusoidal-type frequencies.
         n_heads: heads of bias encodings.
         shift_k: offset of ``shift_residual``.
-        decode_noise: noise of ``decoding_accuracy`` in units of the table's RMS value.
+        decode_noise: noise of ``decoding_accuracy`` in units of the table's RMS value, ``≥ 0``.
         seed: seed of learned initial parameters and of the decoding noise.
     """
+    decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
+    length = _validate.positive_int("length", length)
     view = encoding_view(encoding, dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)
+    return score_view(view, length=length, shift_k=shift_k, decode_noise=decode_noise, seed=seed,
+                      extra={"base": base, "n_heads": n_heads})
+
+
+def score_view(
+    view: EncodingView,
+    *,
+    length: int,
+    shift_k: int = 1,
+    decode_noise: float = 0.5,
+    seed: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> Scorecard:
+    """Measure every criterion of :data:`CRITERIA` for an :class:`EncodingView` built from NumPy arrays.
+
+    This is how a *trained* encoding is scored: the caller (``posenc analyze --checkpoint``)
+    reads the trained parameters and hands the table, frequencies or bias here as arrays.
+    ``extra`` adds entries to the scorecard's parameters (e.g. ``base``, ``n_heads``).
+    """
+    length = _validate.positive_int("length", length)
+    decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
     params: dict[str, Any] = {
-        "length": _validate.positive_int("length", length), "dim": view.dim, "base": base, "n_heads": n_heads,
+        "length": length, "dim": view.dim, **(extra or {}),
         "shift_k": _validate.positive_int("shift_k", shift_k), "decode_noise": decode_noise, "seed": seed,
         "reconstruct_position": view.dim // 2, "bandwidth": 8.0 * math.pi / view.dim,
         "repeat_horizon": 4 * max(length, view.dim),
@@ -255,7 +278,7 @@ def scorecard(
             values[key], notes[key] = None, str(exc)
     if values["shift_residual"] is not None:
         notes["shift_residual"] = "exact operator T^(k)" if view.operator is not None else "least-squares map"
-    return Scorecard(encoding, view.family, values, notes, params)
+    return Scorecard(view.name, view.family, values, notes, params)
 
 
 def _reason(key: str, view: EncodingView) -> str:
