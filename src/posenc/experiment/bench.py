@@ -117,7 +117,7 @@ def run_bench(
     runs = list(plan.runs())
     for i, config in enumerate(runs, 1):
         record = execute(config, splits[config.split_seed], root=out, device=torch_device, world=world,
-                         shuffle_control=plan.shuffle_control, progress=progress, on_epoch=on_epoch)
+                         shuffle_control=plan.shuffle_control, progress=progress, on_epoch=on_epoch, log=say)
         trained += not record["skipped"]
         say(f"[{i}/{len(runs)}] {config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
             f"F1 {record['test']['f1']:.3f} AUPRC {record['test']['auprc']:.3f}"

@@ -1,8 +1,10 @@
-"""Atomic file writes: write ``NAME.tmp``, then ``os.replace`` it onto ``NAME``.
+"""Durable, atomic file writes: write ``NAME.tmp``, ``fsync`` it, ``os.replace`` it onto ``NAME``, ``fsync`` the folder.
 
 ``os.replace`` is atomic on POSIX (and on Windows within one volume), so a reader — or a
 re-run after an interruption — sees either the old file or the complete new one, never a
-half-written one.
+half-written one. The ``fsync`` of the file before the rename makes its bytes reach the disk
+before its name does (otherwise a power loss can leave the new name on an empty file); the
+``fsync`` of the folder after it makes the rename itself durable.
 """
 
 from __future__ import annotations
@@ -12,14 +14,33 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def _fsync(path: Path, *, directory: bool = False) -> None:
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        if directory:  # some platforms (Windows) cannot open a folder: the rename is all we can do
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not directory:  # folders that refuse fsync (some network file systems): nothing more to do
+            raise
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` with a temporary sibling path, then move it onto ``path``."""
+    """Call ``write(tmp)`` with a temporary sibling path, flush it to disk, then move it onto ``path``."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
+    _fsync(tmp)
     os.replace(tmp, path)
+    _fsync(path.parent, directory=True)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    """Write ``text`` (UTF-8) to ``path`` atomically and durably."""
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))

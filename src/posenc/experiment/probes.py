@@ -90,7 +90,7 @@ def run_probes(
                     config = dataclasses.replace(plan.base, encoding=encoding, scale=scale, seed=seed, split_seed=0,
                                                  subset=f"k{k}")
                     record = execute(config, splits[k], root=out, device=torch_device, world=world,
-                                     shuffle_control=False, progress=progress, on_epoch=on_epoch)
+                                     shuffle_control=False, progress=progress, on_epoch=on_epoch, log=say)
                     acc.setdefault(_label(encoding, scale), {}).setdefault(k, []).append(record["test"]["accuracy"])
                     runs.append({**record, "k": k})
             by_k = acc[_label(encoding, scale)]

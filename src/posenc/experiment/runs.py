@@ -13,15 +13,35 @@ POSIX), so an interruption at any moment leaves either the old or the new file. 
 ``metrics.json`` is skipped (its stored results are returned); a run with only a checkpoint
 resumes from it and, training being a function of ``(seed, epoch)`` and the checkpointed state
 (:mod:`posenc.experiment.train`), ends exactly where an uninterrupted run would have.
-Under data parallelism only rank 0 writes.
+Under data parallelism only rank 0 writes (and moves files aside).
+
+**What a re-run trusts.** Nothing on disk is trusted unread:
+
+* a ``config.json``, ``metrics.json`` or ``checkpoint.pt`` that cannot be read (truncated,
+  garbled, empty, wrong structure; a checkpoint also carries a SHA-256 digest of its content,
+  so garbled tensor bytes are caught too) is named in a message, moved aside as
+  ``NAME.corrupt-<UTC time>``, and the run resumes from what is left or retrains. A missing or
+  unreadable ``config.json`` moves the whole run aside: its other files cannot be checked;
+* ``config.json`` records ``data_fingerprint``, a SHA-256 of the run's train/validation/test
+  windows and labels (:func:`data_fingerprint`), so it covers the data files' content, the
+  loader options and the split. When the data differ from those a run was trained on — the
+  files at the same path changed — its files are moved aside as ``NAME.stale-<UTC time>`` and
+  it retrains, with a message saying why (the run's *settings* differing is refused instead:
+  that is another run, not newer data);
+* a finished run's ``metrics.json`` is only returned when its ``config.json`` matches both.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import json
+import os
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +54,10 @@ from posenc.experiment.distributed import World
 from posenc.experiment.files import write_atomic, write_text_atomic
 from posenc.experiment.metrics import best_f1_threshold, binary_metrics
 from posenc.experiment.scale import build_classifier
-from posenc.experiment.train import EpochHook, fit, predict_scores
+from posenc.experiment.train import EpochHook, FitState, fit, predict_scores
 
 CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
+RUN_FILES = (CONFIG, LOG, CHECKPOINT, METRICS)
 
 
 def dataset_slug(spec: str) -> str:
@@ -59,14 +80,143 @@ def _log_csv(history: list[dict[str, float]]) -> str:
     return buf.getvalue()
 
 
-def _check_same_config(directory: Path, config: RunConfig) -> None:
-    stored = json.loads((directory / CONFIG).read_text(encoding="utf-8"))["config"]
-    if stored != config.to_dict():
-        differing = sorted(k for k in config.to_dict() if stored.get(k) != config.to_dict()[k])
+class _Unusable(Exception):
+    """A run file that exists but cannot be used; the message says why."""
+
+
+def data_fingerprint(splits: Any) -> str:
+    """SHA-256 (hex) of every array of ``splits``' train, validation and test windows (values, labels, origins).
+
+    Two runs with equal fingerprints saw the same numbers in the same splits, whatever path or
+    loader options produced them; any change of the data files, loader options or split changes it.
+    """
+    digest = hashlib.sha256()
+    for part in ("train", "val", "test"):
+        windows = getattr(splits, part)
+        for field in dataclasses.fields(windows):
+            array = np.ascontiguousarray(getattr(windows, field.name))
+            digest.update(f"{part}.{field.name}:{array.dtype.str}:{array.shape};".encode())
+            digest.update(array.reshape(-1).view(np.uint8))
+    return digest.hexdigest()
+
+
+def _tensor_digest(obj: Any, digest: Any = None) -> str:
+    """SHA-256 of a checkpoint's content: every tensor's dtype, shape and bytes, every other leaf's ``repr``."""
+    digest = hashlib.sha256() if digest is None else digest
+    if isinstance(obj, dict):
+        for key in sorted(obj, key=repr):
+            digest.update(f"{key!r}:".encode())
+            _tensor_digest(obj[key], digest)
+    elif isinstance(obj, (list, tuple)):
+        digest.update(f"{type(obj).__name__}[{len(obj)}]".encode())
+        for item in obj:
+            _tensor_digest(item, digest)
+    elif isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        digest.update(f"tensor:{t.dtype}:{tuple(t.shape)};".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy())
+    else:
+        digest.update(f"{obj!r};".encode())
+    return digest.hexdigest()
+
+
+def _read_json(path: Path, required: dict[str, type]) -> dict[str, Any]:
+    """``path``'s JSON object, which must hold ``required`` keys of the given types; else :class:`_Unusable`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Unusable(f"is not readable JSON ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise _Unusable(f"holds a JSON {type(data).__name__}, not an object")
+    wrong = [k for k, kind in required.items() if not isinstance(data.get(k), kind)]
+    if wrong:
+        raise _Unusable(f"lacks {', '.join(wrong)} (or has the wrong type)")
+    return data
+
+
+def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
+    """The checkpoint at ``path`` if it is complete, intact and fits ``model``; else :class:`_Unusable`."""
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:  # noqa: BLE001 — torch raises RuntimeError, EOFError, KeyError … for bad bytes
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        raise _Unusable(f"cannot be loaded ({type(exc).__name__}{': ' + first if first else ''})") from None
+    if not isinstance(ckpt, dict) or not {"model", "optimizer", "fit", "sha256"} <= set(ckpt):
+        raise _Unusable("is not a posenc checkpoint (expected keys model, optimizer, fit, sha256)")
+    body = {k: v for k, v in ckpt.items() if k != "sha256"}
+    if _tensor_digest(body) != ckpt["sha256"]:
+        raise _Unusable("does not match its SHA-256 digest (garbled content)")
+    expected = {k: (v.dtype, v.shape) for k, v in model.state_dict().items()}
+    stored = {k: (getattr(v, "dtype", None), getattr(v, "shape", None)) for k, v in ckpt["model"].items()}
+    if stored != expected:
+        raise _Unusable("holds weights of another model (parameter names or shapes differ)")
+    if not isinstance(ckpt["fit"], dict) or set(ckpt["fit"]) != {f.name for f in dataclasses.fields(FitState)}:
+        raise _Unusable("lacks the training progress (fit state)")
+    return body
+
+
+def _move_aside(directory: Path, names: tuple[str, ...], kind: str) -> list[str]:
+    """Rename each existing ``directory/NAME`` to ``NAME.<kind>-<UTC time>`` (never overwriting); the new names."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    moved = []
+    for name in names:
+        path = directory / name
+        if not path.is_file():
+            continue
+        target, n = directory / f"{name}.{kind}-{stamp}", 1
+        while target.exists():
+            target, n = directory / f"{name}.{kind}-{stamp}-{n}", n + 1
+        os.replace(path, target)
+        moved.append(target.name)
+    return moved
+
+
+def _discard(directory: Path, names: tuple[str, ...], kind: str, why: str, *, tidy: bool,
+             log: Callable[[str], None]) -> None:
+    """Move ``names`` aside (rank 0: ``tidy``) and say why through ``log``."""
+    if tidy:
+        moved = _move_aside(directory, names, kind)
+        log(f"{why}; moved aside: {', '.join(moved) or 'nothing'}; the run retrains")
+
+
+def _stored_run(
+    directory: Path, config: RunConfig, fingerprint: str, *, tidy: bool, log: Callable[[str], None]
+) -> tuple[dict[str, Any] | None, bool]:
+    """``(finished record or None, whether a checkpoint may be resumed)`` from ``directory`` (module docstring).
+
+    Unusable files are moved aside when ``tidy`` (rank 0) and reported through ``log``; run
+    settings different from ``config`` raise ``ValueError``.
+    """
+    if not any((directory / name).is_file() for name in (CONFIG, CHECKPOINT, METRICS)):
+        return None, False
+    try:
+        if not (directory / CONFIG).is_file():
+            raise _Unusable("is missing")
+        stored = _read_json(directory / CONFIG, {"config": dict})
+    except _Unusable as exc:
+        _discard(directory, RUN_FILES, "corrupt",
+                 f"{directory / CONFIG} {exc}, so the run's other files cannot be checked", tidy=tidy, log=log)
+        return None, False
+    wanted = config.to_dict()
+    if stored["config"] != wanted:
+        differing = sorted(k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k))
         raise ValueError(
             f"{directory} holds a run with different settings ({', '.join(differing)}); "
             f"use another --out directory or delete that run"
         )
+    was = stored.get("data_fingerprint")
+    if was != fingerprint:
+        _discard(directory, RUN_FILES, "stale",
+                 f"{directory}: the data differ from those this run was trained on (data fingerprint "
+                 f"{str(was)[:12] + '…' if was else 'not recorded'}, now {fingerprint[:12]}…: the dataset "
+                 f"files, loader options or split changed)", tidy=tidy, log=log)
+        return None, False
+    if (directory / METRICS).is_file():
+        try:
+            return _read_json(directory / METRICS, {"test": dict, "val": dict}), False
+        except _Unusable as exc:
+            _discard(directory, (METRICS,), "corrupt", f"{directory / METRICS} {exc}", tidy=tidy, log=log)
+    return None, (directory / CHECKPOINT).is_file()
 
 
 def execute(
@@ -79,27 +229,35 @@ def execute(
     shuffle_control: bool = True,
     progress: bool = True,
     on_epoch: EpochHook | None = None,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Train and evaluate ``config``'s run on ``splits`` (a :class:`posenc.data.Splits`) unless it is finished.
 
     Returns the run's metrics record (what ``metrics.json`` holds), with ``"skipped": True``
     added when it was read from a finished run instead of trained. ``on_epoch`` is called
-    after each epoch's checkpoint is on disk.
+    after each epoch's checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
     """
     directory = run_dir(root, config)
-    if (directory / METRICS).is_file():
-        _check_same_config(directory, config)
-        return {**json.loads((directory / METRICS).read_text(encoding="utf-8")), "skipped": True}
+    say = log if world.is_main else (lambda _: None)
+    fingerprint = data_fingerprint(splits)
+    finished, resumable = _stored_run(directory, config, fingerprint, tidy=world.is_main, log=say)
+    if finished is not None:
+        return {**finished, "skipped": True}
     model, options = build_classifier(config, splits.train.X.shape[2], splits.train.X)
     model.to(device)
     checkpoint = None
-    if (directory / CHECKPOINT).is_file():
-        _check_same_config(directory, config)
-        checkpoint = torch.load(directory / CHECKPOINT, map_location=device, weights_only=True)
-    elif world.is_main:
+    if resumable:
+        try:
+            checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
+        except (_Unusable, FileNotFoundError) as exc:
+            _discard(directory, (CHECKPOINT,), "corrupt", f"{directory / CHECKPOINT} {exc}",
+                     tidy=world.is_main, log=say)
+    world.barrier()  # rank 0 has moved unusable files aside before any rank reads or writes again
+    if checkpoint is None and world.is_main:
         directory.mkdir(parents=True, exist_ok=True)
         resolved = {
             "config": config.to_dict(),
+            "data_fingerprint": fingerprint,
             "encoding_options": options,
             "n_features": int(splits.train.X.shape[2]),
             "n_parameters": sum(p.numel() for p in model.parameters()),
@@ -111,7 +269,8 @@ def execute(
 
     def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
         if world.is_main:
-            write_atomic(directory / CHECKPOINT, lambda tmp: torch.save(ckpt, tmp))
+            sealed = {**ckpt, "sha256": _tensor_digest(ckpt)}
+            write_atomic(directory / CHECKPOINT, lambda tmp: torch.save(sealed, tmp))
             write_text_atomic(directory / LOG, _log_csv(ckpt["fit"]["history"]))
         if on_epoch is not None:
             on_epoch(ckpt, row)
