@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from posenc.experiment.compare import BASELINE, compare, markdown, write
+from posenc.experiment.compare import BASELINE, NO_SKILL, NOT_ABOVE_NO_SKILL, compare, from_json, markdown, write
 from posenc.experiment.stats import sign_flip_p
 
 
@@ -76,9 +76,40 @@ def test_outputs_written(tmp_path):
     assert md == markdown(c)
     assert "| dft | native | 6 |" in md and BASELINE in md and "split 1: 100 windows, 11 positive, 3 events" in md
     rows = list(csv.DictReader(paths["csv"].open()))
-    assert [(r["encoding"], r["scale"]) for r in rows][-1] == (BASELINE, "-")
+    assert [(r["encoding"], r["scale"]) for r in rows][-2:] == [(BASELINE, "-"), (NO_SKILL, "-")]
     dft = next(r for r in rows if (r["encoding"], r["scale"]) == ("dft", "native"))
     assert float(dft["f1_diff"]) == pytest.approx(0.02)  # mean of 0.01·(seed+1)
     data = json.loads(paths["json"].read_text())
     assert len(data["runs"]) == len(runs) and data["baseline"][0]["test"]["f1"] == pytest.approx(2 / 3)
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
+    """flag-all: precision p, recall 1, F1 2p/(1+p), AUPRC p per split (p = 10/100 and 11/100 here)."""
+    runs = [record("sinusoidal", "native", k, s, f1=0.15, auprc=0.5) for k in range(2) for s in range(3)]
+    runs += [record("dft", "native", k, s, f1=0.6 + 0.01 * s, auprc=0.09) for k in range(2) for s in range(3)]
+    c = compare(runs)
+    row = {r.encoding: r for r in c.rows}
+    p = np.array([0.10, 0.11])
+    flag = row[NO_SKILL]
+    assert flag.n == 2
+    assert flag.mean["f1"] == pytest.approx(np.mean(2 * p / (1 + p)))
+    assert flag.mean["auprc"] == pytest.approx(p.mean()) and flag.mean["precision"] == pytest.approx(p.mean())
+    assert flag.mean["recall"] == 1.0 and flag.std["auprc"] == pytest.approx(np.std(p, ddof=1))
+    # sinusoidal F1 0.15 < 2p/(1+p) ≈ 0.18–0.20: marked; AUPRC 0.5 ≫ p: not marked
+    assert row["sinusoidal"].clears_no_skill("f1") is False and row["sinusoidal"].clears_no_skill("auprc") is True
+    assert row["sinusoidal"].vs_no_skill["f1"][0] == pytest.approx(0.15 - np.mean(2 * p / (1 + p)))
+    assert row["dft"].clears_no_skill("f1") is True and row["dft"].clears_no_skill("auprc") is False
+    md = markdown(c)
+    assert f"0.150 ± 0.000 {NOT_ABOVE_NO_SKILL}" in md and f"0.090 ± 0.000 {NOT_ABOVE_NO_SKILL}" in md
+    assert f"| {NO_SKILL} | - | 2 |" in md and "Not above `flag-all` in F1 or AUPRC: sinusoidal, dft." in md
+
+
+def test_from_json_rebuilds_the_same_table(tmp_path):
+    runs, _ = grid()
+    baseline = [{"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}} for k in range(2)]
+    c = compare(runs, baseline=baseline)
+    c.meta.update(dataset="synthetic")
+    paths = write(c, tmp_path)
+    again = from_json(paths["json"].read_text())
+    assert markdown(again) == markdown(c) and again.meta["dataset"] == "synthetic"

@@ -1,13 +1,20 @@
-"""Aggregate finished runs into the comparison table: mean ± std, paired differences, controls.
+"""Aggregate finished runs into the comparison table: mean ± std, paired differences, controls, no-skill.
 
-Rows are ``(encoding, scale)``; each metric (precision, recall, F1, AUPRC on test) is the
-mean ± sample std (``ddof=1``) over all split seeds × seeds. For every row other than the
-reference (``sinusoidal`` at the same scale) the paired difference in F1 and AUPRC is
+Rows are ``(encoding, scale)``; each metric on test is the mean ± sample std (``ddof=1``) over
+all split seeds × seeds. For every row other than the reference (``sinusoidal`` at the same
+scale) the paired difference in the paired metrics (F1 and AUPRC for the classify task) is
 computed over the ``(split seed, seed)`` pairs both hold, with the exact sign-flip test, the
 Wilcoxon test and a two-stage bootstrap 95% CI (:mod:`posenc.experiment.stats`). Rotary and
 bias encodings exist only at ``native`` scale and are compared with the reference at each scale.
-The time-shuffle control adds the mean drop ``metric(test) − metric(shuffled test)``; the
-order-free baseline adds one row (mean ± std over splits).
+The time-shuffle control adds the mean drop ``metric(test) − metric(shuffled test)``; baselines
+without positional training (the order-free gradient boosting, the matrix profile, the largest
+``|value|``) add one row each (mean ± std over splits).
+
+**No-skill row.** ``flag-all`` flags every test window: precision ``p``, recall 1,
+F1 ``2p/(1+p)``, AUPRC ``p`` at test prevalence ``p`` (per split; Saito and Rehmsmeier 2015: the
+AUPRC of a random score is ``p``). Every other row carries the two-stage bootstrap 95% CI of
+``metric − flag-all`` on the same split; a row whose CI does not lie above 0 is marked ``‡``
+(no better than flagging everything).
 
 Outputs (:func:`write`): ``results.md``, ``results.csv``, ``results.json``, ``results.png``.
 """
@@ -18,7 +25,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,12 +39,27 @@ from posenc.experiment.metrics import METRICS
 
 REFERENCE = "sinusoidal"
 BASELINE = "hgb-summary"
+NO_SKILL = "flag-all"
 PAIRED_METRICS = ("f1", "auprc")
+#: Marks a metric whose 95% CI of (metric − flag-all) does not lie above 0.
+NOT_ABOVE_NO_SKILL = "‡"
+
+
+def no_skill_metrics(prevalence: float) -> dict[str, float]:
+    """Test metrics of flagging every window at prevalence ``p``: precision p, recall 1, F1 2p/(1+p), AUPRC p."""
+    p = float(prevalence)
+    if not 0 < p <= 1:
+        raise ValueError(f"prevalence must be in (0, 1], got {prevalence!r}")
+    return {"precision": p, "recall": 1.0, "f1": 2 * p / (1 + p), "auprc": p}
 
 
 @dataclass(frozen=True)
 class Row:
-    """One ``(encoding, scale)`` of the table: ``mean[m]``, ``std[m]`` over ``n`` runs; shuffle drops."""
+    """One ``(encoding, scale)`` of the table: ``mean[m]``, ``std[m]`` over ``n`` runs; shuffle drops.
+
+    ``vs_no_skill[m] = (mean, ci_low, ci_high)`` of ``metric − flag-all`` on the same split
+    (two-stage bootstrap 95% CI), for the paired metrics; ``None`` for the flag-all row itself.
+    """
 
     encoding: str
     scale: str
@@ -45,6 +67,13 @@ class Row:
     mean: dict[str, float]
     std: dict[str, float]
     shuffle_drop: dict[str, float] | None = None
+    vs_no_skill: dict[str, tuple[float, float, float]] | None = None
+
+    def clears_no_skill(self, metric: str) -> bool | None:
+        """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed)."""
+        if not self.vs_no_skill or metric not in self.vs_no_skill:
+            return None
+        return self.vs_no_skill[metric][1] > 0
 
 
 @dataclass(frozen=True)
@@ -66,25 +95,47 @@ class Paired:
 
 @dataclass(frozen=True)
 class Comparison:
+    """The table: model rows, then baseline rows, then the no-skill row; paired tests; every record."""
+
     rows: list[Row]
     paired: list[Paired]
     runs: list[dict[str, Any]]
     baseline: list[dict[str, Any]]
-    test_splits: list[dict[str, int]]
+    test_splits: list[dict[str, Any]]
     meta: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] = METRICS
+    paired_metrics: tuple[str, ...] = PAIRED_METRICS
+    no_skill: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _std(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1)) if values.size > 1 else float("nan")
 
 
-def _row(encoding: str, scale: str, runs: list[dict[str, Any]]) -> Row:
-    values = {m: np.array([r["test"][m] for r in runs]) for m in METRICS}
+def _vs_no_skill(records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+                 no_skill: Mapping[int, Mapping[str, float]]) -> dict[str, tuple[float, float, float]]:
+    out = {}
+    for m in metrics:
+        by_split: dict[int, list[float]] = {}
+        for r in records:
+            if r["split_seed"] in no_skill and m in no_skill[r["split_seed"]]:
+                by_split.setdefault(r["split_seed"], []).append(r["test"][m] - no_skill[r["split_seed"]][m])
+        if by_split:
+            d = np.concatenate([np.asarray(v) for v in by_split.values()])
+            lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
+            out[m] = (float(d.mean()), lo, hi)
+    return out
+
+
+def _row(encoding: str, scale: str, records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
+         paired_metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]] | None) -> Row:
+    values = {m: np.array([r["test"][m] for r in records], dtype=np.float64) for m in metrics}
     drop = None
-    if all("shuffled_test" in r for r in runs):
-        drop = {m: float(np.mean([r["test"][m] - r["shuffled_test"][m] for r in runs])) for m in PAIRED_METRICS}
-    return Row(encoding, scale, len(runs), {m: float(v.mean()) for m, v in values.items()},
-               {m: _std(v) for m, v in values.items()}, drop)
+    if records and all("shuffled_test" in r for r in records):
+        drop = {m: float(np.mean([r["test"][m] - r["shuffled_test"][m] for r in records])) for m in paired_metrics}
+    vs = _vs_no_skill(records, paired_metrics, no_skill) if no_skill is not None else None
+    return Row(encoding, scale, len(records), {m: float(v.mean()) for m, v in values.items()},
+               {m: _std(v) for m, v in values.items()}, drop, vs)
 
 
 def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[dict]) -> Paired | None:
@@ -102,12 +153,46 @@ def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[
                   stats.sign_flip_p(d), stats.wilcoxon_p(d), stats.min_attainable_p(d.size))
 
 
-def compare(runs: Sequence[dict[str, Any]], *, baseline: Sequence[dict[str, Any]] = ()) -> Comparison:
-    """Build the :class:`Comparison` of run records (``metrics.json`` contents) and baseline records."""
+def _test_splits(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    splits: dict[int, dict[str, Any]] = {}
+    for r in runs:
+        splits.setdefault(r["split_seed"], {"split_seed": r["split_seed"], "test_windows": r["test_windows"],
+                                            "test_positive_windows": r["test_positive_windows"],
+                                            "test_events": r["test_events"]})
+    return [splits[k] for k in sorted(splits)]
+
+
+def compare(
+    runs: Sequence[dict[str, Any]],
+    *,
+    baseline: Sequence[dict[str, Any]] = (),
+    metrics: Sequence[str] = METRICS,
+    paired_metrics: Sequence[str] = PAIRED_METRICS,
+    no_skill: Sequence[dict[str, Any]] | None = None,
+) -> Comparison:
+    """Build the :class:`Comparison` of run records (``metrics.json`` contents) and baseline records.
+
+    Args:
+        runs: one record per trained run: ``encoding``, ``scale``, ``split_seed``, ``seed``,
+            ``test`` (metric → value), optionally ``shuffled_test``, and the test split's size
+            (``test_windows``, ``test_positive_windows``, ``test_events``).
+        baseline: records ``{"split_seed", "test", "name"}`` of untrained baselines (``name``
+            defaults to ``hgb-summary``); one row per name.
+        metrics: the columns; ``paired_metrics`` those tested against the reference and flag-all.
+        no_skill: flag-all records ``{"split_seed", "test"}`` per split; ``None``: computed from the
+            test prevalence with :func:`no_skill_metrics` (window classification).
+    """
+    metrics, paired_metrics = tuple(metrics), tuple(paired_metrics)
+    test_splits = _test_splits(runs)
+    if no_skill is None:
+        no_skill = [{"split_seed": s["split_seed"],
+                     "test": no_skill_metrics(s["test_positive_windows"] / s["test_windows"])}
+                    for s in test_splits if s["test_windows"] and s["test_positive_windows"]]
+    flag_all = {int(r["split_seed"]): r["test"] for r in no_skill}
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
         groups.setdefault((r["encoding"], r["scale"]), []).append(r)
-    rows = [_row(e, s, rs) for (e, s), rs in groups.items()]
+    rows = [_row(e, s, rs, metrics, paired_metrics, flag_all) for (e, s), rs in groups.items()]
     scales = list(dict.fromkeys(s for _, s in groups))
     encodings = list(dict.fromkeys(e for e, _ in groups))
     paired = []
@@ -120,20 +205,34 @@ def compare(runs: Sequence[dict[str, Any]], *, baseline: Sequence[dict[str, Any]
             mine = groups.get((encoding, scale if registry.get(encoding).family == "input" else "native"))
             if encoding == REFERENCE or mine is None:
                 continue
-            for metric in PAIRED_METRICS:
+            for metric in paired_metrics:
                 result = _paired(encoding, scale, metric, mine, ref)
                 if result is not None:
                     paired.append(result)
-    if baseline:
-        values = {m: np.array([b["test"][m] for b in baseline]) for m in METRICS}
-        rows.append(Row(BASELINE, "-", len(baseline), {m: float(v.mean()) for m, v in values.items()},
-                        {m: _std(v) for m, v in values.items()}))
-    splits = {}
-    for r in runs:
-        splits.setdefault(r["split_seed"], {"split_seed": r["split_seed"], "test_windows": r["test_windows"],
-                                            "test_positive_windows": r["test_positive_windows"],
-                                            "test_events": r["test_events"]})
-    return Comparison(rows, paired, list(runs), list(baseline), [splits[k] for k in sorted(splits)])
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for b in baseline:
+        by_name.setdefault(b.get("name", BASELINE), []).append(b)
+    for name, records in by_name.items():
+        rows.append(_row(name, "-", records, [m for m in metrics if m in records[0]["test"]],
+                         paired_metrics, flag_all))
+    if no_skill:
+        rows.append(_row(NO_SKILL, "-", no_skill, [m for m in metrics if m in no_skill[0]["test"]], (), None))
+    return Comparison(rows, paired, list(runs), list(baseline), test_splits, metrics=metrics,
+                      paired_metrics=paired_metrics, no_skill=list(no_skill))
+
+
+def from_json(text: str) -> Comparison:
+    """Rebuild a :class:`Comparison` from a ``results.json`` (recomputing rows, tests and the no-skill row).
+
+    Older files without ``metrics``/``no_skill`` are read with the classify task's metrics;
+    their metadata are kept.
+    """
+    data = json.loads(text)
+    comparison = compare(data["runs"], baseline=data.get("baseline", []),
+                         metrics=data.get("metrics", METRICS), paired_metrics=data.get("paired_metrics", PAIRED_METRICS),
+                         no_skill=data.get("no_skill") or None)
+    comparison.meta.update(data.get("meta", {}))
+    return comparison
 
 
 def _pm(mean: float, std: float) -> str:
@@ -144,18 +243,48 @@ def _p(p: float) -> str:
     return "n/a" if math.isnan(p) else f"{p:.3g}"
 
 
+#: Column titles of metric names (others are shown as they are).
+LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "auprc": "AUPRC",
+          "event_precision": "event precision", "event_recall": "event recall", "event_f1": "event F1",
+          "pa_f1": "point-adjusted F1 (inflated)"}
+
+
+def _label(metric: str) -> str:
+    if ":" in metric:  # per-family metric "auprc:spike"
+        name, family = metric.split(":", 1)
+        return f"{LABELS.get(name, name)} {family}"
+    return LABELS.get(metric, metric)
+
+
+def _cell(row: Row, metric: str) -> str:
+    if metric not in row.mean:
+        return "—"
+    mark = f" {NOT_ABOVE_NO_SKILL}" if row.clears_no_skill(metric) is False else ""
+    return _pm(row.mean[metric], row.std[metric]) + mark
+
+
 def markdown(comparison: Comparison) -> str:
-    """The table as Markdown: one row per (encoding, scale), then the paired tests and the test splits."""
+    """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits."""
+    metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     lines = [
-        "| encoding | scale | n | precision | recall | F1 | AUPRC | shuffle ΔF1 | shuffle ΔAUPRC |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| encoding | scale | n | " + " | ".join(_label(m) for m in metrics) + " | "
+        + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics) + " |",
+        "|---|---|---|" + "---|" * (len(metrics) + len(paired_metrics)),
     ]
     for r in comparison.rows:
         drop = r.shuffle_drop or {}
         lines.append(
-            f"| {r.encoding} | {r.scale} | {r.n} | " + " | ".join(_pm(r.mean[m], r.std[m]) for m in METRICS)
-            + " | " + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in PAIRED_METRICS) + " |"
+            f"| {r.encoding} | {r.scale} | {r.n} | " + " | ".join(_cell(r, m) for m in metrics)
+            + " | " + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in paired_metrics) + " |"
         )
+    marked = [r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})" for r in comparison.rows
+              if any(r.clears_no_skill(m) is False for m in paired_metrics)]
+    lines += ["", f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
+              "prevalence p, per split). " + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
+              f"`{NO_SKILL}` on the same split does not lie above 0 — no better than flagging everything. "
+              + (f"Not above `{NO_SKILL}` in {' or '.join(_label(m) for m in paired_metrics)}: "
+                 + ", ".join(marked) + "." if marked else
+                 f"Every row is above `{NO_SKILL}` in {' and '.join(_label(m) for m in paired_metrics)}.")]
     if comparison.paired:
         lines += [
             "",
@@ -181,6 +310,8 @@ def markdown(comparison: Comparison) -> str:
         lines[:0] = [f"**LEAKY split protocol `{meta['hyperparameters']['protocol']}`: windows were dealt to splits "
                      "at random, so training and test windows share time steps and events. These scores measure "
                      "leakage, not generalisation.**", ""]
+    if meta.get("notes"):
+        lines += [""] + list(meta["notes"])
     if "wall_seconds" in meta:
         lines += ["", f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
                       f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
@@ -190,19 +321,23 @@ def markdown(comparison: Comparison) -> str:
 
 
 def _csv(comparison: Comparison) -> str:
+    metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["encoding", "scale", "n"] + [f"{m}_{k}" for m in METRICS for k in ("mean", "std")]
-                    + [f"shuffle_drop_{m}" for m in PAIRED_METRICS]
-                    + [f"{m}_{k}" for m in PAIRED_METRICS
+    writer.writerow(["encoding", "scale", "n"] + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
+                    + [f"shuffle_drop_{m}" for m in paired_metrics]
+                    + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
+                    + [f"{m}_{k}" for m in paired_metrics
                        for k in ("diff", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")])
     tests = {(t.encoding, t.scale, t.metric): t for t in comparison.paired}
     for r in comparison.rows:
         drop = r.shuffle_drop or {}
+        vs = r.vs_no_skill or {}
         cells: list[Any] = [r.encoding, r.scale, r.n]
-        cells += [v for m in METRICS for v in (r.mean[m], r.std[m])]
-        cells += [drop.get(m, "") for m in PAIRED_METRICS]
-        for m in PAIRED_METRICS:
+        cells += [v for m in metrics for v in ((r.mean[m], r.std[m]) if m in r.mean else ("", ""))]
+        cells += [drop.get(m, "") for m in paired_metrics]
+        cells += [v for m in paired_metrics for v in (vs[m] if m in vs else ("", "", ""))]
+        for m in paired_metrics:
             t = tests.get((r.encoding, r.scale, m))
             cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_wilcoxon] if t else [""] * 5
         writer.writerow(cells)
@@ -217,7 +352,7 @@ def to_json(comparison: Comparison) -> str:
             return None
         if isinstance(obj, dict):
             return {k: clean(v) for k, v in obj.items()}
-        if isinstance(obj, list):
+        if isinstance(obj, (list, tuple)):
             return [clean(v) for v in obj]
         return obj
 
@@ -236,3 +371,9 @@ def write(comparison: Comparison, out: Path, *, stem: str = "results") -> dict[s
     write_text_atomic(paths["json"], to_json(comparison))
     comparison_plot(comparison, paths["png"])
     return paths
+
+
+def rewrite(folder: Path, *, stem: str = "results") -> dict[str, Path]:
+    """Recompute ``folder/STEM.{md,csv,json,png}`` from the records in ``folder/STEM.json`` (no training)."""
+    folder = Path(folder)
+    return write(from_json((folder / f"{stem}.json").read_text(encoding="utf-8")), folder, stem=stem)

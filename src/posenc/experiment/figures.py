@@ -23,24 +23,39 @@ def _pyplot():
 
 
 def comparison_plot(comparison: Comparison, path: Path) -> None:
-    """Bars of test F1 and AUPRC (mean ± std) per (encoding, scale); hatched: the time-shuffled test set."""
+    """Bars of the paired test metrics (mean ± std) per row; hatched: the time-shuffled test set.
+
+    The dashed line is ``flag-all`` (mean over splits); ``‡`` over a bar: its CI of
+    ``metric − flag-all`` does not lie above 0.
+    """
+    from posenc.experiment.compare import LABELS, NO_SKILL, NOT_ABOVE_NO_SKILL
+
     plt = _pyplot()
     rows = comparison.rows
+    metrics = comparison.paired_metrics
     labels = [r.encoding if r.scale in ("native", "-") else f"{r.encoding}\n({r.scale})" for r in rows]
     x = np.arange(len(rows))
-    fig, axes = plt.subplots(1, 2, figsize=(max(6.0, 1.1 * len(rows) + 2), 3.8), sharey=True)
-    for ax, metric, title in zip(axes, ("f1", "auprc"), ("F1 (test)", "AUPRC (test)")):
-        mean = np.array([r.mean[metric] for r in rows])
-        std = np.nan_to_num(np.array([r.std[metric] for r in rows]))
-        ax.bar(x - 0.2, mean, 0.4, yerr=std, capsize=3, label="test")
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(6.0, 1.1 * len(rows) + 2), 3.8), sharey=True,
+                             squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        mean = np.array([r.mean.get(metric, np.nan) for r in rows])
+        std = np.nan_to_num(np.array([r.std.get(metric, np.nan) for r in rows]))
+        colors = ["0.6" if r.encoding == NO_SKILL else "C0" for r in rows]
+        ax.bar(x - 0.2, mean, 0.4, yerr=std, capsize=3, color=colors, label="test")
         shuffled = np.array([m - r.shuffle_drop[metric] if r.shuffle_drop else np.nan for m, r in zip(mean, rows)])
         if np.isfinite(shuffled).any():
             ax.bar(x + 0.2, shuffled, 0.4, hatch="//", fill=False, label="time-shuffled test")
+        flag_all = [r for r in rows if r.encoding == NO_SKILL and metric in r.mean]
+        if flag_all:
+            ax.axhline(flag_all[0].mean[metric], color="0.3", ls="--", lw=0.9, label=f"{NO_SKILL} (no skill)")
+        for xi, (r, m, s) in enumerate(zip(rows, mean, std)):
+            if r.clears_no_skill(metric) is False:
+                ax.text(xi - 0.2, min(1.0, m + s + 0.02), NOT_ABOVE_NO_SKILL, ha="center", fontsize=9)
         ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)
-        ax.set_title(title)
+        ax.set_title(f"{LABELS.get(metric, metric)} (test)")
         ax.set_ylim(0, 1.05)
         ax.grid(axis="y", alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=2, fontsize=8, frameon=False)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="upper center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=120)
     plt.close(fig)
