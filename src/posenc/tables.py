@@ -1,13 +1,15 @@
 """Encoding tables as NumPy arrays: the sinusoidal encoding and the faithful DFT encoding.
 
 Every table is ``(S, dim)``: one row per position, one column per feature. Angles
-``t·w`` are formed in float64 in :func:`angles` — the one place this happens — and only the
-finished table is cast to the requested ``dtype`` (SPEC §1, "Precision").
+``t·w`` are formed in float64 (:func:`angles`, or the angle addition formula over ranges of
+integer positions) and only the finished table is cast to the requested ``dtype``: in float32
+the angle at ``t = 10^6`` would already be off by ~0.06 rad.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
@@ -46,12 +48,18 @@ def sinusoidal(
     frequencies: ArrayLike | None = None,
     dtype: DTypeLike = np.float64,
 ) -> NDArray[np.floating]:
-    """Sinusoidal positional encoding (Vaswani et al. 2017, §3.5; SPEC §1).
+    """Sinusoidal positional encoding (Vaswani et al. 2017, "Attention Is All You Need", §3.5).
 
     ``PE[t, 2i] = sin(t·w_i)``, ``PE[t, 2i+1] = cos(t·w_i)``, ``w_i = base^(−2i/d)`` in the
-    default ``"interleaved"`` layout; ``"interleaved_cos_first"`` (Su, seed su-*) and
+    default ``"interleaved"`` layout; ``"interleaved_cos_first"`` (Su et al. 2021, RoFormer) and
     ``"split"`` (tensor2tensor / fairseq) permute the same columns
     (:data:`posenc.spectrum.LAYOUTS`). Odd ``dim`` drops the cosine of the last frequency.
+
+    Every entry is the float64 ``sin``/``cos`` of the float64 angle ``t·w_i``, rounded once to
+    ``dtype`` (float32: within 3.1e-8 of the exact value at positions up to 10^7). A range of
+    integer positions (an int ``S``, or an array holding ``t0, t0+1, …``) is built by the angle
+    addition formula ``e^(i(t0+j)w) = e^(i·t0·w)·e^(i·j·w)`` in float64, a cache-sized block of
+    rows at a time, without full-size float64 temporaries (see :func:`_sinusoidal_range`).
 
     Args:
         positions: int ``S`` (positions ``0 … S−1``) or a 1-D sequence of finite numbers,
@@ -69,17 +77,146 @@ def sinusoidal(
     dim = _validate.positive_int("dim", dim)
     w = spectrum.sinusoidal_frequencies(dim, base=base, frequencies=frequencies)
     sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
-    a = angles(positions, w)
-    out = np.empty((a.shape[0], dim), dtype=_float_dtype(dtype))
-    out[:, sin_cols] = np.sin(a)
-    out[:, cos_cols] = np.cos(a[:, : cos_cols.size])
+    out_dtype = _float_dtype(dtype)
+    if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
+        n = _validate.positive_int("positions", positions)
+        if n > _DIRECT_ROWS:
+            return _sinusoidal_range(0, n, w, sin_cols, cos_cols, out_dtype)
+    t = _validate.positions(positions)
+    start = _integer_range_start(t)
+    if start is None:
+        out = np.empty((t.size, dim), dtype=out_dtype)
+        rows = max(1, _BLOCK_BYTES // (8 * w.size))
+        for r0 in range(0, t.size, rows):
+            a = np.multiply.outer(t[r0 : r0 + rows], w)
+            out[r0 : r0 + rows, sin_cols] = np.sin(a)
+            out[r0 : r0 + rows, cos_cols] = np.cos(a[:, : cos_cols.size])
+        return out
+    return _sinusoidal_range(start, t.size, w, sin_cols, cos_cols, out_dtype)
+
+
+_DIRECT_ROWS = 8
+"""Arrays of at most this many positions take every ``sin``/``cos`` directly."""
+
+_BLOCK_BYTES = 1 << 18
+"""Size of the float64 scratch block (rows of the table) worked on at a time: a few per L2 cache."""
+
+
+def _integer_range_start(t: NDArray[np.float64]) -> int | None:
+    """``t[0]`` if ``t`` is ``t0, t0+1, …`` with integer ``t0`` (exactly representable), else ``None``."""
+    n = t.size
+    first = t[0]
+    if n <= _DIRECT_ROWS or not float(first).is_integer() or abs(first) + n >= 2**52:
+        return None
+    if t[-1] != first + n - 1 or not np.array_equal(np.diff(t), np.ones(n - 1)):
+        return None
+    return int(first)
+
+
+def _expi(angles: NDArray[np.float64]) -> NDArray[np.complex128]:
+    """``exp(i·angles)`` = ``cos + i·sin`` of float64 angles."""
+    out = np.empty(angles.shape, dtype=np.complex128)
+    np.cos(angles, out=out.real)
+    np.sin(angles, out=out.imag)
+    return out
+
+
+def _expi_ranges(w: NDArray[np.float64], *ranges: tuple[float, float, int]) -> list[NDArray[np.complex128]]:
+    """For each ``(start, step, n)``: ``exp(i·(start + step·r)·w)``, ``r < n``, as ``(n, len(w))`` complex128.
+
+    By doubling: rows ``m … 2m−1`` are rows ``0 … m−1`` times ``exp(i·step·m·w)``, so row ``r`` is
+    the product of ``exp(i·start·w)`` and one factor ``exp(i·step·2^k·w)`` per set bit of ``r``,
+    each formed directly from a float64 angle (all in one ``sin``/``cos`` call): ``log2 n``
+    roundings of ~1e-16 instead of ``n`` direct evaluations.
+    """
+    steps = [[start] + [step * 2.0**k for k in range(max(n - 1, 0).bit_length())] for start, step, n in ranges]
+    factors = _expi(np.multiply.outer(np.array([a for row in steps for a in row], dtype=np.float64), w))
+    tables, at = [], 0
+    for (_, _, n), row in zip(ranges, steps):
+        out = np.empty((n, w.size), dtype=np.complex128)
+        out[0] = factors[at]
+        m = 1
+        for k in range(1, len(row)):
+            np.multiply(out[: min(m, n - m)], factors[at + k], out=out[m : min(2 * m, n)])
+            m *= 2
+        tables.append(out)
+        at += len(row)
+    return tables
+
+
+def _column_runs(out_cols: NDArray[np.intp], src_cols: NDArray[np.intp]) -> list[tuple[slice, slice]]:
+    """Split ``out[:, out_cols] = v[:, src_cols]`` into few ``(out slice, v slice)`` pairs of constant strides."""
+    runs, c0, n = [], 0, out_cols.size
+    while c0 < n:
+        c1 = c0 + 1
+        step_out = int(out_cols[c1] - out_cols[c0]) if c1 < n else 1
+        step_src = int(src_cols[c1] - src_cols[c0]) if c1 < n else 1
+        if step_out > 0 and step_src > 0:
+            breaks = np.flatnonzero((np.diff(out_cols[c0:]) != step_out) | (np.diff(src_cols[c0:]) != step_src))
+            c1 = c0 + 1 + (int(breaks[0]) if breaks.size else n - c0 - 1)
+        else:
+            step_out = step_src = 1
+        runs.append((slice(int(out_cols[c0]), int(out_cols[c1 - 1]) + 1, step_out),
+                     slice(int(src_cols[c0]), int(src_cols[c1 - 1]) + 1, step_src)))
+        c0 = c1
+    return runs
+
+
+def _sinusoidal_range(
+    start: int,
+    n: int,
+    w: NDArray[np.float64],
+    sin_cols: NDArray[np.intp],
+    cos_cols: NDArray[np.intp],
+    dtype: np.dtype,
+) -> NDArray[np.floating]:
+    """Rows ``start … start+n−1`` of :func:`sinusoidal` by the angle addition formula (Vaswani et al. 2017, §3.5).
+
+    With ``b = ⌈√n⌉``, row ``q·b + j`` is ``z = F[j]·C[q]``, a complex product per frequency
+    computed in float64 (fine ``F[j] = e^(i·j·w)``, coarse ``C[q] = e^(i·(start+q·b)·w)``, from
+    :func:`_expi_ranges`), and the float64 pair ``(Re z, Im z)`` is rounded once to ``dtype``.
+    With ``F`` and ``C`` conjugated and ``F`` multiplied by ``i``, the pair is ``(sin, cos)``: in
+    the interleaved layout with even ``d`` the complex result *is* the row, written straight into
+    the output and cast by the multiply itself; other layouts copy their columns out of a
+    cache-sized scratch. Every layout does the same arithmetic, so layouts are exact permutations.
+    """
+    dim, f = sin_cols.size + cos_cols.size, w.size
+    b = math.isqrt(n - 1) + 1
+    n_blocks = -(-n // b)
+    fine, coarse = _expi_ranges(w, (0.0, 1.0, b), (float(start), float(b), n_blocks))
+    # z = i·conj(e^(iθ)) = sin θ + i·cos θ: its float64 view holds (sin, cos) pairs, the interleaved row.
+    fine = np.stack([fine.imag, fine.real], axis=-1).view(np.complex128)[..., 0]
+    coarse = np.conj(coarse)
+    src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]
+    src[sin_cols], src[cos_cols] = 2 * np.arange(sin_cols.size), 2 * np.arange(cos_cols.size) + 1
+    identity = np.array_equal(src, np.arange(dim))
+    runs = [(slice(0, dim), slice(0, dim))] if identity else [
+        *_column_runs(sin_cols, src[sin_cols]), *_column_runs(cos_cols, src[cos_cols])]
+    out = np.empty((n, dim), dtype=dtype)
+    full = n // b  # blocks of b complete rows
+    complex_dtype = np.result_type(dtype, np.complex64)
+    if dim == 2 * f and identity and complex_dtype.itemsize == 2 * dtype.itemsize:
+        rows = out.view(complex_dtype)  # (n, f): the row is z itself
+        np.multiply(fine[None], coarse[:full, None], out=rows[: full * b].reshape(full, b, f), casting="same_kind")
+        if full < n_blocks:
+            np.multiply(fine[: n - full * b], coarse[full], out=rows[full * b :], casting="same_kind")
+        return out
+    per_chunk = max(1, _BLOCK_BYTES // (16 * b * f))
+    scratch = np.empty((per_chunk, b, f), dtype=np.complex128)
+    for q0 in range(0, n_blocks, per_chunk):
+        q1 = min(q0 + per_chunk, n_blocks)
+        r0, r1 = q0 * b, min(q1 * b, n)
+        block = np.multiply(fine[None], coarse[q0:q1, None], out=scratch[: q1 - q0])
+        v = block.view(np.float64).reshape(-1, 2 * f)[: r1 - r0]
+        for out_cols, v_cols in runs:
+            out[r0:r1, out_cols] = v[:, v_cols]
     return out
 
 
 def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) -> NDArray[np.float64]:
     """Validate DFT positions: integers in ``0 … dim−1``; with ``alias=True`` any integer, reduced mod ``dim``.
 
-    Theorem 1 of seed ide-* holds only on the lattice ``0 … d−1``: position ``s + d`` has the
+    Theorem 1 of Idé, Labaien & Chen (2024) holds only on the lattice ``0 … d−1``: position ``s + d`` has the
     same encoding as ``s``, so positions outside are refused unless aliasing is asked for.
     """
     dim = _validate.positive_int("dim", dim)
@@ -98,7 +235,7 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
         i = int(np.argmax(outside))
         raise ValueError(
             f"positions must lie in 0…dim-1 = 0…{dim - 1} for the DFT encoding, got {t[i]:.0f} at "
-            f"index {i}: position s+{dim} has the same encoding as s (seed ide-*, Theorem 1 holds "
+            f"index {i}: position s+{dim} has the same encoding as s (Theorem 1 holds "
             f"only on the lattice); use dim >= sequence length, or alias=True to wrap positions mod dim"
         )
     return t
@@ -111,7 +248,8 @@ def dft(
     alias: bool = False,
     dtype: DTypeLike = np.float64,
 ) -> NDArray[np.floating]:
-    """Faithful DFT positional encoding (Idé, Labaien & Chen; seed ide-* eqs. 17–21, SPEC §4).
+    """Faithful DFT positional encoding (Idé, Labaien & Chen 2024, "Improving Transformers using Faithful
+    Positional Encoding", eqs. 17–21).
 
     Row ``s`` is the DFT of the one-hot ``δ_(s,t)`` on the lattice ``t = 0 … d−1``, in the
     paper's order (eq. 21)::
