@@ -1,21 +1,75 @@
-"""The one registry of encodings: names → family, summary and the PyTorch module that builds it.
+"""The registry of encodings: a name → where the encoding acts, its module, and what it can do.
 
-DESIGN "Where an encoding acts": an encoding acts on the *input* tokens (added or
-concatenated), *rotates* queries and keys, or *biases* attention scores. Everything that
-takes an encoding by name — :func:`posenc.nn.build_encoding`, the CLI, the analysis
-scorecard, the benchmark — looks it up here, so a new encoding is added in one place.
+An encoding acts on the *input* tokens (added or concatenated), *rotates* queries and keys,
+adds a query-independent *bias* to the attention scores, or adds a *query_bias* (a score term
+that depends on the query, Shaw et al. 2018). Everything that takes an encoding by name —
+:func:`posenc.nn.build_encoding`, :class:`posenc.nn.TransformerEncoder`, the CLI, the analysis
+scorecard, the benchmark — looks it up here, so an encoding registered once works everywhere::
 
-This module imports neither torch nor matplotlib: modules are named by import path and
-resolved only when built.
+    from posenc import registry
+    registry.register("mine", MyEncoding, summary="…", source="Me et al. 2026")
+
+``MyEncoding`` subclasses one of the contracts of :mod:`posenc.nn.contracts`; its class
+attribute ``family`` becomes the entry's family. This module imports neither torch nor
+matplotlib: posenc's own modules are registered by ``"package.module:Class"`` path and
+imported only when built.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Literal
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, get_args
 
-Family = Literal["none", "input", "rotary", "bias"]
+import numpy as np
+from numpy.typing import NDArray
+
+Family = Literal["none", "input", "rotary", "bias", "query_bias"]
+FAMILIES: tuple[str, ...] = get_args(Family)
+
+Rows = Callable[[int], NDArray[np.float64]]
+
+_DEFAULT_VIEW = "posenc.nn.build:analysis_view"
+"""The view of a module without a NumPy view of its own: build it (torch) and ask its contract."""
+
+
+@dataclass(frozen=True)
+class EncodingView:
+    """An encoding as :mod:`posenc.analysis` measures it: NumPy only.
+
+    Attributes:
+        name: registry name.
+        family: the entry's family.
+        dim: ``d``.
+        table: ``n ↦ [n, d]`` rows for positions ``0 … n−1`` (``None`` for biases); may raise
+            ``ValueError`` for lengths the encoding cannot produce.
+        frequencies: angular frequencies of the (sin, cos) pairs, when it has them.
+        operator: ``k ↦ [d, d]`` exact shift operator, when one exists.
+        bias: ``n ↦ [h, n, n]`` additive attention-score bias (bias families).
+        weights: weights on the DFT bins of the reconstruction of a one-hot position
+            (Idé, Labaien & Chen, eqs. 15 and 22), when defined.
+        notes: what was measured on (e.g. "at initialisation").
+    """
+
+    name: str
+    family: str
+    dim: int
+    table: Rows | None = None
+    frequencies: NDArray[np.float64] | None = None
+    operator: Callable[[int], NDArray[np.float64]] | None = None
+    bias: Rows | None = None
+    weights: NDArray[np.float64] | None = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+class ViewFunction(Protocol):
+    """Builds the :class:`EncodingView` of a registered encoding at width ``dim``."""
+
+    def __call__(
+        self, info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int
+    ) -> EncodingView: ...
 
 
 @dataclass(frozen=True)
@@ -24,69 +78,125 @@ class EncodingInfo:
 
     Attributes:
         name: registry key, e.g. ``"sinusoidal"``.
-        family: where it acts: ``"none"``, ``"input"``, ``"rotary"`` or ``"bias"``.
+        family: where it acts (:data:`FAMILIES`).
         summary: one line for listings.
-        source: the seed / paper that defines it.
-        module: ``"package.module:Class"`` of its PyTorch module (``None`` for ``"none"``).
+        source: the paper that defines it (author, year, equation).
+        module: the PyTorch module class, or its ``"package.module:Class"`` path (``None`` for ``"none"``).
         learned: whether it has trainable parameters.
+        scales: whether the benchmark's scale policies (unit / matched / learned norm) apply: the
+            module takes ``unit_norm``, ``scale`` and ``learn_scale``.
+        faithful_length: ``d_model ↦`` the number of positions it encodes injectively (``None``:
+            unbounded); the benchmark refuses longer windows.
+        view: its analysis view (a :class:`ViewFunction` or its ``"package.module:function"`` path);
+            ``None`` builds the module and asks its contract (``analysis_view``).
     """
 
     name: str
     family: Family
     summary: str
     source: str
-    module: str | None
-    learned: bool
+    module: str | type | None
+    learned: bool = False
+    scales: bool = False
+    faithful_length: Callable[[int], int] | None = None
+    view: str | ViewFunction | None = None
 
-    def module_class(self) -> Any:
-        """Import and return the PyTorch module class (imports torch)."""
+    def module_class(self) -> type:
+        """The PyTorch module class (imports it when registered by path); checks its ``family``."""
         if self.module is None:
             raise ValueError(f"encoding {self.name!r} has no module: it adds nothing to the model")
-        path, _, attr = self.module.partition(":")
-        return getattr(importlib.import_module(path), attr)
+        cls = _resolve(self.module)
+        declared = getattr(cls, "family", None)
+        if declared != self.family:
+            raise TypeError(
+                f"encoding {self.name!r} is registered as family {self.family!r} but {cls.__qualname__}.family "
+                f"is {declared!r}"
+            )
+        return cls
+
+    def analysis_view(self, *, dim: int, length: int, base: float, n_heads: int, seed: int) -> EncodingView:
+        """The :class:`EncodingView` of this encoding at width ``dim`` (``length``: the training length)."""
+        function = _resolve(_DEFAULT_VIEW if self.view is None else self.view)
+        return function(self, dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)
 
 
-_ENTRIES: tuple[EncodingInfo, ...] = (
-    EncodingInfo("none", "none", "no positional information (permutation-equivariant)", "—", None, False),
-    EncodingInfo(
-        "sinusoidal", "input", "sin/cos at geometric frequencies, added to the tokens",
-        "Vaswani et al. 2017 §3.5; SPEC §1", "posenc.nn.input:SinusoidalEncoding", False,
-    ),
-    EncodingInfo(
-        "dft", "input", "faithful DFT encoding (one-hot's DFT), unit norm, positions < d",
-        "Idé, Labaien & Chen, eq. 21; SPEC §4", "posenc.nn.input:DFTEncoding", False,
-    ),
-    EncodingInfo(
-        "learned", "input", "one trainable vector per position",
-        "Gehring et al. 2017; SPEC §7", "posenc.nn.input:LearnedEncoding", True,
-    ),
-    EncodingInfo(
-        "learnable_frequency", "input", "sinusoidal with trainable frequencies, initialised from a schedule",
-        "Lin et al. 2021; Su (seed su-*); SPEC §7", "posenc.nn.input:LearnableFrequencyEncoding", True,
-    ),
-    EncodingInfo(
-        "rope", "rotary", "rotary: queries and keys rotated by t·θ_i",
-        "Su et al. 2021 (RoFormer); SPEC §7", "posenc.nn.rotary:RotaryEmbedding", False,
-    ),
-    EncodingInfo(
-        "alibi", "bias", "linear distance penalty −m_h·|i−j| with geometric head slopes",
-        "Press et al. 2022; SPEC §7", "posenc.nn.bias:ALiBiBias", False,
-    ),
-    EncodingInfo(
-        "t5", "bias", "learned scalar per head and log-bucketed relative distance",
-        "Raffel et al. 2020; SPEC §7", "posenc.nn.bias:T5RelativeBias", True,
-    ),
-    EncodingInfo(
-        "shaw", "bias", "learned embeddings of clipped relative distance on keys (and values)",
-        "Shaw et al. 2018; SPEC §7", "posenc.nn.bias:ShawRelativeBias", True,
-    ),
-)
+def _resolve(target: str | Any) -> Any:
+    """An object given as itself or as ``"package.module:attribute"``."""
+    if not isinstance(target, str):
+        return target
+    path, _, attr = target.partition(":")
+    return getattr(importlib.import_module(path), attr)
 
-ENCODINGS: dict[str, EncodingInfo] = {e.name: e for e in _ENTRIES}
+
+ENCODINGS: dict[str, EncodingInfo] = {}
+"""Registered encodings by name, in registration order (read-only: use :func:`register`)."""
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+def register(
+    name: str,
+    cls: type | str | None,
+    *,
+    summary: str,
+    source: str,
+    family: Family | None = None,
+    learned: bool = False,
+    scales: bool = False,
+    faithful_length: Callable[[int], int] | None = None,
+    view: str | ViewFunction | None = None,
+    replace: bool = False,
+) -> EncodingInfo:
+    """Register encoding ``name`` so the encoder, the benchmark and the analysis take it by name.
+
+    Args:
+        name: lower-case identifier (``[a-z][a-z0-9_]*``: it appears in run paths and CLI lists).
+        cls: a subclass of a contract of :mod:`posenc.nn.contracts`, its ``"package.module:Class"``
+            path, or ``None`` (no encoding). Its constructor may ask for ``d_model``, ``n_heads``,
+            ``head_dim`` and ``max_len``, which the model fills in.
+        summary, source: one line, and the paper (author, year, equation).
+        family: required with a path or ``None`` (checked against the class when it is imported);
+            with a class it is read from ``cls.family`` and may be omitted.
+        learned, scales, faithful_length, view: as :class:`EncodingInfo`.
+        replace: allow re-registering an existing name.
+
+    Returns the new :class:`EncodingInfo`. Raises ``ValueError`` for a bad or taken name or a
+    family that disagrees with the class, ``TypeError`` for a class without ``family``.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"name must match [a-z][a-z0-9_]* (it appears in paths and CLI lists), got {name!r}")
+    if name in ENCODINGS and not replace:
+        raise ValueError(f"encoding {name!r} is already registered; pass replace=True to replace it")
+    if isinstance(cls, type):
+        own = getattr(cls, "family", None)
+        if own not in FAMILIES:
+            raise TypeError(
+                f"{cls.__qualname__} has no family; subclass a contract of posenc.nn.contracts "
+                f"(InputContract, RotaryContract, ScoreBiasContract, QueryBiasContract)"
+            )
+        if family is not None and family != own:
+            raise ValueError(f"family={family!r} disagrees with {cls.__qualname__}.family = {own!r}")
+        family = own
+    elif isinstance(cls, str) or cls is None:
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)} when cls is a path or None, got {family!r}")
+    else:
+        raise TypeError(f"cls must be a class, a 'package.module:Class' path or None, got {cls!r}")
+    if scales and family != "input":
+        raise ValueError(f"scales=True applies to input encodings only; {name!r} is a {family} encoding")
+    info = EncodingInfo(name, family, summary, source, cls, learned, scales, faithful_length, view)  # type: ignore[arg-type]
+    ENCODINGS[name] = info
+    return info
+
+
+def unregister(name: str) -> None:
+    """Remove ``name`` (e.g. a test's temporary encoding); unknown names raise ``ValueError``."""
+    get(name)
+    del ENCODINGS[name]
 
 
 def names() -> list[str]:
-    """Registered encoding names, in registry order."""
+    """Registered encoding names, in registration order."""
     return list(ENCODINGS)
 
 
@@ -95,3 +205,32 @@ def get(name: str) -> EncodingInfo:
     if not isinstance(name, str) or name not in ENCODINGS:
         raise ValueError(f"unknown encoding {name!r}; registered encodings: {', '.join(ENCODINGS)}")
     return ENCODINGS[name]
+
+
+# posenc's own encodings ---------------------------------------------------------------------------
+
+_VIEWS = "posenc.analysis.views"
+
+register("none", None, family="none", summary="no positional information (permutation-equivariant)",
+         source="—", view=f"{_VIEWS}:none_view")
+register("sinusoidal", "posenc.nn.input:SinusoidalEncoding", family="input", scales=True,
+         summary="sin/cos at geometric frequencies, added to the tokens",
+         source="Vaswani et al. 2017, §3.5", view=f"{_VIEWS}:sinusoidal_view")
+register("dft", "posenc.nn.input:DFTEncoding", family="input", scales=True,
+         summary="faithful DFT encoding (one-hot's DFT), unit norm, positions < d",
+         source="Idé, Labaien & Chen, eq. 21", faithful_length=lambda d_model: d_model, view=f"{_VIEWS}:dft_view")
+register("learned", "posenc.nn.input:LearnedEncoding", family="input", scales=True, learned=True,
+         summary="one trainable vector per position", source="Gehring et al. 2017, §3.1")
+register("learnable_frequency", "posenc.nn.input:LearnableFrequencyEncoding", family="input", scales=True,
+         learned=True, summary="sinusoidal with trainable frequencies, initialised from a schedule",
+         source="Lin et al. 2021; Su 2021 (sinusoidal origins)", view=f"{_VIEWS}:learnable_frequency_view")
+register("rope", "posenc.nn.rotary:RotaryEmbedding", family="rotary",
+         summary="rotary: queries and keys rotated by t·θ_i",
+         source="Su et al. 2021 (RoFormer), eq. 34", view=f"{_VIEWS}:rope_view")
+register("alibi", "posenc.nn.bias:ALiBiBias", family="bias",
+         summary="linear distance penalty −m_h·|i−j| with geometric head slopes", source="Press et al. 2022, §3")
+register("t5", "posenc.nn.bias:T5RelativeBias", family="bias", learned=True,
+         summary="learned scalar per head and log-bucketed relative distance", source="Raffel et al. 2020, §2.1")
+register("shaw", "posenc.nn.bias:ShawRelativeBias", family="query_bias", learned=True,
+         summary="learned embeddings of clipped relative distance on keys (and values)",
+         source="Shaw et al. 2018, eqs. 3–5")

@@ -27,6 +27,7 @@ ALiBi's head slopes (Press et al. 2022) are also a geometric schedule and live h
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -229,3 +230,31 @@ def alibi_slopes(n_heads: int) -> NDArray[np.float64]:
     if p == n:
         return power_of_two(n)
     return np.concatenate([power_of_two(p), power_of_two(2 * p)[0::2][: n - p]])
+
+
+def rotary_dim(head_dim: int, rotary_dim: int | float | None) -> int:
+    """The even number of dimensions a rotary encoding rotates: ``rotary_dim`` given as a count, a
+    fraction of ``head_dim`` (``int(head_dim·fraction)``, GPT-NeoX's ``rotary_pct``) or ``None`` (all)."""
+    if rotary_dim is None:
+        if head_dim % 2:
+            raise ValueError(
+                f"head_dim must be even to rotate every dimension in pairs, got {head_dim}; "
+                "pass an even rotary_dim < head_dim for partial rotary"
+            )
+        return head_dim
+    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, numbers.Real):
+        raise TypeError(f"rotary_dim must be an int count, a float fraction in (0, 1], or None; got {rotary_dim!r}")
+    if isinstance(rotary_dim, numbers.Integral):
+        count = int(rotary_dim)
+        if not 0 < count <= head_dim:
+            raise ValueError(f"rotary_dim must be in 1…head_dim={head_dim}, got {count}")
+    else:
+        if not 0.0 < float(rotary_dim) <= 1.0:
+            raise ValueError(f"rotary_dim as a fraction must be in (0, 1], got {rotary_dim!r}")
+        count = int(head_dim * float(rotary_dim))  # GPT-NeoX: int(head_size * rotary_pct)
+    if count % 2 or count == 0:
+        raise ValueError(
+            f"rotary_dim={rotary_dim!r} of head_dim={head_dim} leaves {count} dimensions to rotate; "
+            "it must be a positive even count (dimensions rotate in pairs)"
+        )
+    return count

@@ -9,7 +9,8 @@ import torch
 
 from posenc import registry
 from posenc.nn import (
-    ALiBiBias, MultiHeadAttention, RotaryEmbedding, ShawRelativeBias, TransformerEncoder, available_encodings,
+    ALiBiBias, MultiHeadAttention, RotaryEmbedding, ShawRelativeBias, SinusoidalEncoding, TransformerEncoder,
+    available_encodings,
 )
 
 F64 = torch.float64
@@ -71,9 +72,9 @@ def test_padding_is_ignored(name):
 
 def test_attention_with_alibi_equals_the_written_out_formula():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(D, H).to(F64)
+    mha = MultiHeadAttention(D, H, encoding=ALiBiBias(H)).to(F64)
     x = torch.randn(2, S, D, dtype=F64)
-    got = mha(x, encoding=ALiBiBias(H), causal=True)
+    got = mha(x, causal=True)
     q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
     slopes = [2.0**-4, 2.0**-8]  # Press et al. for 2 heads
     i = torch.arange(S)
@@ -121,10 +122,10 @@ def test_attn_bias_that_does_not_broadcast_names_the_parameter_and_shapes():
 
 def test_shaw_with_values_equals_the_written_out_formula():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(D, H).to(F64)
-    shaw = ShawRelativeBias(D // H, max_distance=2, on_values=True).to(F64)
+    shaw = ShawRelativeBias(D // H, max_distance=2, on_values=True)
+    mha = MultiHeadAttention(D, H, encoding=shaw).to(F64)
     x = torch.randn(2, S, D, dtype=F64)
-    got = mha(x, encoding=shaw)
+    got = mha(x)
     q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
     clip = lambda i, j: min(max(j - i, -2), 2) + 2  # noqa: E731
     a_k = torch.stack([torch.stack([shaw.keys[clip(i, j)] for j in range(S)]) for i in range(S)])  # [s, s, d_h]
@@ -137,13 +138,13 @@ def test_shaw_with_values_equals_the_written_out_formula():
 
 def test_rotary_in_attention_rotates_queries_and_keys_only():
     torch.manual_seed(0)
-    mha = MultiHeadAttention(D, H).to(F64)
-    rope = RotaryEmbedding(D // H, layout="adjacent").to(F64)
+    rope = RotaryEmbedding(D // H, layout="adjacent")
+    mha = MultiHeadAttention(D, H, encoding=rope).to(F64)
     x = torch.randn(2, S, D, dtype=F64)
     q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
     qr, kr = rope(q, k)
     ref = torch.softmax(qr @ kr.transpose(-1, -2) / math.sqrt(D // H), -1) @ v
-    torch.testing.assert_close(mha(x, encoding=rope), mha.out(ref.transpose(1, 2).reshape(2, S, D)), rtol=0, atol=1e-12)
+    torch.testing.assert_close(mha(x), mha.out(ref.transpose(1, 2).reshape(2, S, D)), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if registry.get(n).learned] + ["shaw_values"])
@@ -247,5 +248,44 @@ def test_bad_masks_and_inputs_are_explained():
         model(torch.randn(2, S, D + 1))
     with pytest.raises(ValueError, match="q_positions"):
         model(x, positions=torch.arange(S + 1))
-    with pytest.raises(TypeError, match="TransformerEncoder"):
-        MultiHeadAttention(D, H)(x, encoding=model.layers[0])
+    with pytest.raises(TypeError, match="acts on the input tokens; give it to TransformerEncoder"):
+        MultiHeadAttention(D, H, encoding=SinusoidalEncoding(D))
+    with pytest.raises(TypeError, match="encoding must be a positional-encoding module"):
+        MultiHeadAttention(D, H, encoding=model.layers[0])
+
+
+def test_a_six_layer_rope_encoder_builds_its_tables_once_per_forward(monkeypatch):
+    """Explicit positions: one cos/sin build per forward, shared by all six layers (not one per layer)."""
+    model = TransformerEncoder(D, H, 6, encoding="rope", max_len=32).to(F64)
+    x = torch.randn(2, S, D, dtype=F64)
+    positions = torch.arange(S) * 3 + 5
+    reference = model(x, positions=positions)
+    calls = []
+    original = RotaryEmbedding.tables
+    monkeypatch.setattr(RotaryEmbedding, "tables", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    torch.testing.assert_close(model(x, positions=positions), reference, rtol=0, atol=0)
+    assert len(calls) == 1
+    model(x, positions=positions)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "shaw"])
+def test_each_layer_uses_the_context_the_encoder_computed(name, monkeypatch):
+    """The encoding's position work runs once per forward whatever the depth, and layers receive it."""
+    model = encoder(name, n_layers=4)
+    x = torch.randn(2, S, D, dtype=F64)
+    calls = []
+    original = type(model.encoding).context
+    monkeypatch.setattr(type(model.encoding), "context",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    model(x, positions=torch.arange(S))
+    assert len(calls) == 1
+
+
+def test_the_encoding_is_bound_once_and_stored_once():
+    model = encoder("t5", n_layers=3)
+    assert all(layer.attention.encoding is model.encoding for layer in model.layers)
+    keys = [k for k in model.state_dict() if "relative_attention_bias" in k]
+    assert keys == ["encoding.relative_attention_bias.weight"]
+    standalone = MultiHeadAttention(D, H, encoding=ALiBiBias(H))
+    assert isinstance(standalone.encoding, ALiBiBias) and "encoding" in dict(standalone.named_children())

@@ -39,18 +39,23 @@ class BenchResult:
 
 
 def check_faithful_window(encodings: tuple[str, ...], *, window: int, d_model: int) -> None:
-    """Refuse the DFT encoding for windows longer than its dimension (``d_model`` in add mode).
+    """Refuse an encoding for windows longer than the positions it encodes faithfully.
 
-    The DFT encoding of position ``s`` is the DFT of the one-hot at ``s`` on the lattice
-    ``0 … d−1`` (seed ``ide-*``, Theorem 1; SPEC §4): it is invertible only for ``s < d``, and
-    position ``s + d`` gets the same vector as ``s``.
+    Each registry entry's ``faithful_length(d_model)`` says how many; e.g. the DFT encoding of
+    position ``s`` is the DFT of the one-hot at ``s`` on the lattice ``0 … d−1`` (Idé, Labaien
+    & Chen, Theorem 1): invertible only for ``s < d``, position ``s + d`` gets the vector of ``s``.
     """
-    if "dft" in encodings and window > d_model:
-        raise ValueError(
-            f"encoding 'dft' with window={window} > d_model={d_model}: the DFT encoding is faithful "
-            f"(invertible) only for positions 0 … d-1 (SPEC §4, Idé et al. Theorem 1); position s + {d_model} "
-            f"would get the same vector as s. Use --window <= {d_model} or --d-model >= {window}"
-        )
+    from posenc import registry
+
+    for name in encodings:
+        limit = registry.get(name).faithful_length
+        if limit is not None and window > limit(d_model):
+            most = limit(d_model)
+            raise ValueError(
+                f"encoding {name!r} with window={window}: it is faithful (injective) only for positions "
+                f"0 … {most - 1} at d_model={d_model}; later positions would repeat earlier vectors. "
+                f"Use --window <= {most} or a larger --d-model"
+            )
 
 
 def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:

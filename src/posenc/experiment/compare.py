@@ -201,8 +201,8 @@ def compare(
         if ref is None:
             continue
         for encoding in encodings:
-            # rotary/bias encodings have no scale policy: compared as defined at every scale
-            mine = groups.get((encoding, scale if registry.get(encoding).family == "input" else "native"))
+            # encodings without scale policies (rotary, biases) are compared as defined at every scale
+            mine = groups.get((encoding, scale if registry.get(encoding).scales else "native"))
             if encoding == REFERENCE or mine is None:
                 continue
             for metric in paired_metrics:

@@ -147,8 +147,8 @@ class BenchPlan:
         _validate.positive_int("splits", self.splits)
 
     def scales_for(self, encoding: str) -> tuple[str, ...]:
-        """The scale policies that apply to ``encoding``: all requested for input encodings, else ``native``."""
-        return self.scales if registry.get(encoding).family == "input" else ("native",)
+        """The scale policies that apply to ``encoding``: all requested when its registry entry scales, else ``native``."""
+        return self.scales if registry.get(encoding).scales else ("native",)
 
     def runs(self) -> Iterator[RunConfig]:
         """Every run of the grid, split seed outermost (so one split's data is reused)."""

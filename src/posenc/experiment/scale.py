@@ -34,10 +34,11 @@ def encoding_options(encoding: str, scale: str, *, matched_norm: float | None = 
     """Module options realising scale policy ``scale`` for ``encoding`` (see the module table)."""
     if scale == "native":
         return {}
-    if registry.get(encoding).family != "input":
+    info = registry.get(encoding)
+    if not info.scales:
         raise ValueError(
-            f"scale policy {scale!r} applies to additive (input) encodings only; "
-            f"{encoding!r} is a {registry.get(encoding).family} encoding: use scale 'native'"
+            f"scale policy {scale!r} applies to encodings registered with scales=True (additive input "
+            f"encodings with unit_norm/scale options); {encoding!r} ({info.family}) has none: use scale 'native'"
         )
     if scale == "unit":
         return {"unit_norm": True}

@@ -1,8 +1,12 @@
 """PyTorch modules: input encodings, rotary embeddings, attention biases, and an encoder that takes any.
 
-Shapes are batch-first: tokens ``[b, s, d]``, attention ``[b, h, s, d_h]``.
+Shapes are batch-first: tokens ``[b, s, d]``, attention ``[b, h, s, d_h]``. Every encoding
+module implements one contract of :mod:`posenc.nn.contracts` (its ``family``).
 """
 
+from posenc.nn.contracts import (
+    EncodingContract, InputContract, PositionContext, QueryBiasContract, RotaryContract, ScoreBiasContract,
+)
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, TransformerEncoderLayer
 from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
@@ -12,10 +16,16 @@ from posenc.nn.rotary import RotaryEmbedding, apply_rotary
 __all__ = [
     "ALiBiBias",
     "DFTEncoding",
+    "EncodingContract",
+    "InputContract",
     "LearnableFrequencyEncoding",
     "LearnedEncoding",
     "MultiHeadAttention",
+    "PositionContext",
+    "QueryBiasContract",
+    "RotaryContract",
     "RotaryEmbedding",
+    "ScoreBiasContract",
     "ShawRelativeBias",
     "SinusoidalEncoding",
     "T5RelativeBias",

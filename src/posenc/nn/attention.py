@@ -1,18 +1,25 @@
 """Multi-head attention and a pre-LN Transformer encoder that take any registered encoding.
 
-An encoding acts in one place (DESIGN "Where an encoding acts") and is asked only for that:
+An encoding acts in one place (:mod:`posenc.nn.contracts`) and is asked only for that. Its
+position-only work — rotary cos/sin, an additive bias, Shaw's index — is a
+:class:`~posenc.nn.contracts.PositionContext` computed **once per forward** by the encoder and
+shared by every layer (as x-transformers shares its rotary tables):
 
-=========  ====================================  ==================================================
-family     what the stack asks of it             attention kernel
-=========  ====================================  ==================================================
-input      ``x ← enc(x)`` once, on the tokens    fused ``scaled_dot_product_attention``
-rotary     ``q, k ← enc(q, k)`` in every layer    fused
-bias       ``enc.bias(s, s) [h, s, s]``, once     fused, the bias as an additive float mask
-shaw       ``enc.key_scores(q, …)`` (keys only)   fused, the query-dependent term as a float mask
-shaw       ``… + enc.value_term(α, …)`` (values)  explicit: ``Σ_j α_ij a^V_ij`` needs the weights
-                                                  ``α``, which fused kernels never materialise
-=========  ====================================  ==================================================
+==========  ===========================================  ==================================================
+family      once per forward (``encoding.context``)      in every layer (attention kernel)
+==========  ===========================================  ==================================================
+input       —  (``x ← enc(x)`` once, on the tokens)      fused ``scaled_dot_product_attention``
+rotary      ``cos, sin`` ``[s, r]``                      ``q, k ← enc.rotate(·, cos, sin)``; fused
+bias        ``enc.bias(s, s)`` ``[h, s, s]``             fused, the bias as an additive float mask
+query_bias  ``enc.index(s, s)`` ``[s, s]``               ``enc.key_scores(q, index)`` as a float mask;
+                                                         with values: explicit, ``Σ_j α_ij a^V_ij`` needs
+                                                         the weights ``α``, which fused kernels never return
+==========  ===========================================  ==================================================
 
+With ``[b, s]`` positions (left-padded batches, packed sequences) each context entry gains a
+leading batch dimension, broadcast against ``[b, h, s, s]`` scores.
+
+The encoding is bound to :class:`MultiHeadAttention` at construction and checked there once.
 One encoding module is shared by all layers (as T5 shares its bias table); the encoder owns it,
 so ``state_dict()`` holds it once, under ``encoding.``.
 
@@ -29,35 +36,22 @@ import torch.nn.functional as F
 from torch import nn
 
 from posenc import _validate
-from posenc.nn.bias import AttentionBias, ShawRelativeBias
 from posenc.nn.build import build_encoding, head_dim
-from posenc.nn.rotary import RotaryEmbedding
+from posenc.nn.contracts import EncodingContract, InputContract, PositionContext
 
 
-def encoding_family(encoding: nn.Module | None) -> str:
-    """Where ``encoding`` acts: ``"none"``, ``"rotary"``, ``"bias"``, ``"shaw"``, or ``"input"`` (any other module)."""
+def _attention_encoding(encoding: EncodingContract | None, *, n_heads: int, head_dim: int) -> EncodingContract | None:
+    """Check that ``encoding`` acts inside attention and was built for this head shape."""
     if encoding is None:
-        return "none"
-    if isinstance(encoding, RotaryEmbedding):
-        return "rotary"
-    if isinstance(encoding, AttentionBias):
-        return "bias"
-    if isinstance(encoding, ShawRelativeBias):
-        return "shaw"
-    return "input"
-
-
-def check_encoding(encoding: nn.Module | None, *, d_model: int, n_heads: int) -> None:
-    """Raise if an attention-side encoding was built for another head count or head width."""
-    d_h = head_dim(d_model, n_heads)
-    family = encoding_family(encoding)
-    if family in ("rotary", "shaw") and encoding.head_dim != d_h:
-        raise ValueError(
-            f"encoding {type(encoding).__name__} has head_dim={encoding.head_dim} but the attention has "
-            f"d_model/n_heads = {d_model}/{n_heads} = {d_h}"
+        return None
+    if not isinstance(encoding, EncodingContract):
+        raise TypeError(
+            f"encoding must be a positional-encoding module (posenc.nn.contracts), got {type(encoding).__name__}"
         )
-    if family == "bias" and encoding.n_heads != n_heads:
-        raise ValueError(f"encoding {type(encoding).__name__} has n_heads={encoding.n_heads}, the attention {n_heads}")
+    if encoding.family == "input":
+        raise TypeError(f"{type(encoding).__name__} acts on the input tokens; give it to TransformerEncoder")
+    encoding.check_attention(n_heads=n_heads, head_dim=head_dim)
+    return encoding
 
 
 def _check_padding(key_padding_mask: torch.Tensor | None, b: int, s: int) -> None:
@@ -118,11 +112,24 @@ class MultiHeadAttention(nn.Module):
     Args:
         d_model: model width ``d``; ``n_heads`` must divide it.
         n_heads: number of heads ``h``; ``d_h = d/h``.
+        encoding: a rotary, bias or query-bias module (input encodings belong to the encoder),
+            checked once here against ``n_heads`` and ``d_h``.
+        own_encoding: register ``encoding`` as a submodule (its parameters are this module's). The
+            encoder passes ``False``: it owns the one module that all its layers share.
         dropout: dropout on the attention weights (training only).
         bias: whether the projections have biases.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        encoding: EncodingContract | None = None,
+        own_encoding: bool = True,
+        dropout: float = 0.0,
+        bias: bool = True,
+    ) -> None:
         super().__init__()
         self.head_dim = head_dim(d_model, n_heads)
         self.d_model, self.n_heads = d_model, n_heads
@@ -131,55 +138,75 @@ class MultiHeadAttention(nn.Module):
         self.dropout = float(dropout)
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=bias)
         self.out = nn.Linear(d_model, d_model, bias=bias)
+        bound = _attention_encoding(encoding, n_heads=n_heads, head_dim=self.head_dim)
+        if own_encoding:
+            self.encoding = bound
+        else:  # a reference, not a submodule: the owner's state_dict holds it once
+            self.__dict__["encoding"] = bound
+        self.family = "none" if bound is None else bound.family
+
+    def context(self, x: torch.Tensor, *, positions: torch.Tensor | None = None) -> PositionContext:
+        """The bound encoding's :class:`PositionContext` for tokens ``x [b, s, d]`` (empty without one)."""
+        if self.encoding is None:
+            return PositionContext()
+        return self.encoding.context(x.shape[1], positions=positions, dtype=x.dtype, device=x.device)
 
     def forward(
         self,
         x: torch.Tensor,
         *,
-        encoding: nn.Module | None = None,
         key_padding_mask: torch.Tensor | None = None,
         causal: bool = False,
         positions: torch.Tensor | None = None,
+        context: PositionContext | None = None,
         attn_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Attend over ``x [b, s, d]``.
 
         Args:
-            encoding: a rotary, bias or Shaw module (input encodings belong to the encoder).
             key_padding_mask: ``[b, s]`` bool, ``True`` = padding (never attended to).
             causal: hide keys after the query.
-            positions: ``[s]`` token positions for the encoding (default ``0 … s−1``).
-            attn_bias: additive float scores bias broadcastable to ``[b, h, s, s]``. With a bias
-                encoding it *replaces* ``encoding.bias(s, s)`` — the encoder computes that once per
-                forward and passes it to every layer; without one it is added as given.
+            positions: ``[s]`` or ``[b, s]`` token positions for the encoding (default ``0 … s−1``);
+                used only when ``context`` is not given.
+            context: the encoding's :meth:`context`, computed once by the caller for all layers;
+                ``None`` computes it here.
+            attn_bias: further additive float scores bias broadcastable to ``[b, h, s, s]``.
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
         b, s, _ = x.shape
         _check_padding(key_padding_mask, b, s)
-        family = encoding_family(encoding)
-        if family == "input":
-            raise TypeError(f"{type(encoding).__name__} acts on the input tokens; give it to TransformerEncoder")
-        check_encoding(encoding, d_model=self.d_model, n_heads=self.n_heads)
+        if context is None:
+            context = self.context(x, positions=positions)
+        elif positions is not None:
+            raise ValueError("give positions or a precomputed context, not both (the context holds the positions)")
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        where = {"q_positions": positions, "k_positions": positions}
         scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
-        if family == "rotary":
-            q, k = encoding(q, k, **where)
-        elif family == "bias" and scores_bias is None:
-            scores_bias = encoding.bias(s, s, **where, dtype=q.dtype, device=q.device)
-        elif family == "shaw":
-            index = encoding.index(s, s, **where, device=q.device)
-            shaw = encoding.key_scores(q, index) / math.sqrt(self.head_dim)
+        encoding = self.encoding
+        if context.cos_sin is not None and encoding is not None:
+            cos, sin = context.cos_sin
+            if cos.dim() == 3:  # [b, s, r]: one table per sequence, shared by the heads
+                cos, sin = cos[:, None], sin[:, None]
+            q, k = encoding.rotate(q, cos, sin), encoding.rotate(k, cos, sin)
+        if context.attn_bias is not None:
+            scores_bias = _batched(context.attn_bias) if scores_bias is None else scores_bias + _batched(
+                context.attn_bias)
+        if context.index is not None and encoding is not None:
+            shaw = encoding.key_scores(q, context.index) / math.sqrt(self.head_dim)
             scores_bias = shaw if scores_bias is None else scores_bias + shaw
         mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
         p = self.dropout if self.training else 0.0
-        if family == "shaw" and encoding.on_values:
+        if context.index is not None and encoding is not None and encoding.on_values:
             out, weights = _explicit_attention(q, k, v, mask, p)  # Shaw always has a mask
-            out = out + encoding.value_term(weights, index)
+            out = out + encoding.value_term(weights, context.index)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None)
         return self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
+
+
+def _batched(bias: torch.Tensor) -> torch.Tensor:
+    """A context bias ``[h, s, s]`` or ``[b, h, s, s]`` as a 4-D tensor broadcastable to the scores."""
+    return bias if bias.dim() == 4 else bias[None]
 
 
 class TransformerEncoderLayer(nn.Module):
@@ -187,17 +214,27 @@ class TransformerEncoderLayer(nn.Module):
 
     Args:
         d_model, n_heads: width and heads (``n_heads`` divides ``d_model``).
+        encoding, own_encoding: the attention-side encoding, as :class:`MultiHeadAttention`.
         dim_feedforward: hidden width of the feed-forward block (default ``4·d_model``).
         dropout: dropout on attention weights and on both residual branches.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, *, dim_feedforward: int | None = None, dropout: float = 0.0
+        self,
+        d_model: int,
+        n_heads: int,
+        *,
+        encoding: EncodingContract | None = None,
+        own_encoding: bool = True,
+        dim_feedforward: int | None = None,
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         hidden = 4 * d_model if dim_feedforward is None else _validate.positive_int("dim_feedforward", dim_feedforward)
         self.norm1 = nn.LayerNorm(d_model)
-        self.attention = MultiHeadAttention(d_model, n_heads, dropout=dropout)
+        self.attention = MultiHeadAttention(
+            d_model, n_heads, encoding=encoding, own_encoding=own_encoding, dropout=dropout
+        )
         self.norm2 = nn.LayerNorm(d_model)
         self.feedforward = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model))
         self.dropout = nn.Dropout(dropout)
@@ -206,15 +243,15 @@ class TransformerEncoderLayer(nn.Module):
         self,
         x: torch.Tensor,
         *,
-        encoding: nn.Module | None = None,
         key_padding_mask: torch.Tensor | None = None,
         causal: bool = False,
         positions: torch.Tensor | None = None,
+        context: PositionContext | None = None,
         attn_bias: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``[b, s, d] → [b, s, d]``; arguments as :meth:`MultiHeadAttention.forward`."""
         a = self.attention(
-            self.norm1(x), encoding=encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions,
+            self.norm1(x), key_padding_mask=key_padding_mask, causal=causal, positions=positions, context=context,
             attn_bias=attn_bias,
         )
         x = x + self.dropout(a)
@@ -232,9 +269,10 @@ class TransformerEncoder(nn.Module):
         dropout: dropout on attention weights, residual branches and the encoded input.
         max_len: longest sequence planned for; sizes learned tables and caches.
 
-    An input encoding is applied once to ``x``; in ``concat`` mode (``out_features > d_model``) a
-    linear ``input_projection`` maps back to ``d_model``. Rotary, bias and Shaw encodings are passed
-    to every layer. ``.encoding`` is the module (or ``None``).
+    An input encoding is applied once to ``x``; when it widens the tokens (``out_features >
+    d_model``, concat mode) a linear ``input_projection`` maps back to ``d_model``. Any other
+    encoding is bound to every layer's attention, which consumes the position context the
+    encoder computes once per forward. ``.encoding`` is the module (or ``None``).
     """
 
     def __init__(
@@ -243,8 +281,8 @@ class TransformerEncoder(nn.Module):
         n_heads: int,
         n_layers: int,
         *,
-        encoding: str | nn.Module | None = "sinusoidal",
-        encoding_options: dict | None = None,
+        encoding: str | EncodingContract | None = "sinusoidal",
+        encoding_options: dict[str, object] | None = None,
         dim_feedforward: int | None = None,
         dropout: float = 0.0,
         max_len: int = 512,
@@ -255,13 +293,15 @@ class TransformerEncoder(nn.Module):
         self.encoding = build_encoding(
             encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, **(encoding_options or {})
         )
-        self.family = encoding_family(self.encoding)
-        check_encoding(self.encoding, d_model=d_model, n_heads=n_heads)
-        width = getattr(self.encoding, "out_features", d_model) if self.family == "input" else d_model
+        self.family = "none" if self.encoding is None else self.encoding.family
+        inside = None if self.family in ("none", "input") else self.encoding
+        width = self.encoding.out_features if isinstance(self.encoding, InputContract) else d_model
         self.input_projection = nn.Linear(width, d_model) if width != d_model else None
         self.input_dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
-            TransformerEncoderLayer(d_model, n_heads, dim_feedforward=dim_feedforward, dropout=dropout)
+            TransformerEncoderLayer(
+                d_model, n_heads, encoding=inside, own_encoding=False, dim_feedforward=dim_feedforward, dropout=dropout
+            )
             for _ in range(n_layers)
         )
         self.norm = nn.LayerNorm(d_model)
@@ -279,26 +319,17 @@ class TransformerEncoder(nn.Module):
         Args:
             key_padding_mask: ``[b, s]`` bool, ``True`` = padding (ignored as keys).
             causal: every position attends only to itself and earlier positions.
-            positions: ``[s]`` positions of the tokens (default ``0 … s−1``), for every encoding.
+            positions: ``[s]`` or ``[b, s]`` positions of the tokens (default ``0 … s−1``), for every
+                encoding; ``[b, s]`` gives each sequence its own (left padding, packed sequences).
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
-        attention_encoding = None
-        if self.family == "input":
+        if isinstance(self.encoding, InputContract):
             x = self.encoding(x, positions=positions)
             if self.input_projection is not None:
                 x = self.input_projection(x)
-        elif self.family != "none":
-            attention_encoding = self.encoding
         x = self.input_dropout(x)
-        attn_bias = None
-        if self.family == "bias":  # the same for every layer: computed once per forward
-            s = x.shape[1]
-            attn_bias = self.encoding.bias(s, s, q_positions=positions, k_positions=positions, dtype=x.dtype,
-                                           device=x.device)
+        context = self.layers[0].attention.context(x, positions=positions)  # once, for every layer
         for layer in self.layers:
-            x = layer(
-                x, encoding=attention_encoding, key_padding_mask=key_padding_mask, causal=causal, positions=positions,
-                attn_bias=attn_bias,
-            )
+            x = layer(x, key_padding_mask=key_padding_mask, causal=causal, context=context)
         return self.norm(x)

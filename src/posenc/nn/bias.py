@@ -27,6 +27,7 @@ from torch import nn
 
 from posenc import _validate, spectrum
 from posenc.nn._positions import relative_distances
+from posenc.nn.contracts import QueryBiasContract, ScoreBiasContract
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -38,7 +39,7 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.from_numpy(spectrum.alibi_slopes(n_heads))
 
 
-class AttentionBias(nn.Module):
+class AttentionBias(ScoreBiasContract):
     """An encoding that adds a query-independent ``[h, s_q, s_k]`` tensor to the attention scores."""
 
     n_heads: int
@@ -177,7 +178,7 @@ class T5RelativeBias(AttentionBias):
         )
 
 
-class ShawRelativeBias(nn.Module):
+class ShawRelativeBias(QueryBiasContract):
     """Relative position representations (Shaw et al. 2018): learned vectors for clipped ``j − i``.
 
     ``a^K_ij = w^K[clip(j − i, −k, k)]`` and ``a^V_ij = w^V[…]`` with ``k = max_distance``

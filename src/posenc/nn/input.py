@@ -41,11 +41,12 @@ from torch import nn
 from posenc import _validate, spectrum, tables
 from posenc.nn import _positions
 from posenc.nn import functional as F
+from posenc.nn.contracts import InputContract
 
 MODES: tuple[str, ...] = ("add", "concat")
 
 
-class InputEncoding(nn.Module):
+class InputEncoding(InputContract):
     """Base of the input encodings: checks, add/concat, scale, unit norm and the table cache.
 
     Args:

@@ -29,14 +29,12 @@ Context extension (``scaling``), folded into the frequencies so angles stay ``t�
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
-from torch import nn
 
 from posenc import _validate, spectrum
 from posenc.nn import _positions
+from posenc.nn.contracts import RotaryContract
 from posenc.nn.functional import sincos
 
 LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
@@ -144,34 +142,7 @@ def _layout_table(t: torch.Tensor, layout: str) -> torch.Tensor:
     return torch.cat([t, t], dim=-1) if layout == "half_split" else t.repeat_interleave(2, dim=-1)
 
 
-def _rotary_dim(head_dim: int, rotary_dim: int | float | None) -> int:
-    """Resolve ``rotary_dim`` (a count, a fraction of ``head_dim``, or ``None`` = all) to an even count."""
-    if rotary_dim is None:
-        if head_dim % 2:
-            raise ValueError(
-                f"head_dim must be even to rotate every dimension in pairs, got {head_dim}; "
-                "pass an even rotary_dim < head_dim for partial rotary"
-            )
-        return head_dim
-    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, numbers.Real):
-        raise TypeError(f"rotary_dim must be an int count, a float fraction in (0, 1], or None; got {rotary_dim!r}")
-    if isinstance(rotary_dim, numbers.Integral):
-        count = int(rotary_dim)
-        if not 0 < count <= head_dim:
-            raise ValueError(f"rotary_dim must be in 1…head_dim={head_dim}, got {count}")
-    else:
-        if not 0.0 < float(rotary_dim) <= 1.0:
-            raise ValueError(f"rotary_dim as a fraction must be in (0, 1], got {rotary_dim!r}")
-        count = int(head_dim * float(rotary_dim))  # GPT-NeoX: int(head_size * rotary_pct)
-    if count % 2 or count == 0:
-        raise ValueError(
-            f"rotary_dim={rotary_dim!r} of head_dim={head_dim} leaves {count} dimensions to rotate; "
-            "it must be a positive even count (dimensions rotate in pairs)"
-        )
-    return count
-
-
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(RotaryContract):
     """Rotary position embedding for queries and keys ``[b, h, s, d_h]`` (SPEC §7; module docstring).
 
     Args:
@@ -202,7 +173,7 @@ class RotaryEmbedding(nn.Module):
         super().__init__()
         self.head_dim = _validate.positive_int("head_dim", head_dim)
         self.base = _validate.positive_float("base", base)
-        self.rotary_dim = _rotary_dim(self.head_dim, rotary_dim)
+        self.rotary_dim = spectrum.rotary_dim(self.head_dim, rotary_dim)
         self.layout = _validate.choice("layout", layout, LAYOUTS)
         if scaling is not None:
             _validate.choice("scaling", scaling, SCALINGS)
@@ -239,8 +210,9 @@ class RotaryEmbedding(nn.Module):
         self._cos, self._sin = self.tables(torch.arange(length, device=device), dtype=dtype)
         self._table_dtype = dtype
 
-    def _cached(self, start: int, length: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows ``start … start+length−1`` of the tables in ``like``'s dtype and device.
+    def _cached(self, start: int, length: int, dtype: torch.dtype, device: torch.device
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows ``start … start+length−1`` of the tables in ``dtype`` on ``device``.
 
         The cache is rebuilt for a new dtype or device (from float64 angles, never by casting) and
         doubles when a sequence runs past its end; a window far beyond it (``end > 2·cached``,
@@ -248,13 +220,32 @@ class RotaryEmbedding(nn.Module):
         """
         end = start + length
         cached = self._cos.shape[0]
-        if self._table_dtype != self._cos.dtype or self._cos.dtype != like.dtype or self._cos.device != like.device:
-            self._build(cached, like.dtype, like.device)
+        if self._table_dtype != self._cos.dtype or self._cos.dtype != dtype or self._cos.device != device:
+            self._build(cached, dtype, device)
         if end > 2 * cached:
-            return self.tables(torch.arange(start, end, device=like.device), dtype=like.dtype)
+            return self.tables(torch.arange(start, end, device=device), dtype=dtype)
         if end > cached:
-            self._build(2 * cached, like.dtype, like.device)
+            self._build(2 * cached, dtype, device)
         return self._cos[start:end], self._sin[start:end]
+
+    def cos_sin(
+        self, length: int, *, positions: torch.Tensor | None = None, offset: int = 0, dtype: torch.dtype,
+        device: torch.device | str | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``[length, r]`` for ``positions`` (default ``offset … offset+length−1``, cached).
+
+        The tables :meth:`rotate` applies; :class:`posenc.nn.TransformerEncoder` computes them once
+        per forward and every layer rotates with them.
+        """
+        device = torch.device("cpu") if device is None else torch.device(device)
+        if positions is None:
+            return self._cached(_positions.check_offset(offset), length, dtype, device)
+        positions = _positions.check_positions("positions", positions, length)
+        return self.tables(positions.to(device), dtype=dtype)
+
+    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``x [..., s, head_dim]`` rotated by tables from :meth:`cos_sin` (:func:`apply_rotary` in this layout)."""
+        return apply_rotary(x, cos, sin, layout=self.layout)
 
     def forward(
         self,
@@ -277,19 +268,16 @@ class RotaryEmbedding(nn.Module):
         s_q, s_k = q.shape[-2], k.shape[-2]
         if q_positions is None and k_positions is None:
             offset = _positions.check_offset(offset)
-            k_cos, k_sin = self._cached(offset, s_k, k)
+            k_cos, k_sin = self._cached(offset, s_k, k.dtype, k.device)
             start = _positions.query_start(s_q, s_k, offset)
-            q_cos, q_sin = (k_cos, k_sin) if start == offset else self._cached(start, s_q, q)
+            q_cos, q_sin = (k_cos, k_sin) if start == offset else self._cached(start, s_q, q.dtype, q.device)
         else:
             qp, kp = _positions.resolve(
                 s_q, s_k, q_positions=q_positions, k_positions=k_positions, offset=offset, device=q.device
             )
             k_cos, k_sin = self.tables(kp, dtype=k.dtype)
             q_cos, q_sin = (k_cos, k_sin) if qp is kp else self.tables(qp, dtype=q.dtype)
-        return (
-            apply_rotary(q, q_cos, q_sin, layout=self.layout),
-            apply_rotary(k, k_cos, k_sin, layout=self.layout),
-        )
+        return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
 
     def extra_repr(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling!r}, scaling_factor={self.scaling_factor}"
