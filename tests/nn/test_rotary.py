@@ -205,3 +205,45 @@ def test_compiles_without_graph_breaks():
     expected = torch.autograd.grad(sum(t.sum() for t in rope(q, q)), q)[0]
     torch.testing.assert_close(q.grad, expected)
     assert math.isfinite(float(q.grad.abs().sum()))
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_kernel_paths_agree_with_the_float64_formula(layout, dtype):
+    # blocks along batch·heads and along the sequence (a tiny block size forces both), partial rotary,
+    # a non-contiguous input, and the complex path (adjacent rotation tables) against the real formula
+    from posenc.nn import rotary
+
+    x64 = torch.randn(2, 3, 37, 20, dtype=F64)
+    rope = RotaryEmbedding(20, rotary_dim=16, layout=layout)
+    cos, sin = rope.cos_sin(37, dtype=F64)
+    ref = reference_rotary(x64, torch.arange(37), layout=layout, rotary_dim=16, base=10000.0)
+    x = x64.to(dtype)
+    c, s = rope.cos_sin(37, dtype=dtype)
+    tol = {"rtol": 0, "atol": 1e-5 if dtype == torch.float32 else 3e-2}
+    for block in (1 << 20, 256):
+        old, rotary._CHUNK_BYTES = rotary._CHUNK_BYTES, block
+        try:
+            torch.testing.assert_close(apply_rotary(x, c, s, layout=layout).to(F64), ref, **tol)
+            xt = x.transpose(1, 2).contiguous().transpose(1, 2)  # same values, strides not mergeable
+            torch.testing.assert_close(apply_rotary(xt, c, s, layout=layout).to(F64), ref, **tol)
+            back = apply_rotary(apply_rotary(x64, cos, sin, layout=layout), cos, -sin, layout=layout)
+            torch.testing.assert_close(back, x64, rtol=0, atol=1e-12)
+        finally:
+            rotary._CHUNK_BYTES = old
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+def test_exported_graph_is_real_and_compiled_matches_eager(layout):
+    cos, sin = RotaryEmbedding(16, layout=layout).cos_sin(9, dtype=torch.float32)
+
+    class Rotate(torch.nn.Module):
+        def forward(self, x):
+            return apply_rotary(x, cos, sin, layout=layout)
+
+    x = torch.randn(2, 3, 9, 16)
+    graph = torch.export.export(Rotate(), (x,)).graph
+    dtypes = {n.meta["val"].dtype for n in graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)}
+    assert dtypes and not any(d.is_complex for d in dtypes), dtypes
+    compiled = torch.compile(Rotate(), backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), Rotate()(x), rtol=1e-6, atol=1e-6)

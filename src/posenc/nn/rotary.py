@@ -41,8 +41,8 @@ LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
 SCALINGS: tuple[str, ...] = ("linear", "ntk")
 
 _CHUNK_BYTES = 1 << 20
-"""Eager :func:`apply_rotary` works through ``x`` in slices of about this size so that its three
-passes (one multiply, two multiply-adds) hit the cache instead of main memory."""
+"""Eager :func:`apply_rotary` works through ``x`` in blocks of about this many bytes (of rows of the
+merged batch·head dims and of the sequence), so that its passes run in the cache, not in main memory."""
 
 
 def _pairs(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,15 +55,12 @@ def _pairs(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
                  inverse: bool) -> None:
-    """Write ``R x`` (or ``Rᵀ x`` when ``inverse``) into ``out``: one read of ``x``, one write of ``out``.
+    """Write ``R x`` (or ``Rᵀ x`` when ``inverse``) into ``out`` by real arithmetic on the pair views.
 
-    ``x``, ``out``: ``[..., s, r]``; ``cos``, ``sin``: ``[s, r]`` in ``layout``. Real arithmetic on
-    strided views, no ``rotate_half`` tensor is materialised.
+    ``x``, ``out``: ``[..., s, r]``; ``cos``, ``sin``: ``[s, r]`` in ``layout``, any values (the two
+    columns of a pair may differ: ``R = [[c_a, −s_a], [s_b, c_b]]`` per pair).
     """
-    if torch.compiler.is_compiling():
-        out.copy_(x * cos)  # Dynamo refuses a non-contiguous out=; the compiler fuses the passes anyway
-    else:
-        torch.mul(x, cos, out=out)
+    torch.mul(x, cos, out=out)
     (x_a, x_b), (o_a, o_b), (s_a, s_b) = _pairs(x, layout), _pairs(out, layout), _pairs(sin, layout)
     if inverse:  # the transpose: [[c_a, −s_a], [s_b, c_b]]ᵀ = [[c_a, s_b], [−s_a, c_b]]
         o_a.addcmul_(x_b, s_b)
@@ -73,26 +70,88 @@ def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: tor
         o_b.addcmul_(x_a, s_b)
 
 
+def _rotation_expr(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+    """``R x`` (``Rᵀ x`` when ``inverse``) as one out-of-place real expression, for compilers to fuse.
+
+    No complex dtype and no in-place writes, so ``torch.compile`` makes one loop of it and
+    ``torch.export`` graphs stay real.
+    """
+    (x_a, x_b), (c_a, c_b), (s_a, s_b) = _pairs(x, layout), _pairs(cos, layout), _pairs(sin, layout)
+    if inverse:
+        o_a, o_b = x_a * c_a + x_b * s_b, x_b * c_b - x_a * s_a
+    else:
+        o_a, o_b = x_a * c_a - x_b * s_a, x_b * c_b + x_a * s_b
+    if layout == "half_split":
+        return torch.cat([o_a, o_b], dim=-1)
+    return torch.stack([o_a, o_b], dim=-1).flatten(-2)
+
+
+def _rotor(cos: torch.Tensor, sin: torch.Tensor, inverse: bool, work: torch.dtype) -> torch.Tensor | None:
+    """``[s, r/2]`` complex ``c ± i·s`` of an ``adjacent`` rotation table (both columns of every pair
+    equal), in the complex dtype of ``work``; ``None`` for other tables."""
+    (c_a, c_b), (s_a, s_b) = _pairs(cos, "adjacent"), _pairs(sin, "adjacent")
+    if not (torch.equal(c_a, c_b) and torch.equal(s_a, s_b)):
+        return None
+    s_a = s_a.to(work)
+    return torch.complex(c_a.to(work), -s_a if inverse else s_a)
+
+
+def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor) -> None:
+    """``out = R x`` for ``adjacent`` pairs read as complex numbers: one complex multiply by ``rotor``.
+
+    Half-precision blocks are multiplied in float32 and rounded once.
+    """
+    work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
+    xw = x if x.dtype == work else x.to(work)
+    ow = out if out.dtype == work else torch.empty_like(xw)
+    torch.mul(torch.view_as_complex(xw.unflatten(-1, (-1, 2))), rotor,
+              out=torch.view_as_complex(ow.unflatten(-1, (-1, 2))))
+    if ow is not out:
+        out.copy_(ow)
+
+
 def _leading_mergeable(t: torch.Tensor) -> bool:
     """Whether the dims before the last two of ``t`` can be merged into one without a copy."""
     return all(t.stride(i) == t.stride(i + 1) * t.shape[i + 1] for i in range(t.dim() - 3))
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
-    """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied."""
-    out = torch.empty_like(x)
+    """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
+
+    Eager: blocks of rows and of positions of about :data:`_CHUNK_BYTES`, each rotated while it is in
+    the cache — by one complex multiply when the layout is ``adjacent`` and ``cos``/``sin`` are a
+    rotation table, else by the pair arithmetic of :func:`_rotate_into` (one multiply, two
+    multiply-adds; ``half_split`` halves are contiguous, ``adjacent`` pairs would be stride 2).
+    Under ``torch.compile``: the fused real expression :func:`_rotation_expr`.
+    """
     r = cos.shape[-1]
+    if torch.compiler.is_compiling():
+        rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
+        return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
+    out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
     xs, outs = x[..., :r], out[..., :r]
-    if torch.compiler.is_compiling() or x.dim() < 3:
-        _rotate_into(outs, xs, cos, sin, layout, inverse)  # the compiler fuses the passes itself
-        return out
-    if _leading_mergeable(xs) and _leading_mergeable(outs):  # [b, h, s, r] → [b·h, s, r]: finer chunks
+    if xs.dim() == 2:
+        xs, outs = xs.unsqueeze(0), outs.unsqueeze(0)
+    if _leading_mergeable(xs) and _leading_mergeable(outs):  # [b, h, s, r] → [b·h, s, r]: finer blocks
         xs, outs = xs.view(-1, *xs.shape[-2:]), outs.view(-1, *outs.shape[-2:])
-    step = max(1, _CHUNK_BYTES // max(xs[0].numel() * xs.element_size(), 1))
-    for x_chunk, out_chunk in zip(xs.split(step), outs.split(step)):
-        _rotate_into(out_chunk, x_chunk, cos, sin, layout, inverse)
+    work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
+    complex_ok = layout == "adjacent" and work in (torch.float32, torch.float64) and (work != x.dtype or all(
+        t.stride(-1) == 1 and all(st % 2 == 0 for st in t.stride()[:-1]) and t.storage_offset() % 2 == 0
+        for t in (xs, outs)))  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
+    rotor = _rotor(cos, sin, inverse, work) if complex_ok else None
+    row_bytes = r * max(x.element_size(), 4)
+    seq_step = max(1, min(xs.shape[-2], _CHUNK_BYTES // row_bytes))
+    lead_step = max(1, _CHUNK_BYTES // (row_bytes * seq_step))
+    for i0 in range(0, xs.shape[0], lead_step):
+        for s0 in range(0, xs.shape[-2], seq_step):
+            rows, seq = slice(i0, i0 + lead_step), slice(s0, s0 + seq_step)
+            x_blk, out_blk = xs[rows][..., seq, :], outs[rows][..., seq, :]
+            if rotor is None:
+                _rotate_into(out_blk, x_blk, cos[seq], sin[seq], layout, inverse)
+            else:
+                _rotate_complex_into(out_blk, x_blk, rotor[seq])
     return out
 
 
