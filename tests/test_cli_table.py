@@ -39,7 +39,7 @@ def test_table_without_out_only_prints(tmp_path, capsys, monkeypatch):
     ("argv", "message"),
     [
         (["table", "rope", "--length", "4", "--dim", "8"], "NAME must be one of sinusoidal, dft.*'rope'"),
-        (["table", "dft", "--length", "9", "--dim", "8"], "positions must lie in 0…dim-1"),
+        (["table", "dft", "--length", "9", "--dim", "8"], "--length 9 > --dim 8.*--alias"),
         (["table", "sinusoidal", "--length", "4", "--dim", "0"], "--dim must be a positive int, got 0"),
         (["table", "sinusoidal", "--length", "0", "--dim", "8"], "--length must be a positive int, got 0"),
         (["table", "sinusoidal", "--length", "4", "--dim", "8", "--out", "x.txt"], "--out must end in .npy or .csv"),

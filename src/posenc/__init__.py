@@ -9,7 +9,8 @@ nor matplotlib. PyTorch modules live in :mod:`posenc.nn`.
 """
 
 from posenc import spectrum
+from posenc.errors import UsageError
 from posenc.tables import dft, sinusoidal
 
-__all__ = ["dft", "sinusoidal", "spectrum"]
+__all__ = ["UsageError", "dft", "sinusoidal", "spectrum"]
 __version__ = "0.1.0"

@@ -2,46 +2,102 @@
 
 Each subcommand lives in its own module of this package and exposes
 ``register(subparsers) -> None``, which adds an ``argparse`` sub-parser whose ``func``
-default takes the parsed namespace and returns an exit code. :func:`main` discovers them,
-so adding a command touches no shared file.
+default takes the parsed namespace and returns an exit code. :data:`COMMANDS` names them with
+their one-line help; a command's module (and whatever it imports: torch, scipy, matplotlib) is
+imported only when that command is run or its own ``--help`` is asked, so ``posenc --help``
+stays fast. Adding a command: a module here and one line in :data:`COMMANDS`.
+
+Errors: a :class:`posenc.UsageError` (a bad flag, value, file or setting), a ``ValueError``
+raised by posenc's own checks, and an ``OSError`` (missing file, unwritable folder, full disk)
+are printed as one line, exit status 2. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import linecache
 import os
-import pkgutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from posenc import __version__
+from posenc.errors import UsageError
+
+#: Subcommand name → the module's one-line help (the module's ``register`` gives the same help).
+COMMANDS: dict[str, str] = {
+    "analyze": "measure the seeds' criteria for one registered encoding",
+    "bench": "compare positional encodings on windowed anomaly classification",
+    "figures": "write the seeds' figures (PNG and SVG) into a folder",
+    "report": "write a self-contained HTML report (figures, scorecards of all encodings)",
+    "table": "build an encoding table, print a summary, optionally save it",
+}
+
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every subcommand module of :mod:`posenc.cli` registered."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; only ``command``'s module is imported and registers its full sub-parser.
+
+    The other commands get a placeholder sub-parser (name and help) so that they are listed.
+    """
     parser = argparse.ArgumentParser(
         prog="posenc", description="Positional encodings for Transformers: tables, analysis, benchmark."
     )
     parser.add_argument("--version", action="version", version=f"posenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}").register(sub)
+    for name, help_text in COMMANDS.items():
+        if name == command:
+            importlib.import_module(f"{__name__}.{name}").register(sub)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
     return parser
+
+
+def _raised_by_posenc(exc: BaseException) -> bool:
+    """Whether a ``raise`` statement of posenc's own code raised ``exc`` (a deliberate check).
+
+    A ``ValueError`` from inside NumPy or torch (a broadcast error, say) is a bug, not a user error.
+    """
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    filename = tb.tb_frame.f_code.co_filename
+    return (Path(filename).resolve().is_relative_to(_PACKAGE)
+            and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise "))
+
+
+def _user_error(exc: BaseException) -> bool:
+    """Errors the user can fix (module docstring); the others are bugs and keep their traceback."""
+    if isinstance(exc, (UsageError, OSError)):
+        return True
+    return isinstance(exc, ValueError) and _raised_by_posenc(exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``posenc`` console script; returns the exit code."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
-        print(f"posenc {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
         print(f"posenc {args.command}: interrupted; finished results are kept, re-run to resume", file=sys.stderr)
         return 130
+    except MemoryError:
+        print(f"posenc {args.command}: error: out of memory; ask for less (a shorter --length, a smaller --dim "
+              "or --batch-size)", file=sys.stderr)
+        return 2
+    except Exception as exc:  # re-raised below unless the user can fix it
+        if not _user_error(exc):
+            raise
+        message = str(exc) if not isinstance(exc, OSError) or not exc.filename else (
+            f"{exc.filename}: {exc.strerror or exc}")
+        print(f"posenc {args.command}: error: {message}", file=sys.stderr)
+        return 2

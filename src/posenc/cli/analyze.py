@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from posenc import analysis, tables
+from posenc import _validate, analysis, tables
 from posenc.report import DEFAULT_DIM, DEFAULT_LENGTH
 
 
@@ -42,7 +42,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_scorecard_memory(length: int, dim: int) -> None:
+    """Refuse (before any work) a scorecard whose ``[S, S]`` Gram and distance matrices cannot fit in memory."""
+    _validate.positive_int("--length", length)
+    _validate.positive_int("--dim", dim)
+    # a few [S, S] float64 matrices (Gram, distances, their Toeplitz fit) and [S, d] tables at once
+    _validate.fits_in_memory(f"a scorecard at --length {length} (its {length} × {length} Gram matrix)",
+                             4 * 8 * length**2 + 4 * 8 * length * dim, advice="lower --length")
+
+
 def run(args: argparse.Namespace) -> int:
+    check_scorecard_memory(args.length, args.dim)
     card = analysis.scorecard(args.encoding, length=args.length, dim=args.dim, base=args.base,
                               n_heads=args.n_heads, seed=args.seed)
     if args.json:

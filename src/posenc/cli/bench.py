@@ -20,8 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from posenc import registry
+from posenc import _validate, registry
 from posenc.data.splits import PROTOCOLS
+from posenc.errors import UsageError
 from posenc.experiment.config import MONITORS, SCALE_POLICIES, BenchPlan, RunConfig
 
 DEFAULT_ENCODINGS = "none,sinusoidal,dft,rope,alibi"
@@ -90,6 +91,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def check_device(text: str | None) -> None:
+    """Refuse a ``--device`` torch cannot parse or this machine does not have (before any work)."""
+    if text is None:
+        return
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UsageError(f"--device {text}: CUDA is not available on this machine; use --device cpu")
+        if device.index is not None and device.index >= count:
+            raise UsageError(f"--device {text}: this machine has {count} CUDA device(s), cuda:0 … cuda:{count - 1}")
+    elif device.type != "cpu":
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
+
+
 def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad option)."""
     requested = _csv_list(args.encodings)
@@ -137,9 +158,12 @@ def run(args: argparse.Namespace) -> int:
     from posenc.experiment.probes import markdown as probe_markdown
     from posenc.experiment.probes import run_probes
     from posenc.experiment.runs import dataset_slug
+    from posenc.experiment.train import TrainingDiverged
 
     plan = plan_from_args(args)
-    out = args.out if args.out is not None else Path("posenc-bench") / dataset_slug(args.dataset)
+    check_device(args.device)
+    out = _validate.output_path("--out", args.out if args.out is not None
+                                else Path("posenc-bench") / dataset_slug(args.dataset), folder=True)
     torch.set_num_threads(args.threads)
     world = init_world()
     try:
@@ -149,6 +173,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             result = run_bench(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
             table = markdown(result.comparison)
+    except TrainingDiverged as exc:
+        raise UsageError(str(exc).replace(f"lr={exc.lr}", f"--lr {args.lr}").replace("smaller lr", "smaller --lr")
+                         ) from None
     finally:
         shutdown(world)
     if world.is_main:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posenc import report, tables
+from posenc import _validate, report, tables
+from posenc.cli.analyze import check_scorecard_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _validate.output_path("--out", args.out, folder=True)
+    check_scorecard_memory(args.length, args.dim)
     path = report.write_report(args.out, length=args.length, dim=args.dim, base=args.base)
     print(f"report written to {path.resolve()}")
     print(f"scorecards (JSON) in {(path.parent / 'scorecards.json').resolve()}")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from posenc import _validate, spectrum, tables
+from posenc.errors import UsageError
 
 TABLES = ("sinusoidal", "dft")
 
@@ -26,11 +27,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.name not in TABLES:
-        raise ValueError(f"NAME must be one of {', '.join(TABLES)} (encodings defined by a table), got {args.name!r}")
+        raise UsageError(f"NAME must be one of {', '.join(TABLES)} (encodings defined by a table), got {args.name!r}")
     _validate.positive_int("--length", args.length)
     _validate.positive_int("--dim", args.dim)
-    if args.out is not None and args.out.suffix not in (".npy", ".csv"):
-        raise ValueError(f"--out must end in .npy or .csv, got {str(args.out)!r}")
+    if args.out is not None:
+        _validate.output_path("--out", args.out, folder=False)
+        if args.out.suffix not in (".npy", ".csv"):
+            raise UsageError(f"--out must end in .npy or .csv, got {str(args.out)!r}")
+    if args.name == "dft" and args.length > args.dim and not args.alias:
+        raise UsageError(f"--length {args.length} > --dim {args.dim}: the DFT encoding is faithful only for positions "
+                         f"0 … d-1 (position s + d gets the same row as s; Idé et al., Theorem 1); use --length <= "
+                         f"{args.dim}, --dim >= {args.length}, or --alias to wrap positions modulo d")
+    # the table, its float64 angles and a summary copy: about three [S, d] float64 arrays at once
+    _validate.fits_in_memory(f"a {args.name} table of --length {args.length} × --dim {args.dim}",
+                             3 * 8 * args.length * args.dim, advice="lower --length or --dim")
     if args.name == "sinusoidal":
         table = tables.sinusoidal(args.length, args.dim, base=args.base, layout=args.layout)
     else:

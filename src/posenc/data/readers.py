@@ -15,9 +15,11 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from posenc.errors import UsageError
 
-class DataFormatError(ValueError):
-    """A data file exists but does not hold what its layout requires."""
+
+class DataFormatError(UsageError):
+    """A data file exists but does not hold what its layout requires (a :class:`posenc.UsageError`, so a ``ValueError``)."""
 
 
 def require_file(path: Path, what: str) -> Path:

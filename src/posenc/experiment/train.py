@@ -27,8 +27,17 @@ from torch import nn
 from torch.utils.data.distributed import DistributedSampler
 from tqdm.auto import tqdm
 
+from posenc.errors import UsageError
 from posenc.experiment.config import RunConfig
 from posenc.experiment.distributed import World, wrap_model
+
+class TrainingDiverged(UsageError, FloatingPointError):
+    """The training loss became NaN or infinite — almost always a learning rate too large for the model."""
+
+    def __init__(self, message: str, *, lr: float) -> None:
+        super().__init__(message)
+        self.lr = lr
+
 
 #: Called after every epoch with the checkpoint (see :func:`checkpoint_of`) and the epoch's log row.
 EpochHook = Callable[[dict[str, Any], dict[str, float]], None]
@@ -160,9 +169,9 @@ def fit(
             xb, yb = X[idx].to(device), y[idx].to(device)
             loss = train_loss_fn(net(xb), yb)
             if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"training loss became {loss.item()} at epoch {epoch} ({config.encoding}, seed {config.seed}); "
-                    f"try a smaller lr (got {config.lr})"
+                raise TrainingDiverged(
+                    f"training loss became {loss.item()} at epoch {epoch} ({config.encoding}, seed {config.seed}) "
+                    f"with lr={config.lr}: the updates diverged; try a smaller lr", lr=config.lr
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
