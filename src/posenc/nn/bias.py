@@ -169,7 +169,11 @@ class T5RelativeBias(AttentionBias):
         )
 
     def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
-        return self.relative_attention_bias(self.buckets(distance)).permute(2, 0, 1)
+        # index_select on the [h, num_buckets] transpose gives a contiguous [h, ...] bias, and its backward
+        # is an index_add (the Embedding lookup's backward sorts the s_q·s_k indices: ~3× slower here)
+        buckets = self.buckets(distance)
+        table = self.relative_attention_bias.weight.t()
+        return table.index_select(1, buckets.reshape(-1)).view(self.n_heads, *buckets.shape)
 
     def extra_repr(self) -> str:
         return (
