@@ -1,4 +1,4 @@
-"""The seeds' figures, one call each (matplotlib; PNG and SVG; printable in grey).
+"""The papers' figures, one call each (matplotlib; PNG and SVG; printable in grey).
 
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
 state, no GUI backend); :func:`save` writes it, :func:`write_all` writes every figure of
@@ -8,12 +8,13 @@ the figures print in black and white.
 ===========================  ==============================================================
 figure                       reproduces
 ===========================  ==============================================================
-``encoding_heatmap``         seed kazemnejad-* Fig. 2: 128 dims, 50 positions
-``dot_product_matrix``       seed kazemnejad-* Fig. 3: ⟨PE[m], PE[n]⟩ of all positions
-``frequency_distribution``   seed ide-* Fig. 1: eq. 15 (sinusoidal) vs eq. 22 (DFT), d=256, ρ=10⁴
-``reconstruction``           seed ide-* Fig. 2: Algorithm 1 for δ at s=5, 40, 75, d=256, S=80
-``su_decay``                 seed su-*: ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, with the sum
-``shift_operator``           seeds denk-*, notes-*: ``T^(k)`` and ``T^(k) PE[t] = PE[t+k]``
+``encoding_heatmap``         Kazemnejad (2019), Fig. 2: 128 dims, 50 positions
+``dot_product_matrix``       Kazemnejad (2019), Fig. 3: ⟨PE[m], PE[n]⟩ of all positions
+``frequency_distribution``   Idé et al. (2024), Fig. 1: eq. 15 (sinusoidal) vs eq. 22 (DFT), d=256, ρ=10⁴
+``reconstruction``           Idé et al. (2024), Fig. 2: Algorithm 1 for δ at s=5, 40, 75, d=256, S=80
+``su_decay``                 Su (2021): ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, with the sum
+``bilinear_parts``           Su (2021): relative and absolute parts of ``p_mᵀ diag(h) p_n``
+``shift_operator``           Denk (2019): ``T^(k)`` and ``T^(k) PE[t] = PE[t+k]``
 ===========================  ==============================================================
 """
 
@@ -34,7 +35,7 @@ LINES = ({"color": "black", "linestyle": "-"}, {"color": "0.35", "linestyle": "-
 
 
 def encoding_heatmap(*, length: int = 50, dim: int = 128, base: float = tables.DEFAULT_BASE) -> Figure:
-    """The sinusoidal table as an image: row ``t`` is ``PE[t]`` (seed kazemnejad-* Fig. 2)."""
+    """The sinusoidal table as an image: row ``t`` is ``PE[t]`` (Kazemnejad, 2019, Fig. 2)."""
     table = tables.sinusoidal(length, dim, base=base)
     fig = Figure(figsize=(8, 4), layout="constrained")
     ax = fig.add_subplot()
@@ -46,7 +47,7 @@ def encoding_heatmap(*, length: int = 50, dim: int = 128, base: float = tables.D
 
 
 def dot_product_matrix(*, length: int = 100, dim: int = 128, base: float = tables.DEFAULT_BASE) -> Figure:
-    """``⟨PE[m], PE[n]⟩`` for all positions: symmetric, Toeplitz, decaying (seed kazemnejad-* Fig. 3; SPEC §3)."""
+    """``⟨PE[m], PE[n]⟩`` for all positions: symmetric, Toeplitz, decaying (Kazemnejad, 2019, Fig. 3; Su, 2021)."""
     gram = analysis.gram(tables.sinusoidal(length, dim, base=base))
     fig = Figure(figsize=(6, 5), layout="constrained")
     ax = fig.add_subplot()
@@ -58,7 +59,7 @@ def dot_product_matrix(*, length: int = 100, dim: int = 128, base: float = table
 
 
 def frequency_distribution(*, dim: int = 256, base: float = tables.DEFAULT_BASE) -> Figure:
-    """Eq. 15 weights of ``w = ρ^(−k/d)`` vs the flat eq. 22 of the DFT encoding (seed ide-* Fig. 1)."""
+    """Eq. 15 weights of ``w = ρ^(−k/d)`` vs the flat eq. 22 of the DFT encoding (Idé et al., 2024, Fig. 1)."""
     bins = spectrum.dft(dim)
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
@@ -75,7 +76,7 @@ def frequency_distribution(*, dim: int = 256, base: float = tables.DEFAULT_BASE)
 def reconstruction(
     *, dim: int = 256, length: int = 80, positions: Sequence[int] = (5, 40, 75), base: float = tables.DEFAULT_BASE
 ) -> Figure:
-    """Algorithm 1 of seed ide-* for ``δ_(t,s)``: sinusoidal weights (top) vs DFT weights (bottom) (Fig. 2)."""
+    """Algorithm 1 of Idé et al. (2024) for ``δ_(t,s)``: sinusoidal weights (top) vs DFT weights (bottom) (Fig. 2)."""
     fig = Figure(figsize=(7, 6), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     sinusoidal = analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim)
@@ -96,30 +97,68 @@ def reconstruction(
 def su_decay(
     *, dim: int = 128, short: int = 128, long: int = 1024, schedules: Sequence[str] = tuple(analysis.SU_SCHEDULES)
 ) -> Figure:
-    """Su's long-range decay: ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, short and long range (seed su-*).
+    """Su's long-range decay: the integral ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, and the sum it stands for.
 
-    The left panel also shows the discrete ``Σ cos(x θ_i) / (d/2)`` of the paper's θ (markers).
+    Both panels draw the discrete ``Σ cos(x θ_i) / ⌈d/2⌉`` of the paper's ``θ_i = 10000^(−2i/d)``
+    (Su, 2021); the dotted line marks where neighbouring phases differ by more than π
+    (:func:`posenc.analysis.riemann_limit`): from there the sum stops following the integral.
     """
     fig = Figure(figsize=(11, 4), layout="constrained")
     axes = fig.subplots(1, 2)
+    paper = spectrum.geometric(dim)
+    limit = analysis.riemann_limit(paper)
+    terms = spectrum.n_pairs(dim)
     for ax, top in zip(axes, (short, long)):
-        x = np.linspace(0.0, float(top), 257)
+        x = np.linspace(0.0, float(top), 513)
         for style, name in zip(LINES, schedules):
             theta = analysis.SU_SCHEDULES[name]
-            integral = analysis.decay_integral(theta, x, dim=2)  # d/2 = 1: the bare integral
-            ax.plot(x, integral, label=f"θ(u) = {name.replace('x', 'u')}", **style)
+            ax.plot(x, analysis.decay_integral(theta, x, dim=1), label=f"∫, θ(u) = {name.replace('x', 'u')}", **style)
         ax.axhline(0.0, color="0.7", linewidth=0.6)
+        ax.axvline(limit, color="0.4", linewidth=0.8, linestyle=":", label=f"phase step > π from x = {limit:.1f}")
         ax.set(xlabel="relative distance x = m − n", ylabel="Re ∫₀¹ exp(i x θ(u)) du",
                title=f"Long-range decay, 0 ≤ x ≤ {top}")
-    x = np.arange(0, short + 1, 4)
-    axes[0].plot(x, analysis.frequency_kernel(spectrum.geometric(dim), x) / (dim / 2), "o", color="black",
-                 markersize=3, label=f"Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}")
-    axes[0].legend(fontsize=8)
+    x = np.arange(0, short + 1, 2)
+    axes[0].plot(x, analysis.frequency_kernel(paper, x) / terms, "o", color="black", markersize=2.5,
+                 label=f"sum Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}")
+    x = np.arange(0, long + 1)
+    axes[1].plot(x, analysis.frequency_kernel(paper, x) / terms, color="black", linewidth=0.5, alpha=0.8,
+                 label=f"sum, d = {dim}")
+    axes[0].legend(fontsize=7)
+    axes[1].legend(fontsize=7, loc="upper right")
+    return fig
+
+
+def bilinear_parts(
+    *, dim: int = 64, length: int = 64, seed: int = 0, trained: np.ndarray | None = None,
+    trained_frequencies: np.ndarray | None = None, trained_layout: str = "interleaved",
+) -> Figure:
+    """Su's ``p_mᵀ diag(h) p_n`` split into its relative part (a function of ``m − n``) and its absolute part.
+
+    Top row: a random diagonal ``h ~ N(0, 1)`` on the sinusoidal encoding; bottom row, when
+    given, a trained ``diag(W_Q W_Kᵀ)`` of a benchmark run (Su, 2021, general ``H``).
+    """
+    cases = [(f"random h ~ N(0, 1), seed {seed}", np.random.default_rng(seed).standard_normal(dim), None,
+              "interleaved")]
+    if trained is not None:
+        cases.append(("trained diag(W_Q W_Kᵀ)", np.asarray(trained, dtype=np.float64), trained_frequencies,
+                      trained_layout))
+    fig = Figure(figsize=(11, 3.6 * len(cases)), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(len(cases), 3))
+    for row, (label, h, freq, layout) in zip(axes, cases):
+        d = h.size
+        t = np.arange(length, dtype=np.float64)
+        rel, ab = analysis.bilinear_parts(h, t[:, None], t[None, :], dim=d, layout=layout, frequencies=freq)
+        top = float(np.abs(rel + ab).max()) or 1.0
+        for ax, data, title in zip(row, (rel + ab, rel, ab), ("p_mᵀ diag(h) p_n", "relative part (m − n)",
+                                                               "absolute part (m + n)")):
+            image = ax.imshow(data, cmap="gray", vmin=-top, vmax=top, interpolation="nearest")
+            ax.set(xlabel="position n", ylabel="position m", title=f"{title}\n{label}, d = {d}")
+        fig.colorbar(image, ax=list(row), shrink=0.8)
     return fig
 
 
 def shift_operator(*, dim: int = 16, k: int = 5, length: int = 60, base: float = tables.DEFAULT_BASE) -> Figure:
-    """``T^(k)`` and its action: ``T^(k) PE[t]`` lands on ``PE[t+k]`` (seeds denk-*, notes-*; SPEC §2)."""
+    """``T^(k)`` and its action: ``T^(k) PE[t]`` lands on ``PE[t+k]`` (Denk, 2019, eq. 9)."""
     op = analysis.shift_operator(k, dim=dim, base=base)
     table = tables.sinusoidal(length + k, dim, base=base)
     moved = table[:length] @ op.T
@@ -147,9 +186,19 @@ FIGURES: dict[str, Callable[[], Figure]] = {
     "frequency_distribution": frequency_distribution,
     "reconstruction": reconstruction,
     "su_decay": su_decay,
+    "bilinear_parts": bilinear_parts,
     "shift_operator": shift_operator,
 }
-"""Every seed figure by name, with its default (the seeds') parameters."""
+"""Every figure by name, with its default (the papers') parameters."""
+
+
+def figure_sizes(name: str) -> dict[str, object]:
+    """The default sizes (``dim``, ``length``, …) figure ``name`` of :data:`FIGURES` is drawn with."""
+    import inspect
+
+    params = inspect.signature(FIGURES[name]).parameters.values()
+    return {p.name: p.default for p in params
+            if p.default is not inspect.Parameter.empty and isinstance(p.default, (int, float, tuple))}
 
 
 def save(fig: Figure, path: Path | str, *, formats: Sequence[str] = ("png", "svg"), dpi: int = 120) -> list[Path]:

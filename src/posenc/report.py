@@ -1,9 +1,10 @@
-"""A self-contained HTML report: the seeds' numbers, their figures and every encoding's scorecard.
+"""A self-contained HTML report: the papers' numbers, their figures and every encoding's scorecard.
 
 ``posenc report --out DIR`` (:mod:`posenc.cli.report`) writes ``DIR/report.html`` with the
 figures embedded as base64 PNG (one file to mail or archive) plus the scorecards as JSON
-(``DIR/scorecards.json``, the keys of :data:`posenc.analysis.CRITERIA`). Defaults finish in
-a few seconds on two CPU cores.
+(``DIR/scorecards.json``, the keys of :data:`posenc.analysis.CRITERIA`). With ``--runs DIR``
+(a ``posenc bench`` output folder) it adds a section comparing each run's encoding at
+initialisation and after training. Defaults finish in about ten seconds on two CPU cores.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import html
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,57 +25,171 @@ from posenc import __version__, analysis, registry, spectrum, tables
 
 DEFAULT_LENGTH = 80
 DEFAULT_DIM = 256
-"""The paper's Fig. 2 setting (seed ide-*): d = 256, S = 80."""
+"""Idé et al. (2024), Fig. 2: d = 256, S = 80."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A work the report cites."""
+
+    key: str
+    authors: str
+    year: str
+    title: str
+    where: str
+
+    @property
+    def short(self) -> str:
+        first = self.authors.split(",")[0].split()[-1]
+        return f"{first}{' et al.' if ',' in self.authors else ''} ({self.year})"
+
+
+REFERENCES: dict[str, Reference] = {r.key: r for r in (
+    Reference("vaswani", "A. Vaswani, N. Shazeer, N. Parmar, J. Uszkoreit, L. Jones, A. N. Gomez, Ł. Kaiser, "
+              "I. Polosukhin", "2017", "Attention Is All You Need", "NeurIPS 2017, §3.5"),
+    Reference("ide", "T. Idé, J. Labaien, P.-Y. Chen", "2024", "Improving Transformers using Faithful "
+              "Positional Encoding", "arXiv:2405.09061"),
+    Reference("su", "J. Su", "2021", "Transformer upgrade road: 1. Tracing the origins of sinusoidal position "
+              "encoding", "blog post, 8 March 2021 (English translation)"),
+    Reference("roformer", "J. Su, Y. Lu, S. Pan, A. Murtadha, B. Wen, Y. Liu", "2021",
+              "RoFormer: Enhanced Transformer with Rotary Position Embedding", "arXiv:2104.09864"),
+    Reference("denk", "T. Denk", "2019", "Linear Relationships in the Transformer's Positional Encoding",
+              "blog post"),
+    Reference("kazemnejad", "A. Kazemnejad", "2019", "Transformer Architecture: The Positional Encoding",
+              "blog post, 20 September 2019"),
+    Reference("notes", "Anonymous", "n.d.", "Notes on the positional encoding of the original Transformer",
+              "blog post"),
+    Reference("press", "O. Press, N. A. Smith, M. Lewis", "2022", "Train Short, Test Long: Attention with Linear "
+              "Biases Enables Input Length Extrapolation", "ICLR 2022"),
+    Reference("raffel", "C. Raffel, N. Shazeer, A. Roberts, K. Lee, S. Narang, M. Matena, Y. Zhou, W. Li, "
+              "P. J. Liu", "2020", "Exploring the Limits of Transfer Learning with a Unified Text-to-Text "
+              "Transformer (T5)", "JMLR 21"),
+    Reference("shaw", "P. Shaw, J. Uszkoreit, A. Vaswani", "2018", "Self-Attention with Relative Position "
+              "Representations", "NAACL 2018"),
+)}
+
+
+def cite(key: str, where: str = "") -> str:
+    """``Author (year), where`` as HTML, linked to the references section."""
+    ref = REFERENCES[key]
+    text = html.escape(ref.short + (f", {where}" if where else ""))
+    return f'<a href="#ref-{key}">{text}</a>'
 
 
 @dataclass(frozen=True)
 class Claim:
-    """A number stated by a seed next to the value measured here."""
+    """A number stated in a paper next to the value measured here, and why they differ if they do."""
 
     claim: str
     source: str
+    where: str
     stated: str
     measured: float
+    note: str = ""
+
+
+def _ripple(dim: int) -> tuple[float, float]:
+    """``(max |f − δ|, peak/(d−1))`` of the DFT reconstruction of δ at ``s = 40`` with eq. 22 weights."""
+    spike = analysis.reconstruct(analysis.one_hot(40, dim), analysis.dft_distribution(dim))
+    return float(np.abs(spike - analysis.one_hot(40, dim)).max()), float(spike.max() / (dim - 1))
 
 
 def seed_claims() -> list[Claim]:
-    """Every numeric claim of the seeds (SPEC §1–§5), measured through :mod:`posenc.analysis`."""
-    w256, w512 = spectrum.geometric(256), spectrum.geometric(512)
+    """Every numeric claim of the papers, measured through :mod:`posenc.analysis`."""
+    w128, w256, w512 = spectrum.geometric(128), spectrum.geometric(256), spectrum.geometric(512)
     sin200 = tables.sinusoidal(200, 64)
     g256 = analysis.frequency_distribution(w256, dim=256)
     bump = analysis.peak(analysis.reconstruct(analysis.one_hot(40, 256), g256))
-    spike = analysis.reconstruct(analysis.one_hot(40, 256), analysis.dft_distribution(256))
+    ripple, peak_share = _ripple(256)
+    plain = analysis.reconstruct(analysis.one_hot(40, 256), np.ones(129))
+    depart = _departures()
     return [
-        Claim("largest period, d = 512", "notes-*", "≈ 60611.477", float(2 * math.pi / w512.min())),
-        Claim("crossing index (d/4)·log10(d/2π), d = 256", "ide-* eq. 16", "≈ 103", analysis.crossing_index(256)),
-        Claim("crossing index, d = 512", "ide-* eq. 16", "≈ 245", analysis.crossing_index(512)),
-        Claim("frequencies below 2π/d, d = 256", "SPEC §5", "76 of 128", analysis.low_pass_count(w256, dim=256)),
-        Claim("frequencies below 2π/d, d = 512", "SPEC §5", "133 of 256", analysis.low_pass_count(w512, dim=512)),
-        Claim("shift residual max|T PE[t] − PE[t+k]|, d = 64, k = 7", "SPEC §2", "~1e-14",
-              float(np.abs(sin200[:-7] @ analysis.shift_operator(7, dim=64).T - sin200[7:]).max())),
-        Claim("best linear shift of a sine-only table, d = 64, k = 7, 200 positions", "SPEC §2", "≈ 0.44",
-              analysis.linear_shift_residual(sin200[:, 0::2], 7)),
-        Claim("Toeplitz deviation of the sinusoidal Gram matrix, d = 128, S = 300", "su-*", "0",
+        Claim("largest period, d = 512", "notes", "", "≈ 60611.477", float(2 * math.pi / w512.min())),
+        Claim("largest wavelength as a share of 10000·2π, d = 128", "kazemnejad", "“from 2π to 10000·2π”",
+              "1", float(w128[0] / w128[-1] / 1e4),
+              "the largest wavelength is 2π·10000^((d−2)/d): one grid step short of 10000·2π (86.6 % at d = 128)"),
+        Claim("crossing index (d/4)·log10(d/2π), d = 256", "ide", "eq. 16", "≈ 103", analysis.crossing_index(256)),
+        Claim("crossing index, d = 512", "ide", "eq. 16", "≈ 245", analysis.crossing_index(512)),
+        Claim("share of frequencies in the lowest bin (below 2π/d), d = 256", "ide", "§3.1", "“almost half”",
+              analysis.low_pass_count(w256, dim=256) / w256.size, "76 of 128 frequencies: more than half"),
+        Claim("share of frequencies in the lowest bin, d = 512", "ide", "§3.1", "“almost half”",
+              analysis.low_pass_count(w512, dim=512) / w512.size, "133 of 256"),
+        Claim("shift residual max|T PE[t] − PE[t+k]|, d = 64, k = 7", "denk", "eq. 9", "0 (exact)",
+              float(np.abs(sin200[:-7] @ analysis.shift_operator(7, dim=64).T - sin200[7:]).max()),
+              "float64 rounding. Denk indexes the frequencies λ_m = 10000^(−2m/d) from m = 1, one grid step "
+              "from Vaswani's i = 0; the operator here uses Vaswani's grid"),
+        Claim("best linear shift of a sine-only table, d = 64, k = 7, 200 positions (relative residual)", "notes",
+              "", "no linear map exists", analysis.linear_shift_residual(sin200[:, 0::2], 7)),
+        Claim("Toeplitz deviation of the sinusoidal Gram matrix, d = 128, S = 300", "su", "", "0",
               analysis.toeplitz_deviation(analysis.gram(tables.sinusoidal(300, 128)))),
-        Claim("sinusoidal reconstruction of δ at s = 40: width at half maximum", "ide-* Fig. 2",
+        Claim("sum vs integral: max |Σ − (d/2)∫| / (d/2), d = 512, x ≤ 1024", "su", "“long-range decay”",
+              "≈ (approximation)", depart["512_1024"],
+              f"the sum follows the integral only while neighbouring phases differ by < π, i.e. up to "
+              f"x ≈ {analysis.riemann_limit(w512):.1f} at d = 512 (π / (1 − 10000^(−2/d)))"),
+        Claim("the same, d = 512, x ≤ 10⁴", "su", "", "≈", depart["512_10000"]),
+        Claim("RMS of Σ/(d/2) for 10⁴ < x ≤ 2·10⁵, d = 512 (the integral is below 1e-3 there)", "su", "",
+              "→ 0 (decay)", depart["512_far_rms"], "the sum never decays: it keeps oscillating at this level"),
+        Claim("the same gap at the figure's d = 128, x ≤ 128", "su", "", "≈", depart["128_128"],
+              f"phase step > π already from x ≈ {analysis.riemann_limit(w128):.1f}"),
+        Claim("sinusoidal reconstruction of δ at s = 40: width at half maximum", "ide", "Fig. 2",
               "broad (insensitive up to ~30)", bump.width),
-        Claim("DFT reconstruction of δ at s = 40 (eq. 22 weights): max |f − δ|", "ide-* Fig. 2", "perfect",
-              float(np.abs(spike - analysis.one_hot(40, 256)).max())),
-        Claim("inverse DFT of e(s) vs the one-hot, d = 256, all s: max error", "ide-* Theorem 1", "exact",
+        Claim("DFT reconstruction of δ at s = 40 (eq. 22 weights): max |f − δ|", "ide", "Fig. 2", "perfect",
+              ripple, f"eq. 22 gives the constant and Nyquist bins half the weight of the others, which leaves a "
+              f"ripple of exactly peak/(d−1) = {peak_share:.4g} on every other lattice point; with equal weights "
+              f"(the plain inverse DFT) the reconstruction is exact: max |f − δ| = "
+              f"{float(np.abs(plain - analysis.one_hot(40, 256)).max()):.1e}"),
+        Claim("inverse DFT of e(s) vs the one-hot, d = 256, all s: max error", "ide", "Theorem 1", "exact",
               float(np.abs(tables.dft(256, 256) @ analysis.dft_basis(256).T - np.eye(256)).max())),
     ]
 
 
-def _figure_html(name: str) -> str:
+def _departures() -> dict[str, float]:
+    """How far Su's sum departs from its integral (fractions of d/2), closed-form integral."""
+    out = {}
+    theta = analysis.SU_SCHEDULES["10000^-x"]
+    for d, top in ((512, 1024), (512, 10_000), (128, 128)):
+        total, integral = analysis.su_decay(theta, np.arange(top + 1), dim=d)
+        out[f"{d}_{top}"] = float(np.abs(total - integral).max() / (d / 2))
+    far = analysis.frequency_kernel(spectrum.geometric(512), np.arange(10_001, 200_001)) / 256
+    out["512_far_rms"] = float(np.sqrt(np.mean(far**2)))
+    return out
+
+
+_ROLES = (("``", "``"), (":func:`", "`"), (":class:`", "`"), (":data:`", "`"), (":mod:`", "`"), ("`", "`"))
+
+
+def rst_inline(text: str) -> str:
+    """reST inline markup (````code````, ``:func:`x```, ```x```) as HTML; everything else escaped."""
+    pattern = "|".join(f"{re.escape(a)}(.+?){re.escape(b)}" for a, b in _ROLES)
+    out, last = [], 0
+    for match in re.finditer(pattern, text):
+        out.append(html.escape(text[last:match.start()]))
+        code = next(g for g in match.groups() if g is not None).lstrip("~")
+        out.append(f"<code>{html.escape(code)}</code>")
+        last = match.end()
+    out.append(html.escape(text[last:]))
+    return "".join(out)
+
+
+def _caption(name: str, sizes: dict[str, object]) -> str:
+    from posenc import plots
+
+    doc = (plots.FIGURES[name].__doc__ or name).strip().split("\n\n")
+    text = " ".join(line.strip() for part in doc[:2] for line in part.splitlines())
+    shown = ", ".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sizes.items())
+    return f"<b>{html.escape(name)}.</b> {rst_inline(text)} <span class='sizes'>Sizes: {html.escape(shown)}.</span>"
+
+
+def _figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | None = None) -> str:
     from posenc import plots  # matplotlib only when a report is written
 
-    fig = plots.FIGURES[name]()
+    fig = plots.FIGURES[name]() if fig is None else fig
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    fig.savefig(buffer, format="png", dpi=110)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    caption = html.escape((plots.FIGURES[name].__doc__ or name).strip().splitlines()[0])
     image = f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
-    return f"<figure>{image}<figcaption>{caption}</figcaption></figure>"
+    caption = _caption(name, plots.figure_sizes(name) if sizes is None else sizes)
+    return f"<figure id='fig-{html.escape(name)}'>{image}<figcaption>{caption}</figcaption></figure>"
 
 
 def _format(value: Any) -> str:
@@ -95,34 +211,123 @@ def _scorecard_table(cards: list[analysis.Scorecard], failed: dict[str, str]) ->
             f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(_format(c.values[key]))}</td>' for c in cards
         )
         cells += "".join("<td>—</td>" for _ in failed)
-        rows.append(f"<tr><th>{key}</th>{cells}</tr>")
-    return f"<table><tr><th>criterion</th>{head}</tr>{''.join(rows)}</table>"
+        meaning = html.escape(analysis.MEANINGS[key])
+        rows.append(f"<tr><th class='crit'><code>{key}</code><div class='meaning'>{meaning}</div></th>{cells}</tr>")
+    return (f"<div class='wide'><table class='scores'><thead><tr><th>criterion</th>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
-    items = []
+    """One line per (family, reason a criterion does not apply), then how each encoding was measured."""
+    reasons: dict[tuple[str, str], dict[str, list[str]]] = {}
     for c in cards:
-        notes = "".join(f"<li><code>{html.escape(k)}</code>: {html.escape(v)}</li>" for k, v in c.notes.items())
-        items.append(f"<li><b>{html.escape(c.encoding)}</b><ul>{notes}</ul></li>")
-    items += [f"<li><b>{html.escape(n)}</b>: not measured — {html.escape(why)}</li>" for n, why in failed.items()]
-    return f"<ul>{''.join(items)}</ul>"
+        for key in analysis.CRITERIA:
+            if c.values[key] is None and key in c.notes:
+                reasons.setdefault((c.family, c.notes[key]), {}).setdefault(key, []).append(c.encoding)
+    lines = []
+    for (family, why), keys in reasons.items():
+        names = sorted({n for ns in keys.values() for n in ns})
+        lines.append(f"<li><b>{html.escape(family)}</b> ({html.escape(', '.join(names))}): "
+                     f"{', '.join(f'<code>{k}</code>' for k in keys)} — {html.escape(why)}</li>")
+    views = "".join(f"<li><b>{html.escape(c.encoding)}</b>: {html.escape(c.notes.get('view', ''))}</li>" for c in cards)
+    lines += [f"<li><b>{html.escape(n)}</b>: not measured — {html.escape(why)}</li>" for n, why in failed.items()]
+    return (f"<h3>Why a cell is “—”</h3><ul class='notes'>{''.join(lines)}</ul>"
+            f"<h3>What was measured</h3><ul class='notes'>{views}</ul>")
 
 
-_STYLE = """body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}table{border-collapse:collapse;
-font-size:90%}td,th{border:1px solid #999;padding:3px 6px;text-align:right}th{background:#eee}
-figure{display:inline-block;margin:1em 0}img{max-width:100%}figcaption{font-size:90%;color:#333}"""
+def _claims_html() -> str:
+    rows = "".join(
+        f"<tr><td class='left'>{html.escape(c.claim)}</td><td class='left'>{cite(c.source, c.where)}</td>"
+        f"<td>{html.escape(c.stated)}</td><td>{c.measured:.6g}</td><td class='left why'>{html.escape(c.note)}</td></tr>"
+        for c in seed_claims())
+    return ("<div class='wide'><table><thead><tr><th>claim</th><th>source</th><th>stated</th><th>measured</th>"
+            f"<th>why they differ / how to read it</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+def _trained_html(runs_dir: Path) -> tuple[str, str]:
+    """The trained-encodings section and, when a run has a sinusoidal-type additive encoding, its Su figure."""
+    from posenc import plots
+    from posenc.experiment import trained
+
+    results = [trained.analyze_run(d) for d in trained.find_runs(runs_dir)]
+    if not results:
+        return f"<p>No run directories (config.json + checkpoint.pt) under {html.escape(str(runs_dir))}.</p>", ""
+    head = "".join(
+        f"<th colspan='2'>{html.escape(r.run.config.encoding)}-{html.escape(r.run.config.scale)}<br>"
+        f"<small>split {r.run.config.split_seed}, seed {r.run.config.seed}, S = {r.run.config.window}, "
+        f"d = {r.run.config.d_model}</small></th>" for r in results)
+    sub = "<th>initial</th><th>trained</th>" * len(results)
+    rows = []
+    for key in analysis.CRITERIA:
+        cells = "".join(f"<td>{html.escape(_format(r.cards['initial'].values[key]))}</td>"
+                        f"<td class='trained'>{html.escape(_format(r.cards['trained'].values[key]))}</td>"
+                        for r in results)
+        rows.append(f"<tr><th class='crit'><code>{key}</code></th>{cells}</tr>")
+    for key in analysis.FORM_KEYS:
+        cells = "".join(
+            f"<td>{html.escape(_format((r.forms['initial'] or {}).get(key)))}</td>"
+            f"<td class='trained'>{html.escape(_format((r.forms['trained'] or {}).get(key)))}</td>" for r in results)
+        rows.append(f"<tr><th class='crit'><code>{key}</code> <small>(first layer)</small></th>{cells}</tr>")
+    table = (f"<div class='wide'><table class='scores'><thead><tr><th>criterion</th>{head}</tr>"
+             f"<tr><th></th>{sub}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+    text = (
+        f"<p>{len(results)} runs of <code>{html.escape(str(runs_dir))}</code>, each scored at its window length "
+        "with its encoding's parameters at initialisation (rebuilt under the run's seed) and as trained "
+        "(the checkpoint). The last three rows are Su's decomposition of the first layer's query–key form "
+        "H = diag(γ) W<sub>Q</sub>ᵀ W<sub>K</sub> diag(γ)/√d<sub>h</sub> restricted to the encoding "
+        f"({cite('su', 'general H')}): <code>diagonal_share</code> = ‖diag H‖/‖H‖<sub>F</sub> (Su's premise "
+        "is a dominant diagonal), <code>form_toeplitz_error</code> of p<sub>m</sub>ᵀ H p<sub>n</sub> (0 = purely "
+        "relative), <code>relative_share</code> of diag H's relative part against its absolute part "
+        "(sinusoidal-type tables only). Rotary and bias encodings do not enter W<sub>Q</sub> W<sub>K</sub>ᵀ "
+        "through the tokens: “—”.</p>")
+    figure = ""
+    for r in results:
+        h, w = r.diagonals["trained"], r.frequencies["trained"]
+        if h is not None and w is not None and r.run.config.encoding != "dft":
+            layout = "interleaved"
+            fig = plots.bilinear_parts(dim=h.size, length=r.run.config.window, trained=h, trained_frequencies=w,
+                                       trained_layout=layout)
+            figure = _figure_html("bilinear_parts", fig, {"dim": h.size, "length": r.run.config.window,
+                                                          "run": f"{r.run.config.encoding}, seed {r.run.config.seed}"})
+            break
+    return text + table, figure
+
+
+_STYLE = """
+:root{--fg:#1d1d1f;--muted:#555;--bg:#fff;--line:#c8c8c8;--head:#f1f1f3;--accent:#1f5fa8;--card:#fff}
+@media (prefers-color-scheme: dark){:root{--fg:#e6e6e6;--muted:#a8a8a8;--bg:#17181a;--line:#3a3b3e;
+--head:#222326;--accent:#8ab4f8;--card:#f4f4f4}}
+html{background:var(--bg);color:var(--fg)}
+body{font:16px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;max-width:72rem;
+margin:0 auto;padding:1.5rem 2rem 4rem}
+h1{font-size:1.9rem;line-height:1.2;margin:.5rem 0 1rem}h2{font-size:1.4rem;margin-top:2.5rem;
+border-bottom:1px solid var(--line);padding-bottom:.25rem}h3{font-size:1.1rem;margin-top:1.5rem}
+a{color:var(--accent)}p,li{max-width:48rem}code{font:.9em ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+nav.toc{border:1px solid var(--line);border-radius:6px;padding:.5rem 1.25rem;display:inline-block;background:var(--head)}
+nav.toc ol{margin:.25rem 0;padding-left:1.25rem}
+.wide{overflow-x:auto}table{border-collapse:collapse;font-size:.85rem;margin:.75rem 0}
+td,th{border:1px solid var(--line);padding:.3rem .5rem;text-align:right;vertical-align:top}
+th{background:var(--head);font-weight:600}td.left,th.crit{text-align:left}td.why{color:var(--muted);min-width:18rem}
+th.crit{min-width:14rem;font-weight:500}.meaning{font-weight:400;color:var(--muted);font-size:.8rem;max-width:22rem}
+td.trained{font-weight:600}ul.notes li{margin:.2rem 0;font-size:.92rem}
+figure{margin:1.5rem 0;max-width:60rem}figure img{width:100%;height:auto;background:var(--card);border-radius:4px;
+border:1px solid var(--line)}figcaption{font-size:.9rem;color:var(--muted);margin-top:.4rem}
+.sizes{font-style:italic}ol.refs li{margin:.3rem 0}
+@media print{body{max-width:none;padding:0}nav.toc{display:none}figure{break-inside:avoid}}
+"""
 
 
 def write_report(
     out_dir: Path | str, *, length: int = DEFAULT_LENGTH, dim: int = DEFAULT_DIM, base: float = tables.DEFAULT_BASE,
-    n_heads: int = 8, seed: int = 0,
+    n_heads: int = 8, seed: int = 0, runs: Path | str | None = None,
 ) -> Path:
     """Write ``out_dir/report.html`` (self-contained) and ``out_dir/scorecards.json``; return the HTML path.
 
     Args:
         out_dir: folder, created if needed.
-        length, dim: ``(S, d)`` of the scorecards (figures use the seeds' own parameters).
+        length, dim: ``(S, d)`` of the scorecards (each figure prints its own sizes).
         base, n_heads, seed: as in :func:`posenc.analysis.scorecard`.
+        runs: a ``posenc bench`` output folder: adds initial vs trained scorecards of its runs.
     """
     from posenc import plots
 
@@ -134,27 +339,41 @@ def write_report(
             cards.append(analysis.scorecard(name, length=length, dim=dim, base=base, n_heads=n_heads, seed=seed))
         except ImportError as exc:  # a PyTorch module of the registry that is not installed / not written
             failed[name] = f"{type(exc).__name__}: {exc}"
-    claims = "".join(
-        f"<tr><td style='text-align:left'>{html.escape(c.claim)}</td><td>{html.escape(c.source)}</td>"
-        f"<td>{html.escape(c.stated)}</td><td>{c.measured:.10g}</td></tr>" for c in seed_claims()
-    )
     params = {"length S": length, "dim d": dim, "base ρ": base, "n_heads": n_heads, "seed": seed,
               "posenc": __version__, "numpy": np.__version__}
+    sections: list[tuple[str, str, str]] = [
+        ("claims", "The papers' numbers, measured",
+         "<p>Each number a source states, next to the value measured here; the last column says why they "
+         "differ where they do.</p>" + _claims_html()),
+        ("scorecards", f"Scorecards at S = {length}, d = {dim}",
+         "<p>Every registered encoding measured by the same criteria; each criterion's definition is under its "
+         "name, and hovering a cell shows how it was measured.</p>"
+         + "<table>" + "".join(f"<tr><th class='crit'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                               for k, v in params.items()) + "</table>"
+         + _scorecard_table(cards, failed) + _notes_html(cards, failed)),
+    ]
+    trained_figure = ""
+    if runs is not None:
+        text, trained_figure = _trained_html(Path(runs))
+        sections.append(("trained", "Trained encodings: initial vs trained", text))
+    figures = "".join(_figure_html(name) for name in plots.FIGURES) + trained_figure
+    sections.append(("figures", "Figures",
+                     f"<p>Grey-scale figures after {cite('kazemnejad')}, {cite('ide')}, {cite('su')} and "
+                     f"{cite('denk')}; each caption gives the sizes it was drawn at.</p>" + figures))
+    refs = "".join(f"<li id='ref-{r.key}'>{html.escape(r.authors)} ({r.year}). <i>{html.escape(r.title)}</i>. "
+                   f"{html.escape(r.where)}.</li>" for r in REFERENCES.values())
+    sections.append(("references", "References", f"<ol class='refs'>{refs}</ol>"))
+    toc = "".join(f"<li><a href='#{key}'>{html.escape(title)}</a></li>" for key, title, _ in sections)
     body = "".join([
         "<h1>posenc report: positional encodings measured</h1>",
-        "<h2>Parameters</h2><table>",
-        "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in params.items()),
-        "</table>",
-        "<h2>The seeds' numbers, measured</h2><table><tr><th>claim</th><th>seed</th><th>stated</th>"
-        f"<th>measured</th></tr>{claims}</table>",
-        f"<h2>Scorecards at S = {length}, d = {dim}</h2>",
-        "<p>Hover a cell for how it was measured; “—” = does not apply (reason in the notes below).</p>",
-        _scorecard_table(cards, failed),
-        "<h3>Notes</h3>", _notes_html(cards, failed),
-        "<h2>Figures</h2>", "".join(_figure_html(name) for name in plots.FIGURES),
+        ("<p>What the sources claim about positional encodings, measured; how every registered encoding scores on "
+         "the same criteria; and the figures the claims rest on.</p>"),
+        f"<nav class='toc'><b>Contents</b><ol>{toc}</ol></nav>",
+        *(f"<section id='{key}'><h2>{html.escape(title)}</h2>{content}</section>" for key, title, content in sections),
     ])
-    head = f"<meta charset='utf-8'><title>posenc report</title><style>{_STYLE}</style>"
-    page = f"<!DOCTYPE html><html><head>{head}</head><body>{body}</body></html>"
+    head = ("<meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>"
+            f"<meta name='color-scheme' content='light dark'><title>posenc report</title><style>{_STYLE}</style>")
+    page = f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{body}</body></html>"
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     (out / "scorecards.json").write_text(

@@ -1,19 +1,25 @@
-"""Measure every claim of the seeds for any encoding: NumPy only (no torch, no matplotlib at import).
+"""Measure every claim of the papers for any encoding: NumPy only (no torch, no matplotlib at import).
 
-=================  ==========================================================  ===========
-module             what it measures                                            SPEC
-=================  ==========================================================  ===========
-``shift``          the linear shift operator ``T^(k)``; best linear shift map  §2
-``kernel``         Gram matrix, Toeplitz test, kernel vs distance, Su's decay  §3
-``bilinear``       Su's ``p_mᵀ diag(h) p_n``: relative and absolute parts      §3
-``fourier``        eq. 15 frequency distribution, low-pass count, spectra      §5
-``faithfulness``   Algorithm 1 reconstruction, peak, injectivity, decoding     §4, §5
-``views``          how each registered encoding is seen (table/bias/freqs)     §7
-``scorecard``      all criteria for a registered encoding at ``(S, d)``        §6
-=================  ==========================================================  ===========
+=================  ==========================================================  =====================
+module             what it measures                                            source
+=================  ==========================================================  =====================
+``shift``          the linear shift operator ``T^(k)``; best linear shift map  Denk (2019)
+``kernel``         Gram matrix, Toeplitz test, kernel vs distance, Su's decay  Su (2021)
+``bilinear``       Su's ``p_mᵀ diag(h) p_n``: relative and absolute parts      Su (2021)
+``fourier``        eq. 15 frequency distribution, low-pass count, spectra      Idé et al. (2024) §3
+``faithfulness``   Algorithm 1 reconstruction, peak, injectivity, decoding     Idé et al. (2024)
+``views``          how each registered encoding is seen (table/bias/freqs)
+``scorecard``      all criteria for a registered encoding at ``(S, d)``        Kazemnejad (2019)
+=================  ==========================================================  =====================
 """
 
-from posenc.analysis.bilinear import bilinear_parts, pair_coefficients, weighted_decay_integral
+from posenc.analysis.bilinear import (
+    FORM_KEYS,
+    bilinear_parts,
+    form_summary,
+    pair_coefficients,
+    weighted_decay_integral,
+)
 from posenc.analysis.faithfulness import (
     Peak,
     dft_basis,
@@ -44,12 +50,14 @@ from posenc.analysis.kernel import (
     su_decay,
     toeplitz_deviation,
 )
-from posenc.analysis.scorecard import CRITERIA, Scorecard, score_view, scorecard, scorecards
+from posenc.analysis.scorecard import CRITERIA, MEANINGS, Scorecard, score_view, scorecard, scorecards
 from posenc.analysis.shift import dft_shift_operator, linear_shift_residual, operator_residual, shift_operator
 from posenc.analysis.views import EncodingView, encoding_view
 
 __all__ = [
     "CRITERIA",
+    "FORM_KEYS",
+    "MEANINGS",
     "SU_SCHEDULES",
     "EncodingView",
     "Geometric",
@@ -64,6 +72,7 @@ __all__ = [
     "dft_distribution",
     "dft_shift_operator",
     "encoding_view",
+    "form_summary",
     "frequency_distribution",
     "frequency_kernel",
     "gram",

@@ -114,3 +114,49 @@ def weighted_decay_integral(
         return np.interp(u, nodes, rel_coef)
 
     return kernel.decay_integral(kernel.Geometric(base), distances, dim=dim, weight=weight)
+
+
+FORM_KEYS: tuple[str, ...] = ("diagonal_share", "form_toeplitz_error", "relative_share")
+"""Keys of :func:`form_summary` (the ``attention_form`` object of ``posenc analyze --checkpoint --json``)."""
+
+
+def form_summary(
+    H: ArrayLike, E: ArrayLike, *, frequencies: ArrayLike | None = None, layout: str = "interleaved"
+) -> dict[str, float | None]:
+    """Su's decomposition of the encoding term ``p_mᵀ H p_n`` of attention scores, as three numbers.
+
+    Args:
+        H: ``[d, d]`` query–key form (e.g. a layer's ``W_Qᵀ W_K``), in the table's column order.
+        E: ``[S, d]`` encoding rows ``p_0 … p_(S−1)``.
+        frequencies: the table's ``⌈d/2⌉`` frequencies when it is sinusoidal (``layout`` its layout).
+
+    Returns:
+        ``diagonal_share``: ``‖diag H‖ / ‖H‖_F`` — Su's premise is a dominant diagonal;
+        ``form_toeplitz_error``: :func:`~posenc.analysis.toeplitz_deviation` of ``E H Eᵀ``,
+        0 when the full encoding term depends on ``m − n`` only;
+        ``relative_share``: ``‖R‖_F / (‖R‖_F + ‖A‖_F)`` for the relative and absolute parts
+        of ``diag(H)`` (:func:`bilinear_parts`, scaled to the table's amplitude); ``None``
+        without frequencies.
+    """
+    table = _validate.finite_array("E", E, ndim=2)
+    form = _validate.finite_array("H", H, ndim=2)
+    dim = table.shape[1]
+    if form.shape != (dim, dim):
+        raise ValueError(f"H must be [d, d] = [{dim}, {dim}] for a table of d = {dim} columns, got {form.shape}")
+    if table.shape[0] < 2:
+        raise ValueError(f"E must hold at least 2 positions, got {table.shape[0]}")
+    norm = float(np.linalg.norm(form))
+    out: dict[str, float | None] = {
+        "diagonal_share": float(np.linalg.norm(np.diag(form)) / norm) if norm > 0 else 0.0,
+        "form_toeplitz_error": kernel.toeplitz_deviation(table @ form @ table.T),
+        "relative_share": None,
+    }
+    if frequencies is not None:
+        unit = tables.sinusoidal(table.shape[0], dim, frequencies=frequencies, layout=layout)
+        amplitude2 = float(np.sum(table**2) / np.sum(unit**2))
+        t = np.arange(table.shape[0], dtype=np.float64)
+        rel, ab = bilinear_parts(np.diag(form), t[:, None], t[None, :], dim=dim, layout=layout,
+                                 frequencies=frequencies)
+        r, a = amplitude2 * float(np.linalg.norm(rel)), amplitude2 * float(np.linalg.norm(ab))
+        out["relative_share"] = r / (r + a) if r + a > 0 else None
+    return out

@@ -1,4 +1,4 @@
-"""Reconstruction (Algorithm 1 of seed ide-*) and faithfulness measures (SPEC §4, §5).
+"""Reconstruction (Algorithm 1 of Idé et al., 2024) and faithfulness measures (Idé et al., 2024, §§2–3).
 
 Algorithm 1 asks what the weights ``g_k`` an encoding puts on the DFT bins (eq. 15, eq. 22)
 do to a reference function: take the DFT coefficients ``(a_k, b_k)`` of ``f``, multiply
@@ -31,7 +31,7 @@ def dft_basis(dim: int) -> NDArray[np.float64]:
 
 
 def one_hot(position: int, dim: int) -> NDArray[np.float64]:
-    """The position function ``δ_(s,t)`` on the lattice ``t = 0 … d−1`` (seed ide-* §3.2), ``[d]``."""
+    """The position function ``δ_(s,t)`` on the lattice ``t = 0 … d−1`` (Idé et al., 2024, §3.2), ``[d]``."""
     dim = _validate.positive_int("dim", dim)
     s = tables.dft_positions([position], dim)
     f = np.zeros(dim)
@@ -40,7 +40,7 @@ def one_hot(position: int, dim: int) -> NDArray[np.float64]:
 
 
 def reconstruct(reference: ArrayLike, weights: ArrayLike) -> NDArray[np.float64]:
-    """Algorithm 1 of seed ide-*: reference function → weighted DFT coefficients → inverse DFT.
+    """Algorithm 1 of Idé et al. (2024): reference function → weighted DFT coefficients → inverse DFT.
 
     Args:
         reference: ``f``, ``[d]`` values on the lattice ``t = 0 … d−1`` (e.g. :func:`one_hot`).
@@ -71,7 +71,7 @@ def reconstruct(reference: ArrayLike, weights: ArrayLike) -> NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Peak:
-    """Summary of a reconstructed position function (Fig. 2 of seed ide-*).
+    """Summary of a reconstructed position function (Idé et al., 2024, Fig. 2).
 
     Attributes:
         position: ``argmax f``.
@@ -122,7 +122,7 @@ def peak(f: ArrayLike) -> Peak:
 def min_pairwise_distance(E: ArrayLike) -> float:
     """Injectivity: the smallest Euclidean distance between two rows of ``E`` (``[S, d]``, ``S ≥ 2``).
 
-    0 means two positions share an encoding (Definition 1 of seed ide-* fails).
+    0 means two positions share an encoding (Definition 1 of Idé et al., 2024, fails).
     """
     return float(distance.pdist(_checks.table(E, min_rows=2)).min())
 
@@ -146,7 +146,7 @@ def nearest_neighbour_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 
 
 
 def inverse_dft_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 0) -> float:
-    """Position decoding of DFT-encoding rows by inverse DFT (Theorem 1 of seed ide-*): ``argmax_t (Φ e)(t)``.
+    """Position decoding of DFT-encoding rows by inverse DFT (Idé et al., 2024, Theorem 1): ``argmax_t (Φ e)(t)``.
 
     ``E`` holds rows ``e(0) … e(S−1)`` of the DFT encoding (``d`` columns, ``S ≤ d``); noise as
     in :func:`nearest_neighbour_accuracy`.

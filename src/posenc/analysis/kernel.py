@@ -65,12 +65,12 @@ SU_SCHEDULES: dict[str, Theta] = {
     "x^0.5": lambda x: np.asarray(x, dtype=np.float64) ** 0.5,
     "x": lambda x: np.asarray(x, dtype=np.float64),
 }
-"""Su's θ(x) of seed su-*: the paper's ``10000^(−x)``, his preferred ``1000^(−x)``, power
+"""Su's θ(x) (Su, 2021): the paper's ``10000^(−x)``, his preferred ``1000^(−x)``, power
 laws ``x^α`` and the linear ``x`` (the one whose integral crosses zero)."""
 
 
 def gram(E: ArrayLike) -> NDArray[np.float64]:
-    """Gram matrix ``G[m, n] = ⟨E[m], E[n]⟩`` of a ``[S, d]`` table, ``[S, S]`` (SPEC §3)."""
+    """Gram matrix ``G[m, n] = ⟨E[m], E[n]⟩`` of a ``[S, d]`` table, ``[S, S]`` (Su, 2021)."""
     table = _checks.table(E)
     return table @ table.T
 
@@ -111,7 +111,7 @@ def kernel_by_distance(M: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.floa
 
 
 def frequency_kernel(frequencies: ArrayLike, distances: ArrayLike | int) -> NDArray[np.float64]:
-    """``k(x) = Σ_i cos(x w_i)``: the inner product of two (cos, sin)-pair encodings ``x`` apart (SPEC §3).
+    """``k(x) = Σ_i cos(x w_i)``: the inner product of two (cos, sin)-pair encodings ``x`` apart (Su, 2021).
 
     ``distances`` is an int ``S`` (``0 … S−1``) or a 1-D array of real distances; returns the
     same length. Angles ``x·w`` are formed in float64 by :func:`posenc.tables.angles`.

@@ -1,6 +1,6 @@
-"""The seeds' criteria of a good encoding, measured for any registered encoding at ``(S, d)``.
+"""The criteria of a good encoding, measured for any registered encoding at ``(S, d)``.
 
-Criteria of seeds notes-* and kazemnejad-* (SPEC §6) plus the seeds' claims (SPEC §2–§5),
+Criteria of Kazemnejad (2019) and the Transformer notes, plus the claims of Denk (2019), Su (2021) and Idé et al. (2024),
 as numbers rather than ticks. Every value that does not apply is ``None`` and
 ``notes[key]`` says why. The keys of :data:`CRITERIA` are stable (the ``--json`` output of
 ``posenc analyze``; docs/analysis.md):
@@ -11,7 +11,7 @@ key                             meaning
 ``unique``                      every position 0…S−1 has its own vector (min distance > 1e-9·max‖row‖)
 ``min_distance``                smallest Euclidean distance between two positions' vectors
 ``shift_residual``              relative residual of the shift by ``k = 1``: the exact ``T^(1)``
-                                when the encoding has one (SPEC §2), else least squares
+                                when the encoding has one (Denk, 2019), else least squares
 ``toeplitz_error``              :func:`~posenc.analysis.toeplitz_deviation` of the Gram matrix
                                 (biases: of each head's bias, the largest)
 ``value_min``/``value_max``     range of the values the encoding adds (biases: of the bias)
@@ -19,7 +19,7 @@ key                             meaning
 ``long_range_decay``            tables: ``max |k(x)| / |k(0)|`` over ``x ∈ [S/2, S)`` for the
                                 kernel ``k`` of the Gram matrix; biases: the largest attention
                                 factor ``exp(mean b(x) − b(0))`` over heads, same ``x``
-``low_pass_fraction``           fraction of frequencies below ``2π/d`` (seed ide-* §3.1)
+``low_pass_fraction``           fraction of frequencies below ``2π/d`` (Idé et al., 2024, §3.1)
 ``reconstruction_width``        width at half maximum of Algorithm 1's reconstruction of
                                 ``δ`` at ``s = d//2`` with the encoding's weights (1 = faithful)
 ``decoding_accuracy``           nearest-neighbour position decoding with noise (see parameters)
@@ -55,6 +55,26 @@ CRITERIA: tuple[str, ...] = (
     "extrapolation_min_distance",
 )
 """Stable keys of :attr:`Scorecard.values`, in display order."""
+
+MEANINGS: dict[str, str] = {
+    "unique": "every position 0…S−1 has its own vector (smallest distance > 1e-9 · largest row norm)",
+    "min_distance": "smallest Euclidean distance between the vectors of two positions",
+    "shift_residual": "‖E[t] Tᵀ − E[t+1]‖ / ‖E[t+1]‖ for the exact shift operator T (or the best linear map)",
+    "toeplitz_error": "how far ⟨E[m], E[n]⟩ (or the bias) is from depending on m − n only, relative to its maximum",
+    "value_min": "smallest value the encoding adds",
+    "value_max": "largest value the encoding adds",
+    "value_mean": "mean of the values the encoding adds (zero-centred?)",
+    "long_range_decay": "largest |kernel(x)| / kernel(0) over far distances x ∈ [S/2, S) (biases: attention factor)",
+    "low_pass_fraction": "share of the frequencies below the first non-zero DFT bin 2π/d",
+    "reconstruction_width": "width at half maximum of Algorithm 1's reconstruction of a one-hot (1 = faithful)",
+    "decoding_accuracy": "share of positions recovered as the nearest clean row after Gaussian noise",
+    "decoding_accuracy_inverse_dft": "the same, decoded by the inverse DFT (DFT encoding only)",
+    "largest_period": "2π / the smallest non-zero frequency",
+    "first_repeat": "first t ≥ 1 whose vector equals position 0's",
+    "extrapolates": "rows for positions 0…2S−1 exist, stay distinct and within the range of 0…S−1",
+    "extrapolation_min_distance": "smallest distance between two of those 2S rows",
+}
+"""One line per criterion of :data:`CRITERIA`: what it measures (shown where the criterion is shown)."""
 
 Value = bool | int | float | None
 

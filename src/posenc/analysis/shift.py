@@ -1,15 +1,15 @@
-"""The linear shift operator ``T^(k)`` and how well any table admits one (SPEC §2; seed denk-*).
+"""The linear shift operator ``T^(k)`` and how well any table admits one (Denk, 2019).
 
 For an encoding built from (sin, cos) pairs there is, for every offset ``k``, a matrix
 independent of ``t`` with ``T^(k) · PE[t] = PE[t+k]``: block diagonal, one 2×2 block per
-frequency ``w`` acting on the pair's (sin, cos) columns (seed denk-* eq. 9; notes-*)::
+frequency ``w`` acting on the pair's (sin, cos) columns (Denk, 2019, eq. 9)::
 
     [sin(w(t+k))]   [ cos(wk)  sin(wk)] [sin(wt)]
     [cos(w(t+k))] = [-sin(wk)  cos(wk)] [cos(wt)]
 
-The DFT encoding (seed ide-* eq. 21) is shifted by the same blocks on its ``(a_k, b_k)``
+The DFT encoding (Idé et al., 2024, eq. 21) is shifted by the same blocks on its ``(a_k, b_k)``
 columns; its constant ``a_0`` is fixed and its Nyquist term ``b_0 = cos(πs)/√d`` flips sign
-with odd ``k`` (SPEC §2). For any table ``E`` (a learned one included),
+with odd ``k``. For any table ``E`` (a learned one included),
 :func:`linear_shift_residual` measures the best linear map from rows ``t`` to rows ``t+k``.
 """
 
@@ -46,7 +46,7 @@ def shift_operator(
     frequencies: ArrayLike | None = None,
     layout: str = "interleaved",
 ) -> NDArray[np.float64]:
-    """``T^(k)`` of a sinusoidal table (SPEC §2; seed denk-* eqs. 4 and 9): ``PE[t+k] = T^(k) PE[t]``.
+    """``T^(k)`` of a sinusoidal table (Denk, 2019, eqs. 4 and 9): ``PE[t+k] = T^(k) PE[t]``.
 
     Args:
         k: the offset, any finite real number.
@@ -64,7 +64,7 @@ def shift_operator(
     if dim % 2:
         raise ValueError(
             f"dim must be even for an exact shift operator, got {dim}: the last column of an odd-d table is a "
-            "sine without its cosine, and no linear map shifts a lone sine (SPEC §2)"
+            "sine without its cosine, and no linear map shifts a lone sine"
         )
     w = spectrum.geometric(dim, base) if frequencies is None else spectrum.custom(frequencies, dim)
     sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
@@ -72,7 +72,7 @@ def shift_operator(
 
 
 def dft_shift_operator(k: int, *, dim: int) -> NDArray[np.float64]:
-    """``T^(k)`` of the DFT encoding (SPEC §2, §4; seed ide-* eq. 21): ``e(s+k) = T^(k) e(s)``.
+    """``T^(k)`` of the DFT encoding (Idé et al., 2024, eq. 21): ``e(s+k) = T^(k) e(s)``.
 
     Column order ``(a_0, a_1 … a_K, b_1 … b_K, b_0)``: each ``(b_l, a_l)`` is a (sin, cos)
     pair at ``ω_l = 2πl/d``; ``a_0`` is constant (entry 1) and the Nyquist ``b_0`` gets
@@ -117,7 +117,7 @@ def linear_shift_residual(E: ArrayLike, k: int) -> float:
 
     ``T̂ = argmin_T ‖E[:-k] Tᵀ − E[k:]‖_F`` (least squares, :func:`numpy.linalg.lstsq`); the
     result is ``‖E[:-k] T̂ᵀ − E[k:]‖_F / ‖E[k:]‖_F``: ~1e-15 for sinusoidal and DFT tables,
-    large for a sine-only table (≈0.44 for ``d = 64``, ``k = 7``, 200 positions; SPEC §2).
+    large for a sine-only table (≈0.44 for ``d = 64``, ``k = 7``, 200 positions).
 
     Args:
         E: ``[S, d]`` table.

@@ -15,6 +15,12 @@ Prints one line per criterion (value and how it was measured / why it does not a
 * ``notes``: ``{key: text}`` — why a value is ``null`` or how it was measured; ``notes.view``
   says what was measured (e.g. "at initialisation").
 
+With ``--checkpoint RUN_DIR`` (a run directory of ``posenc bench``: ``config.json`` +
+``checkpoint.pt``) it scores the run's *trained* encoding at the run's window length instead;
+the JSON then also holds ``run`` (the directory), ``initial`` (the values at initialisation,
+same keys) and ``attention_form`` (``{"initial": …, "trained": …}``, each ``null`` or the keys
+of :data:`posenc.analysis.FORM_KEYS`: Su's decomposition of the first layer's ``W_Q W_Kᵀ``).
+
 Meanings: docs/analysis.md and :mod:`posenc.analysis.scorecard`. An unknown ENCODING is an
 error listing the registered names (exit status 2).
 """
@@ -23,13 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from posenc import _validate, analysis, tables
 from posenc.report import DEFAULT_DIM, DEFAULT_LENGTH
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("analyze", help="measure the seeds' criteria for one registered encoding")
+    p = sub.add_parser("analyze", help="measure the papers' criteria for one registered encoding")
     p.add_argument("encoding", metavar="ENCODING", help="a registered encoding name (see `posenc analyze --help`)")
     p.add_argument("--dim", "-d", type=int, default=DEFAULT_DIM, help=f"encoding dimension d (default {DEFAULT_DIM})")
     p.add_argument("--length", "-S", type=int, default=DEFAULT_LENGTH,
@@ -38,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ρ of sinusoidal frequencies (default 10000)")
     p.add_argument("--n-heads", type=int, default=8, help="heads of bias encodings (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of learned initial parameters and decoding noise")
+    p.add_argument("--checkpoint", type=Path, metavar="RUN_DIR",
+                   help="score the trained encoding of this `posenc bench` run directory (config.json + checkpoint.pt)")
     p.add_argument("--json", action="store_true", help="print one JSON object (stable keys; see module docs)")
     p.set_defaults(func=run)
 
@@ -51,7 +60,13 @@ def check_scorecard_memory(length: int, dim: int) -> None:
                              4 * 8 * length**2 + 4 * 8 * length * dim, advice="lower --length")
 
 
+def _shown(value: object) -> str:
+    return "—" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.checkpoint is not None:
+        return _run_checkpoint(args)
     check_scorecard_memory(args.length, args.dim)
     card = analysis.scorecard(args.encoding, length=args.length, dim=args.dim, base=args.base,
                               n_heads=args.n_heads, seed=args.seed)
@@ -61,8 +76,33 @@ def run(args: argparse.Namespace) -> int:
     print(f"{card.encoding} ({card.family}) at S = {args.length}, d = {args.dim}: {card.notes.get('view', '')}")
     width = max(map(len, analysis.CRITERIA))
     for key in analysis.CRITERIA:
-        value = card.values[key]
-        shown = "—" if value is None else (f"{value:.6g}" if isinstance(value, float) else str(value))
         note = card.notes.get(key, "")
-        print(f"  {key:<{width}}  {shown:>14}  {note}".rstrip())
+        print(f"  {key:<{width}}  {_shown(card.values[key]):>14}  {note}".rstrip())
+    return 0
+
+
+def _run_checkpoint(args: argparse.Namespace) -> int:
+    from posenc.experiment import trained  # torch only for a checkpoint
+
+    result = trained.analyze_run(args.checkpoint)
+    if result.run.config.encoding != args.encoding:
+        raise ValueError(f"--checkpoint {args.checkpoint} is a run of encoding {result.run.config.encoding!r}, "
+                         f"not {args.encoding!r}")
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
+        return 0
+    card, first = result.cards["trained"], result.cards["initial"]
+    print(f"{card.encoding} ({card.family}) trained in {result.run.directory}, S = {result.run.config.window}")
+    width = max(map(len, (*analysis.CRITERIA, *analysis.FORM_KEYS)))
+    print(f"  {'criterion':<{width}}  {'initial':>14}  {'trained':>14}")
+    for key in analysis.CRITERIA:
+        note = card.notes.get(key, "") if card.values[key] is not None else ""
+        print(f"  {key:<{width}}  {_shown(first.values[key]):>14}  {_shown(card.values[key]):>14}  {note}".rstrip())
+    forms = result.forms
+    if forms["trained"] is None:
+        print("  first layer's W_Q W_K^T: not applicable (the encoding is not added to the tokens)")
+    else:
+        print("  Su's decomposition of the first layer's W_Q W_K^T restricted to the encoding:")
+        for key in analysis.FORM_KEYS:
+            print(f"  {key:<{width}}  {_shown(forms['initial'][key]):>14}  {_shown(forms['trained'][key]):>14}")
     return 0

@@ -15,13 +15,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dim", "-d", type=int, default=report.DEFAULT_DIM, help="d of the scorecards (default 256)")
     p.add_argument("--length", "-S", type=int, default=report.DEFAULT_LENGTH, help="S of the scorecards (default 80)")
     p.add_argument("--base", type=float, default=tables.DEFAULT_BASE, help="ρ (default 10000)")
+    p.add_argument("--runs", type=Path, metavar="DIR",
+                   help="a `posenc bench` output folder: add initial vs trained scorecards of its runs")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _validate.output_path("--out", args.out, folder=True)
     check_scorecard_memory(args.length, args.dim)
-    path = report.write_report(args.out, length=args.length, dim=args.dim, base=args.base)
+    path = report.write_report(args.out, length=args.length, dim=args.dim, base=args.base, runs=args.runs)
     print(f"report written to {path.resolve()}")
     print(f"scorecards (JSON) in {(path.parent / 'scorecards.json').resolve()}")
     return 0
