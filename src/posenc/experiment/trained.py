@@ -13,6 +13,7 @@ here: the analysis receives arrays only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -23,8 +24,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from posenc import analysis, spectrum, tables
-from posenc.analysis.views import _shaw_key_bias
+from posenc import analysis, spectrum
 from posenc.experiment.config import RunConfig
 from posenc.experiment.runs import CHECKPOINT, CONFIG
 from posenc.models import TransformerClassifier
@@ -91,61 +91,42 @@ def _frequencies(module: torch.nn.Module, name: str) -> NDArray[np.float64] | No
 def encoding_view(model: TransformerClassifier, *, name: str, state: str, seed: int = 0) -> analysis.EncodingView:
     """The classifier's encoding as the analysis sees it, from its current (``state``: initial/trained) parameters.
 
-    Input encodings: ``table(n)`` with scale and unit norm applied, their frequencies when
-    they have them (sinusoidal, learnable frequency) with the exact shift operator and eq. 15
-    weights; rotary: rows ``R_t q`` for ``q = (1, 0, 1, 0, …)`` at its frequencies; biases:
-    ``bias(n, n)``; Shaw: its key term for one random probe query (seed ``seed``).
+    The module's own ``analysis_view`` (its family contract: table, rotated probe rows, bias,
+    Shaw's key term for one random probe query), completed by what the analysis can derive
+    from trained frequencies: sinusoidal and learnable-frequency tables get their frequencies,
+    the exact shift operator at those frequencies and eq. 15 weights (Idé et al., 2024); the DFT
+    encoding its exact operator and eq. 22 weights; rotary its frequencies and eq. 15 weights.
     """
-    module, family = model.encoder.encoding, model.encoder.family
-    note = {"view": f"{state} parameters of the run's encoding module"}
+    module = model.encoder.encoding
     if module is None:
         return analysis.encoding_view("none", dim=model.encoder.d_model, length=1)
+    dim = int(getattr(module, "dim", model.encoder.d_model))
+    with torch.no_grad():
+        view = module.analysis_view(name=name, dim=dim, seed=seed)
+    note = f"{state} parameters of the run's encoding module" + (f"; {view.notes['view']}" if "view" in view.notes
+                                                                  else "")
+    extra: dict[str, Any] = {"notes": {**view.notes, "view": note}}
     w = _frequencies(module, name)
-    if family == "input":
-        dim = int(module.dim)
-        layout = getattr(module, "layout", "interleaved")
-        operator, weights = None, None
-        if name == "dft":
-            w, weights = spectrum.dft(dim), analysis.dft_distribution(dim)
+    if name == "dft":
+        extra.update(frequencies=spectrum.dft(dim), weights=analysis.dft_distribution(dim),
+                     operator=lambda k: analysis.dft_shift_operator(k, dim=dim))
+    elif w is not None:
+        extra.update(frequencies=w, weights=analysis.frequency_distribution(w, dim=2 * w.size if
+                                                                             view.family == "rotary" else dim))
+        layout = getattr(module, "layout", None)
+        if view.family == "input" and dim % 2 == 0 and layout in spectrum.LAYOUTS:
+            extra["operator"] = lambda k: analysis.shift_operator(k, dim=dim, frequencies=w, layout=layout)
+    table, bias = view.table, view.bias
+    if table is not None:
+        extra["table"] = lambda n: _no_grad(table, n)
+    if bias is not None:
+        extra["bias"] = lambda n: _no_grad(bias, n)
+    return dataclasses.replace(view, **extra)
 
-            def operator(k: int) -> NDArray[np.float64]:
-                return analysis.dft_shift_operator(k, dim=dim)
-        elif w is not None:
-            weights = analysis.frequency_distribution(w, dim=dim)
-            if dim % 2 == 0:
-                def operator(k: int) -> NDArray[np.float64]:
-                    return analysis.shift_operator(k, dim=dim, frequencies=w, layout=layout)
 
-        def table(n: int) -> NDArray[np.float64]:
-            with torch.no_grad():
-                return _numpy(module.table(n))
-
-        return analysis.EncodingView(name, family, dim, table=table, frequencies=w, operator=operator,
-                                     weights=weights, notes=note)
-    if family == "rotary" and w is not None:
-        dim = 2 * w.size
-        return analysis.EncodingView(
-            name, family, dim, table=lambda n: tables.sinusoidal(n, dim, frequencies=w, layout="interleaved_cos_first"),
-            frequencies=w, weights=analysis.frequency_distribution(w, dim=dim),
-            operator=lambda k: analysis.shift_operator(k, dim=dim, frequencies=w, layout="interleaved_cos_first"),
-            notes={"view": f"{note['view']}: rows R_t q for q = (1, 0, 1, 0, …) at its frequencies"})
-    if hasattr(module, "bias"):
-        def bias(n: int) -> NDArray[np.float64]:
-            with torch.no_grad():
-                return _numpy(module.bias(n, n, dtype=torch.float64))
-
-        return analysis.EncodingView(name, family, model.encoder.d_model, bias=bias, notes=note)
-    if hasattr(module, "key_scores"):
-        shaw = _shaw_key_bias(module, seed)
-
-        def key_bias(n: int) -> NDArray[np.float64]:
-            with torch.no_grad():
-                return shaw(n)
-
-        return analysis.EncodingView(name, family, model.encoder.d_model, bias=key_bias,
-                                     notes={"view": f"{note['view']}: key term for one random probe query"})
-    return analysis.EncodingView(name, family, model.encoder.d_model, notes={
-        "view": f"{type(module).__name__} offers neither table(length) nor bias(q_len, k_len) to measure"})
+def _no_grad(rows: Any, n: int) -> NDArray[np.float64]:
+    with torch.no_grad():
+        return rows(n)
 
 
 def attention_form(model: TransformerClassifier) -> NDArray[np.float64] | None:
