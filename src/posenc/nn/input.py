@@ -168,7 +168,10 @@ class InputEncoding(InputContract):
         if self._cache is None or self._cache_key != key or self._cache.shape[0] < end:
             grown = 2 * self._cache.shape[0] if self._cache is not None and self._cache_key == key else 0
             length = min(max(end, grown), self.max_cached_elements // self.dim)
-            self._cache = self._fresh(length, 0, dtype, device)
+            # A cache built under torch.inference_mode() would be an inference tensor, which later
+            # training cannot save for backward: build it as an ordinary tensor in every mode.
+            with torch.inference_mode(False):
+                self._cache = self._fresh(length, 0, dtype, device)
             self._cache_key = key
         return self._cache[offset:end]
 
@@ -371,7 +374,8 @@ class LearnableFrequencyEncoding(InputEncoding):
     from a schedule of :mod:`posenc.spectrum` (``"geometric"`` with ``base``, ``"exponential"``,
     ``"power_law"`` with ``alpha``, ``"linear"``, ``"tensor2tensor"`` …), passed through
     ``schedule_options``. Rows are recomputed every call (exact float64 angles, gradients to
-    ``frequencies``); nothing is cached.
+    ``frequencies``); nothing is cached. ``frequencies`` stay float64 when the module is cast
+    (``.half()``, ``.to(torch.bfloat16)``): only the output takes the tokens' dtype.
     """
 
     def __init__(
@@ -403,6 +407,18 @@ class LearnableFrequencyEncoding(InputEncoding):
         self.layout = _validate.choice("layout", layout, spectrum.LAYOUTS)
         self.frequencies = nn.Parameter(torch.from_numpy(w.copy()))
         self._columns = F.layout_index(self.dim, self.layout)
+
+    def _apply(self, fn, recurse=True):
+        # module.half() / .to(torch.bfloat16) would round the frequencies, and with them every angle
+        # t·w_i (an error of order t·w_i·2^-8 for bfloat16): keep them float64 whatever the module's dtype.
+        exact = self.frequencies.detach().clone()
+        grad = None if self.frequencies.grad is None else self.frequencies.grad.detach().clone()
+        module = super()._apply(fn, recurse)
+        if self.frequencies.dtype != torch.float64:
+            self.frequencies.data = exact.to(self.frequencies.device)
+            if grad is not None:
+                self.frequencies.grad = grad.to(self.frequencies.device)
+        return module
 
     def _encode(self, positions, *, offset, dtype, device):
         return F.waves(positions, self.frequencies.to(device), self._columns, dtype=dtype, offset=offset)
