@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from posenc.nn import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding, TransformerEncoder
+from posenc.nn import (
+    DFTEncoding,
+    LearnableFrequencyEncoding,
+    LearnedEncoding,
+    SinusoidalEncoding,
+    TransformerEncoder,
+)
 
 D = 8
 FACTORIES = {
