@@ -228,7 +228,7 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
             f"positions must be integers for the DFT encoding (a lattice of dim={dim} points); "
             f"got {t[i]!r} at index {i}"
         )
-    if alias:
+    if _validate.boolean("alias", alias):
         return np.mod(t, dim)
     outside = (t < 0) | (t > dim - 1)
     if outside.any():

@@ -66,6 +66,9 @@ def _read_npy(path: Path, label_column: int, ignore: Sequence[str | int]) -> Ser
         if isinstance(index, bool) or not isinstance(index, int) or not -width <= index < width:
             raise DataFormatError(f"{path}: column index {index!r} is not an int in [{-width}, {width})")
     label = label_column % width
+    if label in {i % width for i in ignore}:
+        raise DataFormatError(f"{path}: column {label} is both the label (label_column={label_column}) and in "
+                              f"ignore_columns {list(ignore)}")
     skip = {label, *(i % width for i in ignore)}
     return _series(path, table[:, [c for c in range(width) if c not in skip]], table[:, label])
 
@@ -81,6 +84,11 @@ def load_table(path: str | Path, *, label_column: str | int | None = None,
         ignore_columns: columns that are neither feature nor label (names for CSV, indices for NPY).
     """
     path = Path(path)
+    if isinstance(ignore_columns, (str, bytes)) or not isinstance(ignore_columns, Sequence):
+        raise TypeError(f"ignore_columns must be a list of column names (CSV) or indices (NPY), got {ignore_columns!r}")
+    if label_column is not None and label_column in ignore_columns:
+        raise ValueError(f"label_column {label_column!r} is also in ignore_columns {list(ignore_columns)!r}; "
+                         "a column is either the label or ignored")
     files = table_files(path)
     if not files:
         raise FileNotFoundError(f"{path}: no .csv or .npy file")

@@ -23,9 +23,10 @@ from typing import Any
 from posenc.data.containers import Dataset
 from posenc.data.generic import load_table, table_files
 from posenc.data.probes import ProbeSuite
+from posenc.data.readers import DataFormatError
 from posenc.data.smd import is_smd, load_smd
 from posenc.data.synthetic import make_synthetic
-from posenc.data.telemanom import is_telemanom, load_telemanom
+from posenc.data.telemanom import LABELS_FILE, is_telemanom, load_telemanom
 
 DATASETS = ("synthetic", "probes", "msl", "smd")
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -48,11 +49,21 @@ def find_data(name: str) -> Path:
 
 
 def detect_layout(path: Path) -> str:
-    """``"telemanom"``, ``"smd"`` or ``"table"`` for ``path`` (module docstring); ValueError if none."""
+    """``"telemanom"``, ``"smd"`` or ``"table"`` for ``path`` (module docstring); ValueError if none.
+
+    A folder that looks like half a telemanom or SMD layout (its labels without its test
+    arrays) is reported as such, not read as a table.
+    """
     if path.is_dir() and is_telemanom(path):
         return "telemanom"
     if path.is_dir() and is_smd(path):
         return "smd"
+    if path.is_dir() and (path / LABELS_FILE).is_file():
+        raise DataFormatError(f"{path}: {LABELS_FILE} is here but no test arrays: a telemanom layout needs "
+                              f"test.npz or test/<chan_id>.npy beside it")
+    if path.is_dir() and (path / "test_label").is_dir():
+        raise DataFormatError(f"{path}: test_label/ is here but no test/<machine>.txt files: the SMD layout "
+                              "needs test/, test_label/ (and optionally train/)")
     if table_files(path):
         return "table"
     raise ValueError(f"{path}: no known data layout: expected telemanom (labeled_anomalies.csv with test.npz "
@@ -90,6 +101,9 @@ def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> 
         return load_telemanom(root, **{"spacecraft": "MSL", **options})
     if not isinstance(spec, (str, os.PathLike)):
         raise TypeError(f"spec must be a dataset name or a path, got {type(spec).__name__}")
+    if str(spec).strip() == "":
+        raise ValueError(f"spec must be a dataset name ({', '.join(DATASETS)}) or a path, got an empty string "
+                         "(pass '.' to mean the current folder)")
     if not Path(spec).exists():
         raise ValueError(f"unknown dataset {str(spec)!r}: expected one of {', '.join(DATASETS)} or an "
                          "existing path (a telemanom or SMD folder, or .csv/.npy files with a label column)")

@@ -131,11 +131,38 @@ def read_header(path: Path, *, what: str) -> list[str]:
         names = next(csv.reader(handle), [])
     if not names:
         raise DataFormatError(f"{path}: empty file; expected a header line of column names")
-    return [name.strip() for name in names]
+    names = [name.strip() for name in names]
+    check_column_names(path, names)
+    return names
 
 
 def read_csv_rows(path: Path, *, what: str) -> list[dict[str, str]]:
-    """A CSV file with a header as a list of row dicts."""
+    """A CSV file with a header as a list of row dicts; each row must have as many cells as the header.
+
+    Raises :class:`DataFormatError` naming the file and line for a short or long row, and for
+    repeated column names (blank lines are skipped).
+    """
     require_file(path, what)
     with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+        reader = csv.reader(handle)
+        names = [name.strip() for name in next(reader, [])]
+        check_column_names(path, names)
+        rows = []
+        for cells in reader:
+            if not cells:
+                continue
+            if len(cells) != len(names):
+                raise DataFormatError(f"{path}: line {reader.line_num}: {len(cells)} cells, but the header has "
+                                      f"{len(names)} columns ({', '.join(names)})")
+            rows.append(dict(zip(names, cells)))
+    return rows
+
+
+def check_column_names(path: Path, names: Sequence[str]) -> None:
+    """Refuse repeated column names: which of two columns named ``a`` would ``a`` be?"""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise DataFormatError(f"{path}: column name {name!r} appears more than once in the header "
+                                  f"({', '.join(names)}); column names must be unique")
+        seen.add(name)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posenc import _validate
 from posenc.data.containers import Dataset, Series
 from posenc.data.readers import DataFormatError, read_delimited
 
@@ -38,6 +39,7 @@ def load_smd(root: str | Path, *, machines: Sequence[str] | None = None,
         include_train: also add the unlabelled train files as nominal-only series.
     """
     root = Path(root)
+    include_train = _validate.boolean("include_train", include_train)
     found = sorted((p.stem for p in (root / "test").glob("*.txt")), key=_natural)
     if not found:
         raise FileNotFoundError(f"{root / 'test'}: no <machine>.txt files "

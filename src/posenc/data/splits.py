@@ -187,6 +187,8 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
                         + ("; a probe suite gives its splits per distance: suite.splits(k)"
                            if hasattr(dataset, "splits") else ""))
     _validate.choice("protocol", protocol, PROTOCOLS)
+    group_events = _validate.boolean("group_events", group_events)
+    group_duplicates = _validate.boolean("group_duplicates", group_duplicates)
     window = _validate.positive_int("window", window)
     stride = _validate.positive_int("stride", stride)
     purge = window if purge is None else _nonnegative_int("purge", purge)
@@ -201,6 +203,9 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
     if not any(s.events for s in dataset.series):
         raise ValueError(f"dataset {dataset.name!r} has no labelled anomalies, so no split can hold "
                          "positive windows")
+    if all(s.labels.all() for s in dataset.series):
+        raise ValueError(f"dataset {dataset.name!r} has no normal time steps (every label is 1), so no split can "
+                         "hold negative windows; a classifier needs both classes")
     rng = np.random.default_rng(seed)
     if protocol == "random_windows":
         indices, record = _random_window_indices(dataset, window=window, stride=stride, shares=shares, rng=rng)

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from posenc import _validate
 from posenc.data.containers import Dataset, Series
 from posenc.data.readers import DataFormatError, check_matrix, read_csv_rows, read_npy, require_file
 
@@ -91,6 +92,42 @@ def _kinds(csv_path: Path, row: int, chan: str, text: str | None, n: int) -> lis
     return kinds
 
 
+def _row_events(csv_path: Path, row: int, r: dict[str, str], n_rows: int, where: str) -> list[tuple[int, int, str]]:
+    """The ``(start, end, kind)`` events of csv row ``row`` (checked against the ``n_rows`` test rows)."""
+    chan = r["chan_id"]
+    if r["num_values"].strip() != str(n_rows):
+        raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): num_values {r['num_values']!r} "
+                              f"but {where} has {n_rows} rows")
+    ranges = _ranges(csv_path, row, chan, r["anomaly_sequences"])
+    for start, end in ranges:
+        if not 0 <= start <= end < n_rows:
+            raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): label range [{start}, {end}] "
+                                  f"is out of bounds for {where} with {n_rows} rows (ranges are "
+                                  f"inclusive: 0 <= start <= end < {n_rows})")
+    ordered = sorted(ranges)
+    for (_, end), (start, _) in zip(ordered[:-1], ordered[1:]):
+        if start <= end:
+            raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): label ranges overlap "
+                                  f"at row {start} of {where}")
+    kinds = _kinds(csv_path, row, chan, r.get("class"), len(ranges)) or [""] * len(ranges)
+    return [(start, end, kind) for (start, end), kind in zip(ranges, kinds)]
+
+
+def _unite(events: list[tuple[int, int, str]]) -> tuple[list[tuple[int, int]], list[str]]:
+    """Inclusive ranges of the union of ``events`` (overlapping ones merged), with their kinds joined by ``+``."""
+    ranges: list[list[int]] = []
+    kinds: list[list[str]] = []
+    for start, end, kind in sorted(events):
+        if ranges and start <= ranges[-1][1]:
+            ranges[-1][1] = max(ranges[-1][1], end)
+            if kind not in kinds[-1]:
+                kinds[-1].append(kind)
+        else:
+            ranges.append([start, end])
+            kinds.append([kind])
+    return [(a, b) for a, b in ranges], ["+".join(k for k in ks if k) for ks in kinds]
+
+
 def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
                    channels: Sequence[str] | None = None, include_train: bool = False) -> Dataset:
     """Load MSL/SMAP from either telemanom layout (module docstring).
@@ -107,6 +144,7 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
         A :class:`Dataset` with one series per channel (its test array), named by ``chan_id``.
     """
     root = Path(root)
+    include_train = _validate.boolean("include_train", include_train)
     csv_path = root / LABELS_FILE
     rows = read_csv_rows(csv_path, what="one row per channel: chan_id, spacecraft, anomaly_sequences, "
                                         "class, num_values")
@@ -120,45 +158,34 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
     if spacecraft is not None and spacecraft not in craft:
         raise ValueError(f"spacecraft must be one of {craft} (from {csv_path}), got {spacecraft!r}")
     numbered = [(i + 2, r) for i, r in enumerate(rows) if spacecraft is None or r["spacecraft"] == spacecraft]
-    known = [r["chan_id"] for _, r in numbered]
+    known = list(dict.fromkeys(r["chan_id"] for _, r in numbered))
     if channels is not None:
+        if isinstance(channels, str) or not all(isinstance(c, str) for c in channels):
+            raise TypeError(f"channels must be a list of chan_id strings, got {channels!r}")
         unknown = [c for c in channels if c not in known]
         if unknown:
             raise ValueError(f"channels {unknown} are not in {csv_path}; available: {known}")
         numbered = [(i, r) for i, r in numbered if r["chan_id"] in set(channels)]
-    repeated = sorted({c for c in known if known.count(c) > 1})
-    if repeated:
-        raise DataFormatError(f"{csv_path}: chan_id listed more than once: {repeated}")
 
     read = _npz_reader(root) if (root / "test.npz").is_file() else _npy_reader(root)
+    by_channel: dict[str, list[tuple[int, dict[str, str]]]] = {}
+    for row, r in numbered:  # a channel listed on several rows: its labelled ranges are united
+        by_channel.setdefault(r["chan_id"], []).append((row, r))
     series: list[Series] = []
     n_features: int | None = None
     first_where = ""
-    for row, r in numbered:
-        chan = r["chan_id"]
+    for chan, listed in by_channel.items():
         test, where = read("test", chan)
         if n_features is None:
             n_features, first_where = test.shape[1], where
         elif test.shape[1] != n_features:
             raise DataFormatError(f"{where}: {test.shape[1]} features, but {first_where} has {n_features}; "
                                   "every channel must have the same feature count")
-        if r["num_values"].strip() != str(test.shape[0]):
-            raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): num_values {r['num_values']!r} "
-                                  f"but {where} has {test.shape[0]} rows")
-        ranges = _ranges(csv_path, row, chan, r["anomaly_sequences"])
-        for start, end in ranges:
-            if not 0 <= start <= end < test.shape[0]:
-                raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): label range [{start}, "
-                                      f"{end}] "
-                                      f"is out of bounds for {where} with {test.shape[0]} rows (ranges are "
-                                      f"inclusive: 0 <= start <= end < {test.shape[0]})")
-        ordered = sorted(ranges)
-        for (_, end), (start, _) in zip(ordered[:-1], ordered[1:]):
-            if start <= end:
-                raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): label ranges overlap "
-                                      f"at row {start} of {where}")
-        kinds = _kinds(csv_path, row, chan, r.get("class"), len(ranges))
-        series.append(Series.from_events(chan, test, ranges, event_kinds=kinds))
+        events: list[tuple[int, int, str]] = []
+        for row, r in listed:
+            events += _row_events(csv_path, row, r, test.shape[0], where)
+        ranges, kinds = _unite(events)
+        series.append(Series.from_events(chan, test, ranges, event_kinds=kinds if any(kinds) else []))
         if include_train:
             train, train_where = read("train", chan)
             if train.shape[1] != n_features:
@@ -170,7 +197,7 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
         raise ValueError(f"no channel selected from {csv_path} (spacecraft={spacecraft!r}, "
                          f"channels={channels!r})")
     label = spacecraft or craft[0]
-    description = (f"telemanom {label} from {root}: {len(numbered)} channels, labelled test arrays "
+    description = (f"telemanom {label} from {root}: {len(by_channel)} channels, labelled test arrays "
                    f"(inclusive ranges from {LABELS_FILE})"
                    + ("; plus the train arrays as nominal-only training series" if include_train else ""))
     return Dataset(label.lower(), series, n_features, description)

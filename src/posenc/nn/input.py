@@ -86,11 +86,8 @@ class InputEncoding(InputContract):
                 f"got dim={dim}; use mode='concat' for an encoding of another width"
             )
         initial = _validate.positive_float("scale", scale)
-        for name, flag in (("learn_scale", learn_scale), ("unit_norm", unit_norm)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r} ({type(flag).__name__})")
-        self.learn_scale = learn_scale
-        self.unit_norm = unit_norm
+        self.learn_scale = _validate.boolean("learn_scale", learn_scale)
+        self.unit_norm = _validate.boolean("unit_norm", unit_norm)
         self.scale: float | nn.Parameter = nn.Parameter(torch.tensor(initial)) if learn_scale else initial
         self.register_buffer("_cache", None, persistent=False)
         self._cache_key: tuple[torch.dtype, torch.device] | None = None
@@ -279,9 +276,7 @@ class DFTEncoding(InputEncoding):
         unit_norm: bool = False,
     ) -> None:
         super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
-        if not isinstance(alias, bool):
-            raise TypeError(f"alias must be a bool, got {alias!r} ({type(alias).__name__})")
-        self.alias = alias
+        self.alias = _validate.boolean("alias", alias)
         d = self.dim
         omega = spectrum.dft(d)  # ω_k, k = 0 … ⌊d/2⌋: index k of [sin | cos] is sin(ω_k t), f + k is cos
         f, n_k = omega.size, (d - 1) // 2
