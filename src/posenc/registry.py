@@ -18,6 +18,7 @@ imported only when built.
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ Family = Literal["none", "input", "rotary", "bias", "query_bias"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 
 Rows = Callable[[int], NDArray[np.float64]]
+
+MODEL_SIZES: tuple[str, ...] = ("d_model", "n_heads", "head_dim", "max_len")
+"""Constructor parameters the model fills in from its sizes; every other parameter is an option."""
 
 _DEFAULT_VIEW = "posenc.nn.build:analysis_view"
 """The view of a module without a NumPy view of its own: build it (torch) and ask its contract."""
@@ -113,6 +117,13 @@ class EncodingInfo:
                 f"is {declared!r}"
             )
         return cls
+
+    def option_names(self) -> tuple[str, ...]:
+        """The constructor options a user may set (parameters other than :data:`MODEL_SIZES`; imports the class)."""
+        if self.module is None:
+            return ()
+        params = inspect.signature(self.module_class()).parameters
+        return tuple(p for p in params if p not in MODEL_SIZES)
 
     def analysis_view(self, *, dim: int, length: int, base: float, n_heads: int, seed: int) -> EncodingView:
         """The :class:`EncodingView` of this encoding at width ``dim`` (``length``: the training length)."""

@@ -23,7 +23,7 @@ from typing import Any
 from posenc import _validate, registry
 from posenc.data.splits import PROTOCOLS
 from posenc.errors import UsageError
-from posenc.experiment.config import MONITORS, SCALE_POLICIES, BenchPlan, RunConfig
+from posenc.experiment.config import MONITORS, SCALE_POLICIES, BenchPlan, RunConfig, resolve_encoding_options
 
 DEFAULT_ENCODINGS = "none,sinusoidal,dft,rope,alibi"
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
@@ -33,14 +33,20 @@ def _csv_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def _option(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--dataset-option must be KEY=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except json.JSONDecodeError:
-        return key, value
+def _key_value(flag: str) -> Any:
+    def parse(text: str) -> tuple[str, Any]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{flag} must be KEY=VALUE, got {text!r}")
+        try:
+            return key, json.loads(value)
+        except json.JSONDecodeError:
+            return key, value
+
+    return parse
+
+
+_option = _key_value("--dataset-option")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--encodings", default=DEFAULT_ENCODINGS,
                    help=f"comma-separated registry names (default {DEFAULT_ENCODINGS}; "
                         f"{' and '.join(ALWAYS)} are always included); valid: {', '.join(registry.names())}")
+    p.add_argument("--encoding-option", action="append", type=_key_value("--encoding-option"), default=[],
+                   metavar="[ENCODING.]KEY=VALUE",
+                   help="constructor option of the encodings that take KEY, or of ENCODING only (repeatable; "
+                        "e.g. rope.layout=adjacent, t5.num_buckets=16; VALUE parsed as JSON if it can be); "
+                        "recorded in each run's config.json and part of the run's identity")
     p.add_argument("--scale", default=None,
                    help=f"scale policies of additive encodings, comma-separated: {', '.join(SCALE_POLICIES)} "
                         "(default native; for --dataset probes matched)")
@@ -66,7 +77,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--protocol", default=d.protocol, choices=PROTOCOLS,
                    help="split protocol: blocked (leakage-free, default) or random_windows (LEAKY: windows dealt "
                         "at random as in much of the literature; only to measure how much leakage inflates scores)")
-    p.add_argument("--out", type=Path, default=None, help="output directory (default ./posenc-bench/<dataset>)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output directory (default ./posenc-bench; runs are kept per dataset under runs/)")
     p.add_argument("--window", type=int, default=d.window, help=f"window length (default {d.window})")
     p.add_argument("--stride", type=int, default=None, help="window stride (default window // 2)")
     p.add_argument("--d-model", type=int, default=d.d_model, help=f"model width (default {d.d_model})")
@@ -145,7 +157,13 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         epochs=args.epochs, patience=args.patience, batch_size=args.batch_size, lr=args.lr,
         weight_decay=args.weight_decay, monitor=args.monitor, protocol=args.protocol,
     )
-    return BenchPlan(base, encodings, scales, seeds=args.seeds, splits=args.splits,
+    encoding_options = resolve_encoding_options(encodings, args.encoding_option)
+    if encoding_options:  # build each optioned encoding once: a bad value fails before any training
+        from posenc.nn import build_encoding
+
+        for name, opts in encoding_options.items():
+            build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
+    return BenchPlan(base, encodings, scales, seeds=args.seeds, splits=args.splits, encoding_options=encoding_options,
                      shuffle_control=not (args.no_shuffle_control or probes), baseline=not (args.no_baseline or probes))
 
 
@@ -157,13 +175,11 @@ def run(args: argparse.Namespace) -> int:
     from posenc.experiment.distributed import init_world, shutdown
     from posenc.experiment.probes import markdown as probe_markdown
     from posenc.experiment.probes import run_probes
-    from posenc.experiment.runs import dataset_slug
     from posenc.experiment.train import TrainingDiverged
 
     plan = plan_from_args(args)
     check_device(args.device)
-    out = _validate.output_path("--out", args.out if args.out is not None
-                                else Path("posenc-bench") / dataset_slug(args.dataset), folder=True)
+    out = _validate.output_path("--out", args.out if args.out is not None else Path("posenc-bench"), folder=True)
     torch.set_num_threads(args.threads)
     world = init_world()
     try:

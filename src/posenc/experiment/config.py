@@ -1,7 +1,8 @@
 """Typed, frozen configuration of one training run and of a benchmark grid.
 
-A run is identified by ``(dataset, encoding, scale, split_seed, seed)``; everything else
-(model size, optimiser, window) is a hyperparameter shared by every run of a benchmark.
+A run is identified by ``(dataset, encoding, encoding_options, scale, split_seed, seed)``;
+everything else (model size, optimiser, window) is a hyperparameter shared by every run of a
+benchmark.
 The resolved configuration is written as JSON next to each run's results
 (:mod:`posenc.experiment.runs`), so a result can always be traced to what produced it.
 
@@ -13,6 +14,7 @@ batch 32, AdamW ``lr=1e-3``, ``weight_decay=1e-2``, dropout 0.1.
 from __future__ import annotations
 
 import dataclasses
+import json
 import numbers
 import re
 from collections.abc import Iterator, Mapping
@@ -22,7 +24,7 @@ from typing import Any
 from posenc import _validate, registry
 from posenc.data.splits import PROTOCOLS
 
-#: Scale policies for additive (input-family) encodings (issue 6 §1); see :mod:`posenc.experiment.scale`.
+#: Scale policies of encodings registered with ``scales=True``; see :mod:`posenc.experiment.scale`.
 SCALE_POLICIES = ("native", "unit", "matched", "learned")
 #: What early stopping watches on the validation set.
 MONITORS = ("auprc", "loss")
@@ -32,6 +34,57 @@ def _non_negative_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
         raise ValueError(f"{name} must be an int >= 0, got {value!r}")
     return int(value)
+
+
+def _check_encoding_options(options: object) -> None:
+    """Options must be a mapping of option names to JSON values (they are recorded in config.json)."""
+    if not isinstance(options, Mapping):
+        raise TypeError(f"encoding_options must be a mapping, got {type(options).__name__}")
+    for key, value in options.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ValueError(f"encoding_options keys must be option names, got {key!r}")
+        if key in registry.MODEL_SIZES:
+            raise ValueError(f"encoding option {key!r} is set by the model's sizes ({', '.join(registry.MODEL_SIZES)})")
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError(f"encoding option {key}={value!r} must be a JSON value (it is recorded per run)") from None
+
+
+def resolve_encoding_options(
+    encodings: tuple[str, ...], items: list[tuple[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Assign ``KEY=VALUE`` items to encodings: ``NAME.KEY`` targets encoding ``NAME``; a bare ``KEY``
+    the one requested encoding whose constructor takes it (imports the encoding classes).
+
+    Raises ``ValueError`` naming the item when no requested encoding takes the option, or when
+    several do (then ``NAME.KEY`` says which).
+    """
+    resolved: dict[str, dict[str, Any]] = {}
+    for item, value in items:
+        name, dot, key = item.rpartition(".")
+        item = f"{item}={value if isinstance(value, str) else json.dumps(value)}"
+        if key in registry.MODEL_SIZES:
+            raise ValueError(f"--encoding-option {item}: encoding option {key!r} is set by the model's sizes "
+                             f"({', '.join(registry.MODEL_SIZES)}); use the bench's own flags")
+        targets = [name] if dot else [e for e in encodings if key in registry.get(e).option_names()]
+        if dot and name not in encodings:
+            raise ValueError(f"--encoding-option {item}: {name!r} is not among --encodings ({', '.join(encodings)})")
+        if dot and key not in registry.get(name).option_names():
+            known = ", ".join(registry.get(name).option_names()) or "none"
+            raise ValueError(f"--encoding-option {item}: encoding {name!r} has no option {key!r}; its options: {known}")
+        if not targets:
+            raise ValueError(
+                f"--encoding-option {item}: no encoding of {', '.join(encodings)} takes an option {key!r}"
+            )
+        if len(targets) > 1:
+            raise ValueError(
+                f"--encoding-option {item}: {', '.join(targets)} all take {key!r}; "
+                f"name one as ENCODING.{key}=VALUE (e.g. {targets[-1]}.{key})"
+            )
+        for target in targets:
+            resolved.setdefault(target, {})[key] = value
+    return resolved
 
 
 @dataclass(frozen=True)
@@ -48,6 +101,8 @@ class RunConfig:
         protocol: split protocol, ``"blocked"`` (leakage-free, default) or ``"random_windows"``
             (LEAKY; only to measure how much leakage inflates scores — :data:`posenc.data.PROTOCOLS`).
         encoding: registry name of the positional encoding.
+        encoding_options: constructor options of that encoding (e.g. ``{"layout": "adjacent"}`` for
+            ``rope``, ``{"num_buckets": 16}`` for ``t5``); the model's sizes are not options.
         scale: scale policy of an additive encoding (:data:`SCALE_POLICIES`; ``"native"`` for others).
         seed: seed of model initialisation, batch order and dropout.
         d_model, n_heads, n_layers, dropout: the :class:`posenc.models.TransformerClassifier`.
@@ -64,6 +119,7 @@ class RunConfig:
     split_seed: int = 0
     protocol: str = "blocked"
     encoding: str = "sinusoidal"
+    encoding_options: Mapping[str, Any] = field(default_factory=dict)
     scale: str = "native"
     seed: int = 0
     d_model: int = 32
@@ -89,6 +145,7 @@ class RunConfig:
         _non_negative_int("split_seed", self.split_seed)
         _non_negative_int("seed", self.seed)
         registry.get(self.encoding)
+        _check_encoding_options(self.encoding_options)
         _validate.choice("scale", self.scale, SCALE_POLICIES)
         _validate.choice("protocol", self.protocol, PROTOCOLS)
         _validate.choice("monitor", self.monitor, MONITORS)
@@ -103,10 +160,19 @@ class RunConfig:
         if isinstance(wd, bool) or not isinstance(wd, numbers.Real) or wd < 0:
             raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
 
+    @property
+    def encoding_label(self) -> str:
+        """``encoding`` followed by its options, e.g. ``"rope+layout=adjacent"`` (names the run's directory)."""
+        return self.encoding + "".join(f"+{k}={json.dumps(v)}" for k, v in sorted(self.encoding_options.items()))
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field."""
+        """A JSON-ready dict of every field; ``encoding_options`` only when there are any, so runs
+        recorded before the field existed keep their identity."""
         out = dataclasses.asdict(self)
         out["dataset_options"] = dict(self.dataset_options)
+        out["encoding_options"] = dict(self.encoding_options)
+        if not out["encoding_options"]:
+            del out["encoding_options"]
         return out
 
 
@@ -121,7 +187,8 @@ class BenchPlan:
         seeds: number of training seeds (``0 … seeds-1``).
         splits: number of split seeds (``0 … splits-1``).
         shuffle_control: also evaluate each model on time-shuffled test windows (issue 6 §2).
-        baseline: also fit the order-free gradient-boosting baseline per split (issue 6 §2).
+        baseline: also fit the order-free gradient-boosting baseline per split.
+        encoding_options: constructor options per encoding name (:func:`resolve_encoding_options`).
     """
 
     base: RunConfig
@@ -131,6 +198,7 @@ class BenchPlan:
     splits: int = 1
     shuffle_control: bool = True
     baseline: bool = True
+    encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.encodings:
@@ -145,6 +213,14 @@ class BenchPlan:
             _validate.choice("scale", scale, SCALE_POLICIES)
         _validate.positive_int("seeds", self.seeds)
         _validate.positive_int("splits", self.splits)
+        for name, options in self.encoding_options.items():
+            if name not in self.encodings:
+                raise ValueError(f"encoding_options name {name!r}, which is not among encodings {self.encodings}")
+            _check_encoding_options(options)
+
+    def options_for(self, encoding: str) -> dict[str, Any]:
+        """The constructor options of ``encoding`` in this plan (``{}`` when none were given)."""
+        return dict(self.encoding_options.get(encoding, {}))
 
     def scales_for(self, encoding: str) -> tuple[str, ...]:
         """The scale policies that apply to ``encoding``: all requested when its registry entry scales, else ``native``."""
@@ -157,5 +233,6 @@ class BenchPlan:
                 for scale in self.scales_for(encoding):
                     for seed in range(self.seeds):
                         yield dataclasses.replace(
-                            self.base, encoding=encoding, scale=scale, split_seed=split_seed, seed=seed
+                            self.base, encoding=encoding, encoding_options=self.options_for(encoding), scale=scale,
+                            split_seed=split_seed, seed=seed,
                         )

@@ -88,6 +88,7 @@ def run_probes(
             for k in suite.distances:
                 for seed in range(plan.seeds):
                     config = dataclasses.replace(plan.base, encoding=encoding, scale=scale, seed=seed, split_seed=0,
+                                                 encoding_options=plan.options_for(encoding),
                                                  subset=f"k{k}")
                     record = execute(config, splits[k], root=out, device=torch_device, world=world,
                                      shuffle_control=False, progress=progress, on_epoch=on_epoch, log=say)

@@ -1,8 +1,8 @@
 """One run on disk: resolved config, per-epoch log, atomic checkpoint, final metrics; resume and skip.
 
-Layout (DESIGN "Conventions"), one directory per ``(dataset, encoding, scale, split seed, seed)``::
+Layout (DESIGN "Conventions"), one directory per ``(dataset, encoding and its options, scale, split seed, seed)``::
 
-    ROOT/runs/<dataset>/[<subset>/]<encoding>-<scale>/split<k>-seed<s>/
+    ROOT/runs/<dataset>/[<subset>/]<encoding>[_<option>_<value>…]-<scale>/split<k>-seed<s>/
         config.json      the resolved configuration (RunConfig + encoding options + environment)
         log.csv          one row per completed epoch (losses, validation AUPRC, windows/s)
         checkpoint.pt    model + optimiser + training progress, rewritten after every epoch
@@ -68,7 +68,7 @@ def dataset_slug(spec: str) -> str:
 def run_dir(root: Path, config: RunConfig) -> Path:
     """The directory of ``config``'s run under ``root`` (see the module docstring)."""
     data = dataset_slug(config.dataset) + ("" if config.protocol == "blocked" else f"-{config.protocol}")
-    return (Path(root) / "runs" / data / config.subset / f"{config.encoding}-{config.scale}"
+    return (Path(root) / "runs" / data / config.subset / f"{dataset_slug(config.encoding_label)}-{config.scale}"
             / f"split{config.split_seed}-seed{config.seed}")
 
 

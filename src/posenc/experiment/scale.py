@@ -78,5 +78,9 @@ def build_classifier(
         )
 
     norm = mean_projected_norm(build("none", {}), X_train) if config.scale == "matched" else None
-    options = encoding_options(config.encoding, config.scale, matched_norm=norm)
+    policy = encoding_options(config.encoding, config.scale, matched_norm=norm)
+    clash = sorted(set(policy) & set(config.encoding_options))
+    if clash:
+        raise ValueError(f"encoding options {clash} are set by scale policy {config.scale!r}; drop them or use 'native'")
+    options = {**config.encoding_options, **policy}
     return build(config.encoding, options), options

@@ -19,7 +19,7 @@ from posenc import _validate, registry
 from posenc.nn.contracts import EncodingContract
 from posenc.registry import EncodingInfo, EncodingView
 
-SIZES: tuple[str, ...] = ("d_model", "n_heads", "head_dim", "max_len")
+SIZES = registry.MODEL_SIZES
 """Constructor parameters the builder fills in from the model's sizes."""
 
 
