@@ -27,9 +27,9 @@ from posenc.errors import UsageError
 
 #: Subcommand name → the module's one-line help (the module's ``register`` gives the same help).
 COMMANDS: dict[str, str] = {
-    "analyze": "measure the seeds' criteria for one registered encoding",
+    "analyze": "measure the papers' criteria for one registered encoding",
     "bench": "compare positional encodings on windowed anomaly classification",
-    "figures": "write the seeds' figures (PNG and SVG) into a folder",
+    "figures": "write the papers' figures (PNG and SVG) into a folder",
     "report": "write a self-contained HTML report (figures, scorecards of all encodings)",
     "table": "build an encoding table, print a summary, optionally save it",
 }
