@@ -214,17 +214,20 @@ def layout_permutation(dim: int, source: str, target: str) -> NDArray[np.intp]:
     return perm
 
 
-def alibi_slopes(n_heads: int) -> NDArray[np.float64]:
+def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> NDArray[np.float64]:
     """ALiBi head slopes (Press et al. 2022, §3 and their reference code).
 
-    For ``n`` a power of two: ``m_h = 2^(−8h/n)``, ``h = 1 … n`` (8 heads: 1/2, 1/4, …, 1/256).
-    Otherwise, with ``p = 2^⌊log2 n⌋``: the ``p`` slopes of ``p`` heads, then the first
-    ``n − p`` of the odd-indexed slopes of ``2p`` heads (``m_1, m_3, …`` of that set).
+    For ``n`` a power of two: ``m_h = 2^(−Bh/n)``, ``h = 1 … n``, with ``B = alibi_bias_max`` = 8 in
+    the paper (8 heads: 1/2, 1/4, …, 1/256) and an option in MPT. Otherwise, with
+    ``p = 2^⌊log2 n⌋``: the ``p`` slopes of ``p`` heads, then the first ``n − p`` of the
+    odd-indexed slopes of ``2p`` heads (``m_1, m_3, …`` of that set) — the same set MPT obtains by
+    reordering the slopes of ``2p`` heads.
     """
     n = _validate.positive_int("n_heads", n_heads)
+    bias_max = _validate.positive_float("alibi_bias_max", alibi_bias_max)
 
     def power_of_two(p: int) -> NDArray[np.float64]:
-        return 2.0 ** (-8.0 * np.arange(1, p + 1, dtype=np.float64) / p)
+        return 2.0 ** (-bias_max * np.arange(1, p + 1, dtype=np.float64) / p)
 
     p = 1 << (n.bit_length() - 1)
     if p == n:

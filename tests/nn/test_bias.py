@@ -154,3 +154,93 @@ def test_relative_buckets_refuse_fractional_positions():
         T5RelativeBias(2).bias(3, 3, q_positions=torch.tensor([0.0, 0.5, 1.0]))
     with pytest.raises(TypeError, match="integer positions"):
         ShawRelativeBias(4).index(3, 3, q_positions=torch.tensor([0.0, 0.5, 1.0]))
+
+
+def _left_padded_positions() -> tuple[torch.Tensor, torch.Tensor]:
+    """A left-padded batch of 3 rows of length 6 (True = token) and positions counting tokens from 0."""
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 1, 1]], dtype=torch.bool)
+    return mask, ((mask.long().cumsum(-1) - 1) * mask)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: ALiBiBias(6), lambda: ALiBiBias(5, alibi_bias_max=6.0), lambda: T5RelativeBias(3, num_buckets=8,
+                                                                                                       max_distance=4)],
+    ids=["alibi", "alibi-mpt", "t5"],
+)
+def test_batched_positions_equal_a_loop_over_rows(make):
+    torch.manual_seed(0)
+    bias = make()
+    _, positions = _left_padded_positions()
+    batched = bias.bias(6, 6, q_positions=positions, k_positions=positions, dtype=torch.float64)
+    assert batched.shape == (3, bias.n_heads, 6, 6)
+    for row in range(3):
+        alone = bias.bias(6, 6, q_positions=positions[row], k_positions=positions[row], dtype=torch.float64)
+        torch.testing.assert_close(batched[row], alone, rtol=0, atol=0)
+    assert not torch.equal(batched[0], batched[2])  # the rows really differ
+    # cross-attention shapes and a single row broadcast over the batch
+    keys = torch.arange(4)
+    assert bias.bias(6, 4, q_positions=positions, k_positions=keys).shape == (3, bias.n_heads, 6, 4)
+
+
+def test_shaw_batched_index_and_terms_equal_a_loop_over_rows():
+    torch.manual_seed(1)
+    shaw = ShawRelativeBias(4, max_distance=2, on_values=True)
+    _, positions = _left_padded_positions()
+    index = shaw.index(6, 6, q_positions=positions, k_positions=positions)
+    assert index.shape == (3, 6, 6)
+    q = torch.randn(3, 2, 6, 4, dtype=torch.float64)
+    weights = torch.softmax(torch.randn(3, 2, 6, 6, dtype=torch.float64), -1)
+    scores, values = shaw.key_scores(q, index), shaw.value_term(weights, index)
+    for row in range(3):
+        alone = shaw.index(6, 6, q_positions=positions[row])
+        torch.testing.assert_close(index[row], alone, rtol=0, atol=0)
+        torch.testing.assert_close(scores[row], shaw.key_scores(q[row: row + 1], alone)[0], rtol=0, atol=0)
+        torch.testing.assert_close(values[row], shaw.value_term(weights[row: row + 1], alone)[0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 2.0**53])
+@pytest.mark.parametrize("make", [lambda: ALiBiBias(2), lambda: T5RelativeBias(2)], ids=["alibi", "t5"])
+def test_bias_refuses_positions_it_cannot_represent(make, bad):
+    with pytest.raises(ValueError, match=r"q_positions must be (finite|< 2\^53)"):
+        make().bias(3, 3, q_positions=torch.tensor([0.0, bad, 2.0], dtype=torch.float64))
+    with pytest.raises(TypeError, match="(q|k)_positions must be an integer dtype"):
+        make().bias(3, 3, k_positions=torch.arange(3).half())
+
+
+def test_shaw_refuses_non_finite_positions():
+    with pytest.raises(ValueError, match="q_positions must be finite"):
+        ShawRelativeBias(4).index(2, 2, q_positions=torch.tensor([0.0, float("nan")]))
+
+
+transformers = pytest.importorskip("transformers", reason="BLOOM/MPT ALiBi are the peers compared against")
+
+
+def _row_constant(difference: torch.Tensor, causal: torch.Tensor) -> None:
+    """Softmax cannot tell ``difference`` from zero: constant along each row over the causal keys (float32 peers)."""
+    for i in range(difference.shape[-2]):
+        row = difference[..., i, : i + 1][..., causal[i, : i + 1]]
+        torch.testing.assert_close(row, row[..., :1].expand_as(row), rtol=0, atol=1e-6)  # peers use float32
+
+
+@pytest.mark.parametrize("n_heads", [4, 6, 12])
+def test_alibi_matches_bloom_on_a_left_padded_batch(n_heads):
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    mask, positions = _left_padded_positions()
+    bloom = build_alibi_tensor(mask.long(), n_heads, torch.float64).view(3, n_heads, 1, 6)
+    ours = ALiBiBias(n_heads).bias(6, 6, q_positions=positions, k_positions=positions, dtype=torch.float64)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    for row in range(3):
+        keep = mask[row]
+        diff = (bloom[row] - ours[row])[:, keep][:, :, keep]  # BLOOM adds m·j; the softmax removes m·i
+        _row_constant(diff, causal[: int(keep.sum()), : int(keep.sum())])
+
+
+@pytest.mark.parametrize(("n_heads", "bias_max"), [(8, 8.0), (6, 8.0), (12, 16.0), (5, 4.0)])
+def test_alibi_matches_mpt_with_alibi_bias_max(n_heads, bias_max):
+    from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
+
+    mpt = build_mpt_alibi_tensor(n_heads, 7, alibi_bias_max=bias_max).to(torch.float64)  # [h, 1, s]: m·(j − s + 1)
+    ours = ALiBiBias(n_heads, alibi_bias_max=bias_max).bias(7, 7, dtype=torch.float64)
+    torch.testing.assert_close(ours[:, -1, :], mpt[:, 0, :], rtol=1e-7, atol=0)  # the last query: equal
+    _row_constant(mpt.expand(n_heads, 7, 7) - ours, torch.ones(7, 7, dtype=torch.bool).tril())

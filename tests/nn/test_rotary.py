@@ -170,7 +170,12 @@ def test_rotation_preserves_norm():
         ({"head_dim": 16, "rotary_dim": 7}, "rotary_dim"),
         ({"head_dim": 16, "rotary_dim": 32}, "rotary_dim"),
         ({"head_dim": 16, "layout": "interleaved"}, "layout"),
-        ({"head_dim": 16, "scaling": "yarn"}, "scaling"),
+        ({"head_dim": 16, "scaling": "yarm"}, "scaling"),
+        ({"head_dim": 16, "scaling": "yarn"}, "yarn.*needs original_max_position_embeddings"),
+        ({"head_dim": 16, "scaling": "linear"}, "linear.*needs factor"),
+        ({"head_dim": 16, "scaling_factor": 4.0}, "scaling_factor was given without scaling"),
+        ({"head_dim": 16, "scaling": "linear", "scaling_factor": 2.0, "scaling_options": {"beta": 1}}, "unknown beta"),
+        ({"head_dim": 16, "xpos_scale_base": 0.0}, "xpos_scale_base"),
         ({"head_dim": 16, "scaling": "linear", "scaling_factor": 0.5}, "scaling_factor"),
         ({"head_dim": 16, "base": -1.0}, "base"),
     ],
@@ -247,3 +252,107 @@ def test_exported_graph_is_real_and_compiled_matches_eager(layout):
     assert dtypes and not any(d.is_complex for d in dtypes), dtypes
     compiled = torch.compile(Rotate(), backend="aot_eager", fullgraph=True)
     torch.testing.assert_close(compiled(x), Rotate()(x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.0**53])
+def test_refuses_positions_it_cannot_rotate_exactly(bad):
+    rope, x = RotaryEmbedding(8), torch.randn(1, 1, 3, 8)
+    with pytest.raises(ValueError, match=r"q_positions must be (finite|< 2\^53)"):
+        rope(x, x, q_positions=torch.tensor([0.0, bad, 1.0], dtype=F64))
+    with pytest.raises(ValueError, match=r"offset"):
+        rope(x, x, offset=2**53)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_refuses_half_precision_positions(dtype):
+    rope, x = RotaryEmbedding(8), torch.randn(1, 1, 3, 8)
+    with pytest.raises(TypeError, match=f"q_positions must be an integer dtype, float32 or float64, got {dtype}"):
+        rope(x, x, q_positions=torch.arange(3).to(dtype))
+
+
+def test_refuses_integer_queries_and_keys():
+    rope = RotaryEmbedding(8)
+    with pytest.raises(TypeError, match="q must be a floating tensor.*int64"):
+        rope(torch.ones(1, 1, 3, 8, dtype=torch.int64), torch.ones(1, 1, 3, 8))
+    with pytest.raises(TypeError, match="k must be a floating tensor.*int32"):
+        rope(torch.ones(1, 1, 3, 8), torch.ones(1, 1, 3, 8, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 5, 8), (2, 2, 0, 8), (2, 0, 5, 8)])
+@pytest.mark.parametrize("xpos", [None, 64.0])
+def test_empty_batch_or_sequence_gives_empty_result(shape, xpos):
+    rope = RotaryEmbedding(8, xpos_scale_base=xpos)
+    x = torch.randn(shape)
+    q, k = rope(x, x)
+    assert q.shape == x.shape and k.shape == x.shape
+    q, k = rope(x, x, q_positions=torch.arange(shape[2]))
+    assert q.shape == x.shape and k.shape == x.shape
+
+
+def test_cache_grown_under_inference_mode_still_trains():
+    from posenc.nn import TransformerEncoder
+
+    torch.manual_seed(6)
+    model = TransformerEncoder(8, 2, 1, encoding="rope", max_len=4)
+    x = torch.randn(2, 6, 8)
+    with torch.inference_mode():
+        model(x)  # grows the rotary cache past max_len inside inference mode
+    loss = model(x).square().mean()
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+@pytest.mark.parametrize("xpos", [None, 32.0])
+def test_batched_positions_equal_a_loop_over_rows(layout, xpos):
+    """Left-padded rows and packed sequences (positions restarting at 0) in one [b, s] call."""
+    torch.manual_seed(7)
+    rope = RotaryEmbedding(16, layout=layout, rotary_dim=12, xpos_scale_base=xpos).to(F64)
+    positions = torch.tensor([[0, 1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 1, 2, 3], [0, 1, 2, 0, 1, 0, 1]])
+    qkv = torch.randn(3, 7, 3, 2, 16, dtype=F64)  # [b, s, 3, h, d]: q, k as views, as attention makes them
+    q, k = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)
+    q_rot, k_rot = rope(q, k, q_positions=positions, k_positions=positions)
+    for row in range(3):
+        q_alone, k_alone = rope(q[row: row + 1], k[row: row + 1], q_positions=positions[row])
+        torch.testing.assert_close(q_rot[row: row + 1], q_alone, rtol=0, atol=1e-13)
+        torch.testing.assert_close(k_rot[row: row + 1], k_alone, rtol=0, atol=1e-13)
+    q_tail, k_tail = rope(q[1:2, :, 3:], k[1:2, :, 3:])  # the padded row's tokens alone, unpadded
+    torch.testing.assert_close(  # scores: xPos's centre moves with the row, and cancels in every score
+        q_tail @ k_tail.transpose(-1, -2), q_rot[1:2, :, 3:] @ k_rot[1:2, :, 3:].transpose(-1, -2), rtol=0, atol=1e-12
+    )
+    # cross-attention: [b, s_q] queries against [b, s_k] keys, and [1, s] broadcast over the batch
+    q_part, _ = rope(q[:, :, -2:], k, q_positions=positions[:, -2:], k_positions=positions)
+    torch.testing.assert_close(q_part, q_rot[:, :, -2:], rtol=0, atol=1e-13)
+    shared, _ = rope(q, k, q_positions=positions[:1])
+    torch.testing.assert_close(shared[2], rope(q[2:], k[2:])[0][0], rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match=r"q must be \[b=3, h, s, d_h\]"):
+        rope(q[:2], k[:2], q_positions=positions)
+
+
+def test_batched_rotary_gradients_flow_to_q_and_k():
+    rope = RotaryEmbedding(8)
+    q = torch.randn(2, 1, 5, 8, dtype=F64, requires_grad=True)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 1, 2, 3]])
+    assert torch.autograd.gradcheck(lambda t: rope.to(F64)(t, t, q_positions=positions)[0], (q,))
+
+
+rotary_embedding_torch = pytest.importorskip("rotary_embedding_torch", reason="the xPos peer compared against")
+
+
+@pytest.mark.parametrize(("dim", "length", "scale_base"), [(16, 20, 512), (32, 9, 64), (8, 33, 16)])
+def test_xpos_matches_rotary_embedding_torch(dim, length, scale_base):
+    torch.manual_seed(8)
+    peer = rotary_embedding_torch.RotaryEmbedding(dim=dim, use_xpos=True, xpos_scale_base=scale_base,
+                                                  cache_if_possible=False)
+    ours = RotaryEmbedding(dim, layout="adjacent", xpos_scale_base=scale_base)
+    q, k = torch.randn(2, 3, length, dim), torch.randn(2, 3, length, dim)
+    q_peer, k_peer = peer.rotate_queries_and_keys(q, k)
+    q_ours, k_ours = ours(q, k)
+    torch.testing.assert_close(q_ours, q_peer, rtol=2e-5, atol=2e-6)
+    torch.testing.assert_close(k_ours, k_peer, rtol=2e-5, atol=2e-6)
+    plain, _ = RotaryEmbedding(dim, layout="adjacent")(q, k)
+    assert not torch.allclose(plain, q_peer, rtol=1e-3, atol=1e-3)  # xPos really rescales
+    # scores depend on n − m only: shifting every position changes no score
+    shifted_q, shifted_k = ours(q, k, offset=1000)
+    torch.testing.assert_close(shifted_q @ shifted_k.transpose(-1, -2), q_ours @ k_ours.transpose(-1, -2),
+                               rtol=1e-4, atol=1e-4)

@@ -8,6 +8,13 @@ convention of cached decoding, where ``s_q`` new queries follow ``s_k − s_q`` 
     queries  offset + s_k − s_q … offset + s_k − 1
 
 For self-attention (``s_q = s_k``) both are ``offset + 0 … offset + s − 1``.
+
+Explicit positions are ``[s]`` (shared by the batch) or ``[b, s]`` (one row per sequence: a
+left-padded batch, or packed sequences restarting at 0); relative distances are then
+``[b, s_q, s_k]``. Positions must be finite, below ``2^53`` in magnitude (beyond, float64 angles
+cannot tell neighbouring positions apart), and of an integer dtype, float32 or float64:
+float16/bfloat16 cannot even hold the integers above 2048/256, so such positions were rounded
+before they arrived and are refused.
 """
 
 from __future__ import annotations
@@ -16,6 +23,11 @@ import numbers
 
 import torch
 
+EXACT_LIMIT = 2**53
+"""Positions must stay below this: float64 (the dtype of every angle) holds every integer up to it."""
+
+_ROUNDED_DTYPES = (torch.float16, torch.bfloat16)
+
 
 def check_offset(offset: object) -> int:
     """Return ``offset`` as an int ≥ 0, else raise naming the parameter."""
@@ -23,7 +35,15 @@ def check_offset(offset: object) -> int:
         raise TypeError(f"offset must be an int >= 0, got {offset!r} ({type(offset).__name__})")
     if offset < 0:
         raise ValueError(f"offset must be an int >= 0, got {offset}")
+    if offset >= EXACT_LIMIT:
+        raise ValueError(f"offset must be < 2^53 (float64 cannot tell larger positions apart), got {offset}")
     return int(offset)
+
+
+def check_end(end: int) -> None:
+    """Refuse default positions that run to ``2^53`` or beyond (``offset + s``)."""
+    if end > EXACT_LIMIT:
+        raise ValueError(f"offset + sequence length must be <= 2^53 (float64 cannot tell larger positions apart), got {end}")
 
 
 def query_start(q_len: int, k_len: int, offset: int) -> int:
@@ -36,15 +56,46 @@ def query_start(q_len: int, k_len: int, offset: int) -> int:
     return offset + k_len - q_len
 
 
-def check_positions(name: str, positions: object, length: int) -> torch.Tensor:
-    """Validate explicit positions: a real 1-D tensor ``[length]``."""
+def check_positions(name: str, positions: object, length: int, *, batched: bool = False) -> torch.Tensor:
+    """Validate explicit positions: a real tensor ``[length]`` (or ``[b, length]`` when ``batched``),
+    finite, ``|t| < 2^53``."""
+    shapes = f"[{length}] or [b, {length}]" if batched else f"[{length}]"
     if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"{name} must be a 1-D torch.Tensor of {length} positions, got {type(positions).__name__}")
-    if positions.dim() != 1 or positions.shape[0] != length:
-        raise ValueError(f"{name} must have shape [{length}] (one position per token), got {list(positions.shape)}")
+        raise TypeError(f"{name} must be a torch.Tensor of shape {shapes}, got {type(positions).__name__}")
+    if positions.dim() not in ((1, 2) if batched else (1,)) or positions.shape[-1] != length:
+        raise ValueError(f"{name} must have shape {shapes} (one position per token), got {list(positions.shape)}")
     if positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {positions.dtype}")
+    if positions.dtype in _ROUNDED_DTYPES:
+        raise TypeError(
+            f"{name} must be an integer dtype, float32 or float64, got {positions.dtype}: it cannot hold integer "
+            "positions above 2048 (float16) / 256 (bfloat16), so they were rounded already; build them as int64"
+        )
+    if positions.numel() and not torch.compiler.is_compiling():
+        if positions.is_floating_point():
+            bad = ~torch.isfinite(positions)
+            if bool(bad.any()):
+                raise ValueError(f"{name} must be finite, got {positions[bad][0].item()!r}")
+        big = positions.abs() >= EXACT_LIMIT
+        if bool(big.any()):
+            raise ValueError(
+                f"{name} must be < 2^53 in magnitude (float64 cannot tell larger positions apart), "
+                f"got {positions[big][0].item()!r}"
+            )
     return positions
+
+
+def batch_size(q_positions: torch.Tensor, k_positions: torch.Tensor) -> int | None:
+    """The batch of ``[b, s]`` positions (``None`` when both are ``[s]``); rows of 1 broadcast."""
+    rows = {p.shape[0] for p in (q_positions, k_positions) if p.dim() == 2}
+    if not rows:
+        return None
+    if len(rows - {1}) > 1:
+        raise ValueError(
+            f"q_positions and k_positions have different batch sizes {list(q_positions.shape)} and "
+            f"{list(k_positions.shape)}"
+        )
+    return max(rows)
 
 
 def resolve(
@@ -56,7 +107,7 @@ def resolve(
     offset: int,
     device: torch.device,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Positions ``([s_q], [s_k])`` of the queries and keys.
+    """Positions ``([s_q], [s_k])`` of the queries and keys (``[b, s]`` rows when given so).
 
     Explicit positions win; when only one is given and ``s_q = s_k`` it serves both (self-attention).
     Otherwise the defaults of the module docstring apply (int64 ranges on ``device``).
@@ -77,7 +128,10 @@ def resolve(
             torch.arange(start, start + q_len, device=device),
             torch.arange(offset, offset + k_len, device=device),
         )
-    return check_positions("q_positions", q_positions, q_len), check_positions("k_positions", k_positions, k_len)
+    return (
+        check_positions("q_positions", q_positions, q_len, batched=True),
+        check_positions("k_positions", k_positions, k_len, batched=True),
+    )
 
 
 def relative_distances(
@@ -89,9 +143,16 @@ def relative_distances(
     offset: int = 0,
     device: torch.device | str | None = None,
 ) -> torch.Tensor:
-    """``[s_q, s_k]`` key position minus query position, ``j − i`` (the sign of T5's ``relative_position``)."""
+    """Key position minus query position, ``j − i`` (the sign of T5's ``relative_position``).
+
+    ``[s_q, s_k]``, or ``[b, s_q, s_k]`` when either positions are ``[b, s]``.
+    """
     qp, kp = resolve(
         q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset,
         device=torch.device("cpu") if device is None else torch.device(device),
     )
-    return kp.to(qp.device)[None, :] - qp[:, None]
+    batch = batch_size(qp, kp)
+    kp = kp.to(qp.device)
+    if batch is None:
+        return kp[None, :] - qp[:, None]
+    return kp.expand(batch, k_len)[:, None, :] - qp.expand(batch, q_len)[:, :, None]

@@ -6,8 +6,8 @@ With queries at positions ``i`` and keys at ``j`` (defaults and alignment:
 ==========  ======================================================  =================================
 class       added to score ``(i, j)`` of head ``h``                  source
 ==========  ======================================================  =================================
-ALiBi       ``−m_h·|i − j|``, fixed geometric slopes ``m_h``         Press et al. 2022 (SPEC §7)
-T5          ``b_h[bucket(j − i)]``, learned scalars                  Raffel et al. 2020 (SPEC §7)
+ALiBi       ``−m_h·|i − j|``, fixed geometric slopes ``m_h``         Press et al. 2022, §3   
+T5          ``b_h[bucket(j − i)]``, learned scalars                  Raffel et al. 2020, §2.1
 Shaw        ``q_i·a^K_(clip(j−i))/√d_h`` (and ``Σ_j α_ij a^V`` on     Shaw et al. 2018, eqs. 3–5
             the outputs), learned vectors shared by the heads
 ==========  ======================================================  =================================
@@ -30,13 +30,14 @@ from posenc.nn._positions import relative_distances
 from posenc.nn.contracts import QueryBiasContract, ScoreBiasContract
 
 
-def alibi_slopes(n_heads: int) -> torch.Tensor:
+def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> torch.Tensor:
     """``[n_heads]`` float64 ALiBi slopes ``m_h`` (Press et al. 2022; :func:`posenc.spectrum.alibi_slopes`).
 
-    Powers of two: ``2^(−8h/n)``, ``h = 1 … n`` (8 heads: 1/2 … 1/256); otherwise the slopes of the
-    largest power of two below ``n`` followed by every other slope of twice that many heads.
+    Powers of two: ``2^(−Bh/n)``, ``h = 1 … n``, ``B = alibi_bias_max`` (Press et al.: 8, so 8 heads
+    get 1/2 … 1/256; MPT makes ``B`` an option); otherwise the slopes of the largest power of two
+    below ``n`` followed by every other slope of twice that many heads.
     """
-    return torch.from_numpy(spectrum.alibi_slopes(n_heads))
+    return torch.from_numpy(spectrum.alibi_slopes(n_heads, alibi_bias_max=alibi_bias_max))
 
 
 class AttentionBias(ScoreBiasContract):
@@ -55,7 +56,10 @@ class AttentionBias(ScoreBiasContract):
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """``[h, s_q, s_k]`` additive bias for queries at positions ``i`` and keys at ``j``."""
+        """``[h, s_q, s_k]`` additive bias for queries at positions ``i`` and keys at ``j``.
+
+        With ``[b, s]`` positions (one row per sequence of the batch) the bias is ``[b, h, s_q, s_k]``.
+        """
         distance = relative_distances(
             q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset, device=device
         )
@@ -69,16 +73,19 @@ class ALiBiBias(AttentionBias):
     """Attention with linear biases (Press et al. 2022): score ``(i, j)`` of head ``h`` gets ``−m_h·|i − j|``.
 
     Press et al. write the causal case, ``−m_h·(i − j)`` for ``j ≤ i``; ``|i − j|`` is the same there
-    and extends it symmetrically to bidirectional encoders (SPEC §7). No parameters.
+    and extends it symmetrically to bidirectional encoders. No parameters.
 
     Args:
         n_heads: number of heads; slopes from :func:`alibi_slopes`.
+        alibi_bias_max: ``B`` of the slopes ``2^(−Bh/n)`` (8 in Press et al. and BLOOM; MPT's
+            ``alibi_bias_max``).
     """
 
-    def __init__(self, n_heads: int) -> None:
+    def __init__(self, n_heads: int, *, alibi_bias_max: float = 8.0) -> None:
         super().__init__()
         self.n_heads = _validate.positive_int("n_heads", n_heads)
-        self._slopes = alibi_slopes(self.n_heads)  # a float64 constant, not a buffer: .half() must not round it
+        self.alibi_bias_max = _validate.positive_float("alibi_bias_max", alibi_bias_max)
+        self._slopes = alibi_slopes(self.n_heads, alibi_bias_max=self.alibi_bias_max)  # a float64 constant, not a buffer: .half() must not round it
 
     @property
     def slopes(self) -> torch.Tensor:
@@ -87,10 +94,10 @@ class ALiBiBias(AttentionBias):
 
     def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
         slopes = self._slopes.to(distance.device)
-        return -slopes[:, None, None] * distance.abs().to(torch.float64)[None]
+        return -slopes[:, None, None] * distance.abs().to(torch.float64).unsqueeze(-3)
 
     def extra_repr(self) -> str:
-        return f"n_heads={self.n_heads}"
+        return f"n_heads={self.n_heads}, alibi_bias_max={self.alibi_bias_max}"
 
 
 def t5_bucket(
@@ -173,13 +180,18 @@ class T5RelativeBias(AttentionBias):
         # is an index_add (the Embedding lookup's backward sorts the s_q·s_k indices: ~3× slower here)
         buckets = self.buckets(distance)
         table = self.relative_attention_bias.weight.t()
-        return table.index_select(1, buckets.reshape(-1)).view(self.n_heads, *buckets.shape)
+        return table.index_select(1, buckets.reshape(-1)).view(self.n_heads, *buckets.shape).movedim(0, -3)
 
     def extra_repr(self) -> str:
         return (
             f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
             f"bidirectional={self.bidirectional}"
         )
+
+
+def _per_head(index: torch.Tensor) -> torch.Tensor:
+    """``[s_q, s_k]`` as is; ``[b, s_q, s_k]`` → ``[b, 1, s_q, s_k]`` to broadcast over the heads."""
+    return index.unsqueeze(1) if index.dim() == 3 else index
 
 
 class ShawRelativeBias(QueryBiasContract):
@@ -227,7 +239,10 @@ class ShawRelativeBias(QueryBiasContract):
         offset: int = 0,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
-        """``[s_q, s_k]`` long: row of ``w`` for each pair, ``clip(j − i, −k, k) + k``."""
+        """``[s_q, s_k]`` long: row of ``w`` for each pair, ``clip(j − i, −k, k) + k``.
+
+        ``[b, s_q, s_k]`` with ``[b, s]`` positions (one row per sequence of the batch).
+        """
         distance = relative_distances(
             q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset, device=device
         )
@@ -236,12 +251,12 @@ class ShawRelativeBias(QueryBiasContract):
         return distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
 
     def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """``[b, h, s_q, s_k]`` ``q_i·a^K_ij`` (unscaled) for queries ``q [b, h, s_q, d_h]``.
+        """``[b, h, s_q, s_k]`` ``q_i·a^K_ij`` (unscaled) for queries ``q [b, h, s_q, d_h]``, ``index [(b,) s_q, s_k]``.
 
         Computed as ``(q·w^Kᵀ)[…, index]``: ``2k + 1`` dot products per query, then a gather.
         """
         table = q @ self.keys.to(q.dtype).T
-        return table.gather(-1, index.expand(*q.shape[:-1], index.shape[-1]))
+        return table.gather(-1, _per_head(index).expand(*q.shape[:-1], index.shape[-1]))
 
     def value_term(self, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """``[b, h, s_q, d_h]`` ``Σ_j α_ij a^V_ij`` for attention weights ``[b, h, s_q, s_k]``.
@@ -252,7 +267,7 @@ class ShawRelativeBias(QueryBiasContract):
         if self.values is None:
             raise ValueError("value_term needs on_values=True")
         slots = weights.new_zeros(*weights.shape[:-1], self.values.shape[0])
-        slots = slots.scatter_add(-1, index.expand_as(weights), weights)
+        slots = slots.scatter_add(-1, _per_head(index).expand_as(weights), weights)
         return slots @ self.values.to(weights.dtype)
 
     def extra_repr(self) -> str:

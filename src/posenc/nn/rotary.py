@@ -1,13 +1,12 @@
 """Rotary position embedding (RoPE; Su et al. 2021, RoFormer): rotate query/key pairs by ``t·θ_i``.
 
-Pair ``i`` of a query or key at position ``t`` is rotated by the angle ``t·θ_i`` (SPEC §7)::
+Pair ``i`` of a query or key at position ``t`` is rotated by the angle ``t·θ_i`` (Su et al. 2021, eq. 34)::
 
     out_a = x_a·cos(tθ_i) − x_b·sin(tθ_i)
     out_b = x_b·cos(tθ_i) + x_a·sin(tθ_i)
 
-so ``⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩`` depends on ``n − m`` only: the shift operator of
-SPEC §2 applied directly. ``θ_i = base^(−2i/r)``, ``i < r/2``, over the ``r = rotary_dim``
-rotated dimensions (:func:`posenc.spectrum.geometric`); dimensions ``r … d_h − 1`` pass
+so ``⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩`` depends on ``n − m`` only (Su et al. 2021, eq. 16).
+``θ_i = base^(−2i/r)``, ``i < r/2``, over the ``r = rotary_dim`` rotated dimensions (:func:`posenc.spectrum.geometric`); dimensions ``r … d_h − 1`` pass
 through unchanged (partial rotary, GPT-NeoX ``rotary_pct`` / GPT-J ``rotary_dim``).
 
 Which coordinates form pair ``i`` is the *layout*; both are in use and must not be mixed up
@@ -20,25 +19,27 @@ The cos/sin tables handed to :func:`apply_rotary` are ``[s, r]`` in the same lay
 (``cos(tθ_i)`` stands in both columns of pair ``i``): for ``half_split`` they equal Hugging
 Face's ``cos``/``sin`` (``cat(freqs, freqs)``), for ``adjacent`` GPT-J's ``repeat_interleave``.
 
-Context extension (``scaling``), folded into the frequencies so angles stay ``t·θ_i``:
-
-* ``"linear"`` — position interpolation (Chen et al. 2023): ``θ_i / factor``.
-* ``"ntk"`` — NTK-aware base scaling (bloc97 2023, "NTK-Aware Scaled RoPE"; Hugging Face's
-  ``dynamic`` variant recomputes the same formula per length): ``base' = base · factor^(r/(r−2))``.
+Context extension (``scaling``) changes the frequencies (and, for YaRN/LongRoPE, scales the
+tables by an attention factor) so that angles stay ``t·θ_i`` in float64: ``"linear"`` (Chen et
+al. 2023), ``"ntk"`` (bloc97 2023), and Hugging Face's ``"dynamic"``, ``"yarn"`` (Peng et al.
+2023), ``"longrope"`` (Ding et al. 2024) and ``"llama3"`` — the registry of
+:mod:`posenc.nn.rope_types`; :meth:`RotaryEmbedding.from_hf` reads them from a transformers config.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from posenc import _validate, spectrum
-from posenc.nn import _positions
+from posenc.nn import _positions, rope_types
 from posenc.nn.contracts import RotaryContract
 from posenc.nn.functional import sincos
 
 LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
-SCALINGS: tuple[str, ...] = ("linear", "ntk")
 
 _CHUNK_BYTES = 1 << 20
 """Eager :func:`apply_rotary` works through ``x`` in blocks of about this many bytes (of rows of the
@@ -202,7 +203,7 @@ def _layout_table(t: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 class RotaryEmbedding(RotaryContract):
-    """Rotary position embedding for queries and keys ``[b, h, s, d_h]`` (SPEC §7; module docstring).
+    """Rotary position embedding for queries and keys ``[b, h, s, d_h]`` (Su et al. 2021, eq. 34; module docstring).
 
     Args:
         head_dim: ``d_h``, the per-head dimension of the queries and keys.
@@ -210,9 +211,22 @@ class RotaryEmbedding(RotaryContract):
         rotary_dim: dimensions rotated: an even int, a float fraction of ``head_dim``
             (``int(head_dim·fraction)``, must come out even), or ``None`` for all.
         layout: ``"adjacent"`` (RoFormer/GPT-J) or ``"half_split"`` (GPT-NeoX/Hugging Face).
-        scaling: ``None``, ``"linear"`` (position interpolation) or ``"ntk"`` (base scaling).
-        scaling_factor: context-extension factor ``≥ 1`` used by ``scaling``.
+        scaling: ``None`` or a context-extension type of :data:`posenc.nn.rope_types.ROPE_TYPES`
+            (``"linear"``, ``"ntk"``, ``"dynamic"``, ``"yarn"``, ``"longrope"``, ``"llama3"``).
+        scaling_factor: its ``factor ≥ 1``; only with ``scaling``.
+        scaling_options: its other parameters by their Hugging Face names
+            (e.g. ``{"original_max_position_embeddings": 4096, "beta_fast": 32}``); only with ``scaling``.
+        xpos_scale_base: ``γ`` of xPos (Sun et al. 2022, eq. 11): queries at position ``t`` are
+            scaled per pair by ``ζ_i^((t−c)/γ)``, keys by ``ζ_i^(−(t−c)/γ)``,
+            ``ζ_i = (2i + 0.4r)/(1.4r)``, so the score of ``(m, n)`` decays as ``ζ_i^((m−n)/γ)``.
+            ``c`` is the key position at index ``⌊s_k/2⌋`` (per row), which keeps the scales near 1
+            and equals ``rotary-embedding-torch``'s centre; it cancels in every score.
         max_len: positions whose cos/sin are tabulated up front; longer inputs grow the table.
+
+    Positions (``q_positions``/``k_positions`` of :meth:`forward`) are ``[s]`` or, per sequence of a
+    left-padded or packed batch, ``[b, s]``; any real, finite numbers below ``2^53`` (beyond, float64
+    cannot tell neighbours apart) in an integer dtype, float32 or float64. float16/bfloat16 positions
+    are refused: they cannot hold integers above 2048/256 exactly, so they were rounded already.
 
     The tables are non-persistent buffers (``state_dict()`` is empty), rebuilt from float64
     angles (:func:`posenc.nn.functional.sincos`) for each device and dtype they are used in.
@@ -223,10 +237,12 @@ class RotaryEmbedding(RotaryContract):
         head_dim: int,
         *,
         base: float = 10000.0,
-        rotary_dim: int | float | None = None,
+        rotary_dim: float | None = None,
         layout: str = "half_split",
         scaling: str | None = None,
-        scaling_factor: float = 1.0,
+        scaling_factor: float | None = None,
+        scaling_options: Mapping[str, Any] | None = None,
+        xpos_scale_base: float | None = None,
         max_len: int = 2048,
     ) -> None:
         super().__init__()
@@ -234,39 +250,124 @@ class RotaryEmbedding(RotaryContract):
         self.base = _validate.positive_float("base", base)
         self.rotary_dim = spectrum.rotary_dim(self.head_dim, rotary_dim)
         self.layout = _validate.choice("layout", layout, LAYOUTS)
+        if scaling is None and (scaling_factor is not None or scaling_options):
+            given = "scaling_factor" if scaling_factor is not None else "scaling_options"
+            raise ValueError(
+                f"{given} was given without scaling, so it would do nothing; pass scaling= one of "
+                f"{', '.join(map(repr, rope_types.ROPE_TYPES))}"
+            )
         if scaling is not None:
-            _validate.choice("scaling", scaling, SCALINGS)
+            _validate.choice("scaling", scaling, tuple(rope_types.ROPE_TYPES))
+            options = dict(scaling_options or {})
+            if "factor" in options:
+                raise ValueError("give the factor as scaling_factor=, not inside scaling_options")
+            if scaling_factor is not None:
+                options["factor"] = _validate.positive_float("scaling_factor", scaling_factor)
+                if options["factor"] < 1.0:
+                    raise ValueError(f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}")
+            self.scaling_parameters = rope_types.resolve_parameters(scaling, options, rotary_dim=self.rotary_dim)
+        else:
+            self.scaling_parameters = {}
         self.scaling = scaling
-        self.scaling_factor = _validate.positive_float("scaling_factor", scaling_factor)
-        if self.scaling_factor < 1.0:
-            raise ValueError(f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}")
-        if scaling == "ntk" and self.rotary_dim <= 2:
-            raise ValueError(f"scaling='ntk' needs rotary_dim > 2 (base·factor^(r/(r−2))), got {self.rotary_dim}")
-        self._frequencies = torch.from_numpy(self._compute_frequencies())
+        self.scaling_factor = self.scaling_parameters.get("factor")
+        self.xpos_scale_base = (
+            None if xpos_scale_base is None else _validate.positive_float("xpos_scale_base", xpos_scale_base)
+        )
+        self._length_rule = "static" if scaling is None else rope_types.ROPE_TYPES[scaling].length_rule
+        self._original_length = float(
+            self.scaling_parameters.get("original_max_position_embeddings")
+            or self.scaling_parameters.get("max_position_embeddings")
+            or 0
+        )
+        self._longest = self._original_length  # dynamic NTK: the longest context seen (Hugging Face's rule)
+        self._frequencies, self._attention_factor = self._compute_frequencies(self._original_length)
         self._table_dtype: torch.dtype | None = None
         self.register_buffer("_cos", torch.empty(0), persistent=False)
         self.register_buffer("_sin", torch.empty(0), persistent=False)
         self._build(_validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu"))
 
-    def _compute_frequencies(self) -> np.ndarray:
-        r, base = self.rotary_dim, self.base
-        if self.scaling == "ntk":
-            base = base * self.scaling_factor ** (r / (r - 2))
-        theta = spectrum.geometric(r, base)
-        return theta / self.scaling_factor if self.scaling == "linear" else theta
+    @classmethod
+    def from_hf(cls, config: Any, *, layout: str = "half_split", max_len: int | None = None) -> RotaryEmbedding:
+        """The rotary embedding a Hugging Face ``transformers`` config describes.
+
+        ``config`` is a ``PretrainedConfig`` or a plain dict with the same keys: ``rope_parameters``
+        (or the legacy ``rope_scaling``) holding ``rope_type`` and its parameters, ``rope_theta``,
+        ``partial_rotary_factor``, ``head_dim`` (else ``hidden_size // num_attention_heads``) and
+        ``max_position_embeddings``. Rope types ``default`` and every name of
+        :data:`posenc.nn.rope_types.ROPE_TYPES` that transformers defines (``linear``, ``dynamic``,
+        ``yarn``, ``longrope``, ``llama3``) are read exactly as transformers reads them; the result
+        rotates like transformers' own rotary embedding, but forms its angles in float64.
+        ``layout`` is ``"half_split"`` for Hugging Face weights (``rotate_half``).
+        """
+        settings = rope_types.hf_settings(config)
+        if max_len is None:
+            max_len = min(int(settings.pop("max_position_embeddings", None) or 2048), 8192)
+        else:
+            settings.pop("max_position_embeddings", None)
+        return cls(**settings, layout=layout, max_len=max_len)
+
+    def _compute_frequencies(self, length: float) -> tuple[torch.Tensor, float]:
+        """Float64 ``θ`` ``[r/2]`` and the attention factor for a context of ``length`` positions."""
+        with torch.inference_mode(False):
+            if self.scaling is None:
+                return torch.from_numpy(spectrum.geometric(self.rotary_dim, self.base)), 1.0
+            compute = rope_types.ROPE_TYPES[self.scaling].compute
+            theta, factor = compute(self.rotary_dim, self.base, self.scaling_parameters, length)
+            return torch.from_numpy(np.ascontiguousarray(theta, dtype=np.float64)), float(factor)
+
+    def _follow_length(self, length: float) -> None:
+        """Switch frequencies for a call reaching ``length`` positions (``dynamic``/``longrope`` only).
+
+        ``dynamic`` uses the longest length seen so far and returns to the original frequencies
+        when a call fits in ``max_position_embeddings`` again; ``longrope`` uses the call's length.
+        """
+        if self._length_rule == "static":
+            return
+        if self._length_rule == "longest":
+            if length > self._longest:
+                self._longest = length
+            elif length < self._original_length < self._longest:
+                self._longest = self._original_length
+            length = self._longest
+        theta, _ = self._compute_frequencies(length)
+        if not torch.equal(theta, self._frequencies):
+            self._frequencies = theta
+            self._table_dtype = None  # the cached tables belong to the old frequencies
 
     @property
     def frequencies(self) -> torch.Tensor:
         """``[r/2]`` float64 rotation frequencies ``θ_i`` after scaling (angles are ``t·θ_i``)."""
         return self._frequencies.clone()
 
+    @property
+    def attention_factor(self) -> float:
+        """Factor on the cos/sin tables (1 except for ``yarn``/``longrope``; Peng et al. 2023, eq. 22)."""
+        return self._attention_factor
+
     def tables(self, positions: torch.Tensor, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)``, each ``[s, r]`` in ``self.layout``, for arbitrary real ``positions [s]``."""
-        c_sin, c_cos = sincos(positions, self._frequencies.to(positions.device), dtype=dtype)
+        """``(cos, sin)``, each ``[s, r]`` in ``self.layout``, for arbitrary real ``positions [s]``.
+
+        Both include :attr:`attention_factor`, applied in float64 before the cast to ``dtype``.
+        """
+        return self._scaled_tables(positions, dtype=dtype, amplitude=None)
+
+    def _scaled_tables(
+        self, positions: torch.Tensor, *, dtype: torch.dtype, amplitude: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`tables` times a float64 ``amplitude [s, r/2]`` (xPos), all in float64 before the cast."""
+        frequencies = self._frequencies.to(positions.device)
+        if amplitude is None and self._attention_factor == 1.0:
+            c_sin, c_cos = sincos(positions, frequencies, dtype=dtype)
+        else:
+            c_sin, c_cos = sincos(positions, frequencies, dtype=torch.float64)
+            scale = self._attention_factor if amplitude is None else amplitude * self._attention_factor
+            c_sin, c_cos = (c_sin * scale).to(dtype), (c_cos * scale).to(dtype)
         return _layout_table(c_cos, self.layout), _layout_table(c_sin, self.layout)
 
     def _build(self, length: int, dtype: torch.dtype, device: torch.device) -> None:
-        self._cos, self._sin = self.tables(torch.arange(length, device=device), dtype=dtype)
+        # Outside inference mode: a cache grown under torch.inference_mode() must still serve training.
+        with torch.inference_mode(False):
+            self._cos, self._sin = self.tables(torch.arange(length, device=device), dtype=dtype)
         self._table_dtype = dtype
 
     def _cached(self, start: int, length: int, dtype: torch.dtype, device: torch.device
@@ -287,24 +388,14 @@ class RotaryEmbedding(RotaryContract):
             self._build(2 * cached, dtype, device)
         return self._cos[start:end], self._sin[start:end]
 
-    def cos_sin(
-        self, length: int, *, positions: torch.Tensor | None = None, offset: int = 0, dtype: torch.dtype,
-        device: torch.device | str | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)`` ``[length, r]`` for ``positions`` (default ``offset … offset+length−1``, cached).
-
-        The tables :meth:`rotate` applies; :class:`posenc.nn.TransformerEncoder` computes them once
-        per forward and every layer rotates with them.
-        """
-        device = torch.device("cpu") if device is None else torch.device(device)
-        if positions is None:
-            return self._cached(_positions.check_offset(offset), length, dtype, device)
-        positions = _positions.check_positions("positions", positions, length)
-        return self.tables(positions.to(device), dtype=dtype)
-
-    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """``x [..., s, head_dim]`` rotated by tables from :meth:`cos_sin` (:func:`apply_rotary` in this layout)."""
-        return apply_rotary(x, cos, sin, layout=self.layout)
+    def _check_inputs(self, q: object, k: object) -> None:
+        for name, t in (("q", q), ("k", k)):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor [..., s, head_dim], got {type(t).__name__}")
+            if not t.is_floating_point():
+                raise TypeError(f"{name} must be a floating tensor (rotations of integers are not integers), got {t.dtype}")
+            if t.dim() < 2 or t.shape[-1] != self.head_dim:
+                raise ValueError(f"{name} must be [..., s, head_dim={self.head_dim}], got {list(t.shape)}")
 
     def forward(
         self,
@@ -318,26 +409,114 @@ class RotaryEmbedding(RotaryContract):
         """Rotate queries ``[b, h, s_q, d_h]`` and keys ``[b, h, s_k, d_h]``.
 
         Positions default to ``offset + 0 … s_k − 1`` for keys and the last ``s_q`` of those for
-        queries (cached decoding; :mod:`posenc.nn._positions`); explicit ``[s]`` positions may be
-        any real numbers. Returns ``(q_rot, k_rot)`` in the inputs' dtype.
+        queries (cached decoding; :mod:`posenc.nn._positions`). Explicit positions are ``[s]``, or
+        ``[b, s]`` with one row per sequence of the batch (then ``q``/``k`` must be 4-D). Returns
+        ``(q_rot, k_rot)`` in the inputs' dtype; an empty batch or sequence gives empty results.
         """
-        for name, t in (("q", q), ("k", k)):
-            if t.dim() < 2 or t.shape[-1] != self.head_dim:
-                raise ValueError(f"{name} must be [..., s, head_dim={self.head_dim}], got {list(t.shape)}")
+        self._check_inputs(q, k)
         s_q, s_k = q.shape[-2], k.shape[-2]
         if q_positions is None and k_positions is None:
             offset = _positions.check_offset(offset)
-            k_cos, k_sin = self._cached(offset, s_k, k.dtype, k.device)
             start = _positions.query_start(s_q, s_k, offset)
-            q_cos, q_sin = (k_cos, k_sin) if start == offset else self._cached(start, s_q, q.dtype, q.device)
+            _positions.check_end(offset + s_k)
+            self._follow_length(offset + s_k)
+            if self.xpos_scale_base is None:
+                k_cos, k_sin = self._cached(offset, s_k, k.dtype, k.device)
+                q_cos, q_sin = (k_cos, k_sin) if start == offset else self._cached(start, s_q, q.dtype, q.device)
+                return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
+            qp = torch.arange(start, start + s_q, device=q.device)
+            kp = torch.arange(offset, offset + s_k, device=q.device)
         else:
             qp, kp = _positions.resolve(
                 s_q, s_k, q_positions=q_positions, k_positions=k_positions, offset=offset, device=q.device
             )
-            k_cos, k_sin = self.tables(kp, dtype=k.dtype)
-            q_cos, q_sin = (k_cos, k_sin) if qp is kp else self.tables(qp, dtype=q.dtype)
+            if self._length_rule != "static" and kp.numel() and qp.numel():
+                self._follow_length(float(torch.maximum(qp.max(), kp.max().to(qp.device))) + 1.0)
+        qp, kp = (p[0] if p.dim() == 2 and p.shape[0] == 1 else p for p in (qp, kp))  # one row serves the batch
+        batch = _positions.batch_size(qp, kp)
+        if batch is not None:
+            qp, kp = qp.expand(batch, s_q), kp.expand(batch, s_k)
+            for name, t in (("q", q), ("k", k)):
+                if t.dim() != 4 or t.shape[0] != batch:
+                    raise ValueError(
+                        f"{name} must be [b={batch}, h, s, d_h] to match positions of shape [{batch}, s], "
+                        f"got {list(t.shape)}"
+                    )
+        k_cos, k_sin = self._tables_at(kp, kp, sign=-1.0, dtype=k.dtype)
+        if qp is kp and self.xpos_scale_base is None and q.dtype == k.dtype:
+            q_cos, q_sin = k_cos, k_sin
+        else:
+            q_cos, q_sin = self._tables_at(qp, kp, sign=1.0, dtype=q.dtype)
         return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
+
+    def _tables_at(
+        self, positions: torch.Tensor, keys: torch.Tensor, *, sign: float, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``[s, r]`` or ``[b, s, r]`` for ``positions`` ``[s]`` or ``[b, s]``.
+
+        With xPos the tables carry ``ζ^(sign·(t − c)/γ)``, ``c`` the centre taken from ``keys``.
+        """
+        amplitude = None
+        if self.xpos_scale_base is not None and keys.shape[-1]:
+            centre = keys[..., keys.shape[-1] // 2, None].to(positions.device, torch.float64)
+            power = (positions.to(torch.float64) - centre) / self.xpos_scale_base
+            r = self.rotary_dim
+            zeta = (torch.arange(0, r, 2, dtype=torch.float64, device=positions.device) + 0.4 * r) / (1.4 * r)
+            amplitude = zeta ** (sign * power.reshape(-1, 1))
+        cos, sin = self._scaled_tables(positions.reshape(-1), dtype=dtype, amplitude=amplitude)
+        return cos.view(*positions.shape, -1), sin.view(*positions.shape, -1)
+
+    def cos_sin(
+        self, length: int, *, positions: torch.Tensor | None = None, offset: int = 0, dtype: torch.dtype,
+        device: torch.device | str | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(cos, sin)`` ``[length, r]`` (``[b, length, r]`` for ``[b, length]`` positions) for :meth:`rotate`.
+
+        Positions default to ``offset … offset+length−1`` (cached). :class:`posenc.nn.TransformerEncoder`
+        computes the tables once per forward and every layer rotates with them. Not for xPos, whose
+        queries and keys need inverse scales: use :meth:`forward`.
+        """
+        if self.xpos_scale_base is not None:
+            raise ValueError(
+                "xPos scales queries and keys by inverse factors, so one (cos, sin) pair cannot serve both; "
+                "call the module on (q, k) instead"
+            )
+        device = torch.device("cpu") if device is None else torch.device(device)
+        if positions is None:
+            offset = _positions.check_offset(offset)
+            _positions.check_end(offset + length)
+            self._follow_length(offset + length)
+            return self._cached(offset, length, dtype, device)
+        positions = _positions.check_positions("positions", positions, length, batched=True).to(device)
+        if self._length_rule != "static" and positions.numel():
+            self._follow_length(float(positions.max()) + 1.0)
+        return self._tables_at(positions, positions, sign=1.0, dtype=dtype)
+
+    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """``x [..., s, head_dim]`` rotated by tables from :meth:`cos_sin` (:func:`apply_rotary` in this layout).
+
+        Tables ``[b, s, r]`` (or ``[b, 1, s, r]``) rotate each sequence of ``x [b, h, s, d]`` by its own
+        positions: ``x`` is seen as ``[h, b·s, d]`` (a view when ``b`` and ``s`` are adjacent in memory,
+        as after a qkv projection) and the tables as ``[b·s, r]``. Empty inputs give empty results.
+        """
+        if x.numel() == 0:
+            return x.clone()
+        if cos.dim() == 2:
+            return apply_rotary(x, cos, sin, layout=self.layout)
+        cos, sin = cos.reshape(-1, *cos.shape[-2:]), sin.reshape(-1, *sin.shape[-2:])
+        if x.dim() != 4 or cos.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"x must be [b={cos.shape[0]}, h, s, d_h] to match tables of shape {list(cos.shape)}, got {list(x.shape)}"
+            )
+        b, h, s, d = x.shape
+        flat = x.transpose(0, 1).reshape(h, b * s, d)
+        out = apply_rotary(flat, cos.reshape(b * s, -1), sin.reshape(b * s, -1), layout=self.layout)
+        return out.view(h, b, s, d).transpose(0, 1)
 
     def extra_repr(self) -> str:
         scaling = "" if self.scaling is None else f", scaling={self.scaling!r}, scaling_factor={self.scaling_factor}"
-        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}{scaling}"
+        xpos = "" if self.xpos_scale_base is None else f", xpos_scale_base={self.xpos_scale_base}"
+        return (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}"
+            f"{scaling}{xpos}"
+        )

@@ -1,0 +1,332 @@
+"""Rotary frequency schedules for context extension: an open registry of name → computation.
+
+Every variant turns the plain RoPE frequencies ``θ_i = ρ^(−2i/r)``, ``i < r/2`` (Su et al. 2021)
+into new float64 frequencies and, for some, an *attention factor* ``a`` that multiplies the
+cos/sin tables (so each rotated query and key is scaled by ``a``, every score by ``a²``).
+Angles stay ``t·θ_i``, formed in float64 by :class:`posenc.nn.RotaryEmbedding`.
+
+=============  =====================================================================  =============================
+name           frequencies (``f`` = factor, ``L`` = original context length)            source
+=============  =====================================================================  =============================
+``linear``     ``θ_i / f``                                                             Chen et al. 2023 (position
+                                                                                        interpolation)
+``ntk``        ``θ_i`` of the base ``ρ·f^(r/(r−2))`` (fixed)                            bloc97 2023 (NTK-aware)
+``dynamic``    ``θ_i`` of the base ``ρ·(f·n/L − (f − 1))^(r/(r−2))``, ``n`` = the       emozilla 2023 (dynamic NTK,
+               longest length seen, ``n ≥ L`` (below ``L``: plain ``θ_i``)              Hugging Face ``dynamic``)
+``yarn``       ``θ_i·(1 − γ_i)/f + θ_i·γ_i`` with the ramp ``γ_i`` between the          Peng et al. 2023, eqs. 17–22
+               dimensions of ``β_fast`` and ``β_slow`` rotations over ``L``;
+               ``a = 0.1·ln f + 1`` (or the ``mscale`` ratio)
+``longrope``   ``θ_i / λ_i`` with ``λ`` = short factors while ``n ≤ L``, long ones       Ding et al. 2024 (LongRoPE)
+               beyond; ``a = √(1 + ln f / ln L)``
+``llama3``     wavelengths ``2π/θ_i`` above ``L/low_freq_factor``: ``θ_i/f``; below     Meta 2024 (Llama 3.1)
+               ``L/high_freq_factor``: ``θ_i``; between: a smooth blend
+=============  =====================================================================  =============================
+
+The parameter names are those of Hugging Face's ``rope_parameters`` (``factor``,
+``original_max_position_embeddings``, ``beta_fast`` …). :func:`resolve_parameters` validates a
+parameter dict for any registered type in one place; :func:`register` adds a new type.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from posenc import spectrum
+
+Compute = Callable[[int, float, Mapping[str, Any], float], tuple[NDArray[np.float64], float]]
+"""``(rotary_dim r, base ρ, parameters, length n) → (θ [r/2] float64, attention factor a)``."""
+
+LENGTH_RULES: tuple[str, ...] = ("static", "current", "longest")
+"""How the context length ``n`` handed to a computation is chosen on every call: ignored
+(``static``), the longest position + 1 of the call (``current``, LongRoPE), or the longest
+such length seen so far, reset when a call fits in ``L`` again (``longest``, dynamic NTK —
+Hugging Face's ``dynamic_rope_update``)."""
+
+
+@dataclass(frozen=True)
+class RopeType:
+    """One registered frequency computation and the parameters it takes.
+
+    Attributes:
+        compute: see :data:`Compute`; receives the parameters after :func:`resolve_parameters`.
+        required: parameter names that must be given.
+        defaults: optional parameter names and their defaults (``None`` = derived or unused).
+        length_rule: one of :data:`LENGTH_RULES`.
+        check: optional extra check ``(parameters, rotary_dim) → None`` that raises ``ValueError``.
+    """
+
+    compute: Compute
+    required: tuple[str, ...] = ()
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    length_rule: str = "static"
+    check: Callable[[dict[str, Any], int], None] | None = None
+
+
+ROPE_TYPES: dict[str, RopeType] = {}
+"""The registry: name → :class:`RopeType`. Extend it with :func:`register`."""
+
+_NUMBER_LISTS = ("short_factor", "long_factor")
+_FLAGS = ("truncate",)
+
+
+def register(name: str, rope_type: RopeType) -> None:
+    """Add (or replace) the rope type ``name``."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    if not isinstance(rope_type, RopeType):
+        raise TypeError(f"rope_type must be a RopeType, got {type(rope_type).__name__}")
+    if rope_type.length_rule not in LENGTH_RULES:
+        raise ValueError(f"length_rule must be one of {LENGTH_RULES}, got {rope_type.length_rule!r}")
+    ROPE_TYPES[name] = rope_type
+
+
+def _number(name: str, value: object, *, rope_type: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ValueError(f"rope type {rope_type!r}: {name} must be a finite number, got {value!r}")
+    if float(value) <= 0:
+        raise ValueError(f"rope type {rope_type!r}: {name} must be > 0, got {value!r}")
+    return float(value)
+
+
+def resolve_parameters(name: str, parameters: Mapping[str, Any], *, rotary_dim: int) -> dict[str, Any]:
+    """Validate ``parameters`` of the rope type ``name``; return them with defaults filled in.
+
+    Every value must be a positive finite number, except the lists ``short_factor`` /
+    ``long_factor`` (``r/2`` positive numbers each) and the bool ``truncate``. ``factor`` must be
+    ``≥ 1``. A type whose ``factor`` is optional (``yarn``, ``longrope``) derives it, when absent,
+    as ``max_position_embeddings / original_max_position_embeddings`` if both are given (as
+    Hugging Face does), else leaves it ``None``. Unknown names raise listing the allowed ones.
+    """
+    if name not in ROPE_TYPES:
+        raise ValueError(f"rope type must be one of {', '.join(map(repr, ROPE_TYPES))}; got {name!r}")
+    spec = ROPE_TYPES[name]
+    if not isinstance(parameters, Mapping):
+        raise TypeError(f"rope parameters must be a mapping, got {type(parameters).__name__}")
+    allowed = set(spec.required) | set(spec.defaults)
+    unknown = sorted(set(parameters) - allowed)
+    if unknown:
+        raise ValueError(
+            f"rope type {name!r} takes {', '.join(sorted(allowed)) or 'no parameters'}; got unknown {', '.join(unknown)}"
+        )
+    missing = [key for key in spec.required if parameters.get(key) is None]
+    if missing:
+        raise ValueError(f"rope type {name!r} needs {', '.join(missing)}")
+    out: dict[str, Any] = {**spec.defaults, **{k: v for k, v in parameters.items() if v is not None}}
+    for key, value in list(out.items()):
+        if value is None:
+            continue
+        if key in _NUMBER_LISTS:
+            values = np.asarray(value, dtype=np.float64) if not isinstance(value, str) else None
+            if values is None or values.shape != (rotary_dim // 2,) or not np.all(np.isfinite(values) & (values > 0)):
+                raise ValueError(
+                    f"rope type {name!r}: {key} must hold rotary_dim/2 = {rotary_dim // 2} positive numbers, "
+                    f"got {value!r}"
+                )
+            out[key] = values
+        elif key in _FLAGS:
+            if not isinstance(value, bool):
+                raise TypeError(f"rope type {name!r}: {key} must be a bool, got {value!r}")
+        else:
+            out[key] = _number(key, value, rope_type=name)
+    if out.get("factor") is None and "factor" in spec.defaults:
+        longest, original = out.get("max_position_embeddings"), out.get("original_max_position_embeddings")
+        if longest is not None and original is not None:
+            out["factor"] = longest / original
+    if out.get("factor") is not None and out["factor"] < 1.0:
+        raise ValueError(f"rope type {name!r}: factor must be >= 1 (it extends the context), got {out['factor']!r}")
+    if spec.check is not None:
+        spec.check(out, rotary_dim)
+    return out
+
+
+def _plain(r: int, base: float) -> NDArray[np.float64]:
+    return spectrum.geometric(r, base)
+
+
+def _ntk_base(r: int, base: float, stretch: float) -> float:
+    """bloc97's NTK-aware base: ``ρ·s^(r/(r−2))`` keeps ``θ_0 = 1`` and divides ``θ_(r/2−1)`` by about ``s``."""
+    return base * stretch ** (r / (r - 2))
+
+
+def _needs_more_than_one_pair(name: str) -> Callable[[dict[str, Any], int], None]:
+    def check(parameters: dict[str, Any], rotary_dim: int) -> None:
+        if rotary_dim <= 2:
+            raise ValueError(f"rope type {name!r} needs rotary_dim > 2 (a base·s^(r/(r−2)) rescaling), got {rotary_dim}")
+
+    return check
+
+
+def _linear(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    return _plain(r, base) / p["factor"], 1.0
+
+
+def _ntk(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    return _plain(r, _ntk_base(r, base, p["factor"])), 1.0
+
+
+def _dynamic(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    f, original = p["factor"], p["max_position_embeddings"]
+    n = max(n, original)
+    return _plain(r, _ntk_base(r, base, f * n / original - (f - 1.0))), 1.0
+
+
+def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """Peng et al. 2023, eq. 22 (as ``√(1/t) = 0.1·ln s + 1``), scaled by ``mscale`` (DeepSeek-V2)."""
+    return 1.0 if factor <= 1.0 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    f, original = p["factor"], p["original_max_position_embeddings"]
+
+    def dimension(rotations: float) -> float:
+        """The (fractional) dimension index whose wavelength fits ``rotations`` times into ``L`` (eq. 19)."""
+        return r * math.log(original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(base))
+
+    low, high = dimension(p["beta_fast"]), dimension(p["beta_slow"])
+    if p["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, r - 1)
+    if low == high:
+        high += 0.001  # the ramp needs a non-empty interval
+    ramp = np.clip((np.arange(r // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    keep = 1.0 - ramp  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / f)
+    theta = _plain(r, base)
+    frequencies = theta / f * (1.0 - keep) + theta * keep
+    attention = p["attention_factor"]
+    if attention is None:
+        if p["mscale"] and p["mscale_all_dim"]:
+            attention = _yarn_mscale(f, p["mscale"]) / _yarn_mscale(f, p["mscale_all_dim"])
+        else:
+            attention = _yarn_mscale(f)
+    return frequencies, float(attention)
+
+
+def _longrope(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    original = p["original_max_position_embeddings"]
+    factors = p["long_factor"] if n > original else p["short_factor"]
+    attention = p["attention_factor"]
+    if attention is None:
+        f = p["factor"]
+        attention = 1.0 if f is None or f <= 1.0 else math.sqrt(1.0 + math.log(f) / math.log(original))
+    return _plain(r, base) / factors, float(attention)
+
+
+def _llama3(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    f, low, high, original = p["factor"], p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]
+    theta = _plain(r, base)
+    wavelength = 2.0 * math.pi / theta
+    smooth = (original / wavelength - low) / (high - low)
+    blended = (1.0 - smooth) * theta / f + smooth * theta
+    out = np.where(wavelength > original / low, theta / f, blended)
+    return np.where(wavelength < original / high, theta, out), 1.0
+
+
+def _check_llama3(parameters: dict[str, Any], rotary_dim: int) -> None:
+    if parameters["high_freq_factor"] <= parameters["low_freq_factor"]:
+        raise ValueError(
+            f"rope type 'llama3': high_freq_factor must exceed low_freq_factor, got "
+            f"{parameters['high_freq_factor']} <= {parameters['low_freq_factor']}"
+        )
+
+
+register("linear", RopeType(_linear, required=("factor",)))
+register("ntk", RopeType(_ntk, required=("factor",), check=_needs_more_than_one_pair("ntk")))
+register(
+    "dynamic",
+    RopeType(_dynamic, required=("factor", "max_position_embeddings"), length_rule="longest",
+             check=_needs_more_than_one_pair("dynamic")),
+)
+register(
+    "yarn",
+    RopeType(
+        _yarn,
+        required=("original_max_position_embeddings",),
+        defaults={"factor": None, "max_position_embeddings": None, "attention_factor": None, "beta_fast": 32.0,
+                  "beta_slow": 1.0, "mscale": None, "mscale_all_dim": None, "truncate": True},
+        check=lambda p, r: _require_factor("yarn", p),
+    ),
+)
+register(
+    "longrope",
+    RopeType(
+        _longrope,
+        required=("short_factor", "long_factor", "original_max_position_embeddings"),
+        defaults={"factor": None, "max_position_embeddings": None, "attention_factor": None},
+        length_rule="current",
+    ),
+)
+register(
+    "llama3",
+    RopeType(
+        _llama3, required=("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+        check=_check_llama3,
+    ),
+)
+
+
+def _require_factor(name: str, parameters: dict[str, Any]) -> None:
+    if parameters.get("factor") is None:
+        raise ValueError(
+            f"rope type {name!r} needs factor, or max_position_embeddings and original_max_position_embeddings "
+            "to derive it from"
+        )
+
+
+_HF_GLOBAL_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+
+
+def hf_settings(config: Any) -> dict[str, Any]:
+    """:class:`posenc.nn.RotaryEmbedding` arguments for a Hugging Face config (object or dict).
+
+    Reads the keys as ``transformers.modeling_rope_utils`` does (5.x): ``rope_parameters`` or the
+    legacy ``rope_scaling`` (its ``rope_type``, or legacy ``type``; ``default`` when absent);
+    ``rope_theta`` and ``partial_rotary_factor`` from there, else from the config, else 10000 and
+    1; ``head_dim``, else ``hidden_size // num_attention_heads``; for ``llama3``/``yarn``/``longrope``
+    ``original_max_position_embeddings`` from the config itself when it has one (Phi-3), else from
+    the parameters, else ``max_position_embeddings``. Returns ``head_dim``, ``base``,
+    ``rotary_dim``, ``scaling``, ``scaling_factor``, ``scaling_options`` and ``max_position_embeddings``.
+    """
+    if isinstance(config, Mapping):
+        def get(key: str) -> Any:
+            return config.get(key)
+    else:
+        def get(key: str) -> Any:
+            return getattr(config, key, None)
+    parameters = get("rope_parameters") or get("rope_scaling") or {}
+    if not isinstance(parameters, Mapping):
+        raise TypeError(f"config rope_parameters must be a dict, got {type(parameters).__name__}")
+    parameters = dict(parameters)
+    name = parameters.get("rope_type", parameters.get("type", "default"))
+    theta = parameters.get("rope_theta", get("rope_theta"))
+    fraction = parameters.get("partial_rotary_factor", get("partial_rotary_factor"))
+    head_dim = get("head_dim")
+    if head_dim is None:
+        hidden, heads = get("hidden_size"), get("num_attention_heads")
+        if hidden is None or heads is None:
+            raise ValueError("config needs head_dim, or hidden_size and num_attention_heads")
+        head_dim = hidden // heads
+    longest = get("max_position_embeddings")
+    options = {k: v for k, v in parameters.items() if k not in _HF_GLOBAL_KEYS}
+    factor = options.pop("factor", None)
+    if name in ("llama3", "yarn", "longrope"):
+        original = get("original_max_position_embeddings") or options.get("original_max_position_embeddings")
+        options["original_max_position_embeddings"] = original or longest
+    if name in ("dynamic", "yarn", "longrope"):
+        options.setdefault("max_position_embeddings", longest)
+    fraction = 1.0 if fraction is None else float(fraction)
+    return {
+        "head_dim": int(head_dim),
+        "base": 10000.0 if theta is None else theta,
+        "rotary_dim": int(int(head_dim) * fraction),
+        "scaling": None if name == "default" else name,
+        "scaling_factor": factor,
+        "scaling_options": options or None,
+        "max_position_embeddings": longest,
+    }
