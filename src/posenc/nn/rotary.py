@@ -463,8 +463,10 @@ class RotaryEmbedding(RotaryContract):
             r = self.rotary_dim
             zeta = (torch.arange(0, r, 2, dtype=torch.float64, device=positions.device) + 0.4 * r) / (1.4 * r)
             amplitude = zeta ** (sign * power.reshape(-1, 1))
-        cos, sin = self._scaled_tables(positions.reshape(-1), dtype=dtype, amplitude=amplitude)
-        return cos.view(*positions.shape, -1), sin.view(*positions.shape, -1)
+        flat = positions.reshape(-1)
+        cos, sin = self.tables(flat, dtype=dtype) if amplitude is None else self._scaled_tables(
+            flat, dtype=dtype, amplitude=amplitude)
+        return cos.view(*positions.shape, self.rotary_dim), sin.view(*positions.shape, self.rotary_dim)
 
     def cos_sin(
         self, length: int, *, positions: torch.Tensor | None = None, offset: int = 0, dtype: torch.dtype,
