@@ -112,6 +112,22 @@ def test_sinusoidal_module_float32_is_exact_at_ten_million():
         assert np.abs(as_np(got[r]) - ref).max() < 1e-7
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sinusoidal_module_range_is_correctly_rounded_up_to_ten_million(dtype):
+    # the interleaved table's complex-product path, over 3000 rows just below 1e7, every column
+    m = SinusoidalEncoding(130)
+    got = as_np(m(torch.zeros(1, 3000, 130, dtype=dtype), offset=10**7 - 3000)[0])
+    t = np.arange(10**7 - 3000, 10**7, dtype=np.float64)
+    a = np.multiply.outer(t, spectrum.geometric(130))  # direct float64 angles: off by ≤ 9.3e-10 here
+    ref = np.stack([np.sin(a), np.cos(a)], axis=2).reshape(3000, 130)
+    # vs the exact value: half a float32 ulp (2.98e-8) plus the float64 rounding of the angle (≤ 9.3e-10)
+    tol = 3.1e-8 if dtype == torch.float32 else 9.4e-10
+    assert np.abs(got - ref).max() <= tol + 9.3e-10
+    for r in (0, 1234, 2999):
+        s, c = mp_sincos(10**7 - 3000 + r, spectrum.geometric(130))
+        assert np.abs(got[r] - np.stack([s, c], axis=1).reshape(-1)).max() <= tol
+
+
 @pytest.mark.parametrize("dim", [1, 2, 9, 32])
 def test_dft_module_adds_the_table(dim):
     m = DFTEncoding(dim)

@@ -1,17 +1,17 @@
 """Functional core shared by every PyTorch encoding: exact sin/cos of ``positions ⊗ frequencies``.
 
 One mechanism — frequencies → angles → sin/cos → layout columns — for every table in
-:mod:`posenc.nn` (SPEC §1, DESIGN "The one idea"). A table is described by its ``f`` angular
+:mod:`posenc.nn` (Vaswani et al. 2017, §3.5, for any frequencies). A table is described by its ``f`` angular
 frequencies ``w`` and, for each of its ``c`` columns, which entry of the ``[2f]`` row
 ``[sin(t·w_0) … sin(t·w_(f−1)), cos(t·w_0) … cos(t·w_(f−1))]`` it holds (``columns``) and
 with what amplitude. :func:`layout_index` gives the ``columns`` of the sinusoidal layouts of
-:data:`posenc.spectrum.LAYOUTS`; the DFT encoding's order (seed ide-* eq. 21) is another
+:data:`posenc.spectrum.LAYOUTS`; the DFT encoding's order (Idé, Labaien & Chen 2024, eq. 21) is another
 index into the same row.
 
-**Precision.** Angles ``t·w`` are formed in float64 and only the finished values are cast
-(SPEC §1, "Precision"): in float32 the angle at ``t = 10^6`` is already off by ~0.06 rad.
+**Precision.** Angles ``t·w`` are formed in float64 and only the finished values are cast:
+in float32 the angle at ``t = 10^6`` is already off by ~0.06 rad.
 
-**Speed (the shift identity, SPEC §2).** For a range of positions ``t = t0 + j``, the row at
+**Speed (the shift identity: the angle addition formulas).** For a range of positions ``t = t0 + j``, the row at
 ``t0 + j`` is the row at ``j`` rotated by ``t0·w``::
 
     sin((t0 + j)·w) = sin(j·w)·cos(t0·w) + cos(j·w)·sin(t0·w)
@@ -26,6 +26,9 @@ a few 1e-16 of the float64 angle's sin/cos, so the float32 table is correctly ro
 an int, or a tensor that holds a contiguous ascending range of integers (checked in eager mode);
 anything else — fractional positions, gradients to the frequencies, ``torch.compile``
 tracing — forms every angle directly, which is exact and differentiable but ~10× slower.
+The interleaved ``(sin, cos)`` layout without amplitudes (the sinusoidal encoding) does the
+same by one complex multiply per pair (:func:`_range_interleaved`), written straight into the
+output.
 """
 
 from __future__ import annotations
@@ -86,7 +89,7 @@ def waves(
     """The table ``out[r, c] = amplitude[c] · [sin(t_r·w) | cos(t_r·w)][columns[c]]``, ``[s, len(columns)]``.
 
     ``[sin(t·w) | cos(t·w)]`` is the ``[2f]`` concatenation of the sines and cosines of the
-    ``f`` frequencies (SPEC §1); angles are float64 (see the module docstring for the exact
+    ``f`` frequencies; angles are float64 (see the module docstring for the exact
     fast path over ranges of positions).
 
     Args:
@@ -147,7 +150,7 @@ def _range(
     amp: torch.Tensor | None,
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    """Rows ``t_r = start + step·r``, ``r < n``, of :func:`waves` by the shift identity (SPEC §2).
+    """Rows ``t_r = start + step·r``, ``r < n``, of :func:`waves` by the shift identity (angle addition).
 
     Blocks of ``b ≈ √n`` rows: row ``q·b + j`` is row ``j`` (offsets ``step·j``, formed directly)
     rotated by the angle of block start ``start + step·b·q`` (built recursively the same way).
@@ -161,6 +164,8 @@ def _range(
         t = start + step * torch.arange(n, dtype=torch.float64, device=w.device)
         return _direct(t, w, columns, amp).to(dtype)
     f, c = w.shape[0], columns.shape[0]
+    if amp is None and c == 2 * f and torch.equal(columns, layout_index(c).to(columns.device)):
+        return _range_interleaved(start, step, n, w, dtype)
     b = math.isqrt(n - 1) + 1
     n_blocks = -(-n // b)
     a = torch.outer(step * torch.arange(b, dtype=torch.float64, device=w.device), w)
@@ -174,7 +179,7 @@ def _range(
     coarse_cos, coarse_sin = coarse[:, f + pair], coarse[:, pair]
 
     out = torch.empty(n, c, dtype=dtype, device=w.device)
-    per_chunk = max(1, _BLOCK_BYTES // (8 * b * c))
+    per_chunk = max(1, _block_bytes() // (8 * b * c))
     scratch = torch.empty(per_chunk, b, c, dtype=torch.float64, device=w.device)
     for q0 in range(0, n_blocks, per_chunk):
         q1 = min(q0 + per_chunk, n_blocks)
@@ -185,4 +190,61 @@ def _range(
         block.addcmul_(fine_q, coarse_sin[q0:q1, None])
         if not in_place:
             out[r0:r1].copy_(block.view(-1, c)[: r1 - r0])
+    return out
+
+
+def _block_bytes() -> int:
+    """Bytes of float64 scratch per block: :data:`_BLOCK_BYTES` per thread, so that each thread's share of
+    one parallel operation stays in its own cache and no operation is too small to split across threads."""
+    return _BLOCK_BYTES * max(1, torch.get_num_threads())
+
+
+def _expi_doubling(start: float, step: float, n: int, w: torch.Tensor) -> torch.Tensor:
+    """``exp(i·(start + step·r)·w)``, ``r < n``, ``[n, f]`` complex128, by doubling.
+
+    Rows ``m … 2m−1`` are rows ``0 … m−1`` times ``exp(i·step·m·w)``: row ``r`` is the product of
+    ``exp(i·start·w)`` and one directly computed factor ``exp(i·step·2^k·w)`` per set bit of ``r``
+    (``log2 n`` float64 roundings of ~1e-16, ``log2 n`` rows of ``sin``/``cos`` instead of ``n``).
+    """
+    shifts = [start] + [step * 2.0**k for k in range(max(n - 1, 0).bit_length())]
+    a = torch.outer(torch.tensor(shifts, dtype=torch.float64, device=w.device), w)
+    factors = torch.polar(torch.ones_like(a), a)
+    out = torch.empty(n, w.shape[0], dtype=torch.complex128, device=w.device)
+    out[0] = factors[0]
+    m = 1
+    for k in range(1, len(shifts)):
+        torch.mul(out[: min(m, n - m)], factors[k], out=out[m : min(2 * m, n)])
+        m *= 2
+    return out
+
+
+def _range_interleaved(start: float, step: float, n: int, w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """:func:`_range` for the interleaved ``(sin, cos)`` layout without amplitudes, by complex products.
+
+    Pair ``i`` of row ``q·b + j`` is ``z = (sin(j·w_i) + i·cos(j·w_i))·(cos(t_q·w_i) − i·sin(t_q·w_i))
+    = sin((t_q + j)·w_i) + i·cos((t_q + j)·w_i)``: one float64 complex multiply gives both entries,
+    stored as they fall (``(re, im)`` is the ``(sin, cos)`` pair) and rounded once to ``dtype`` by
+    the multiply itself, one cache-sized block of rows at a time.
+    """
+    f = w.shape[0]
+    b = math.isqrt(n - 1) + 1
+    n_blocks = -(-n // b)
+    fine = _expi_doubling(0.0, step, b, w)
+    fine = torch.complex(fine.imag, fine.real)  # i·conj(e^(ia)) = sin a + i·cos a
+    coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
+    out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
+    complex_dtype = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
+    per_chunk = max(1, _block_bytes() // (16 * b * f))
+    scratch = None
+    for q0 in range(0, n_blocks, per_chunk):
+        q1 = min(q0 + per_chunk, n_blocks)
+        r0, r1 = q0 * b, min(q1 * b, n)
+        if complex_dtype is not None and r1 - r0 == (q1 - q0) * b:
+            rows = torch.view_as_complex(out[r0:r1].view(q1 - q0, b, f, 2))
+            torch.mul(fine, coarse[q0:q1, None], out=rows)
+            continue
+        if scratch is None:
+            scratch = torch.empty(per_chunk, b, f, dtype=torch.complex128, device=w.device)
+        block = torch.mul(fine, coarse[q0:q1, None], out=scratch[: q1 - q0])
+        out[r0:r1].copy_(torch.view_as_real(block).view(-1, 2 * f)[: r1 - r0])
     return out
