@@ -158,7 +158,11 @@ def bilinear_parts(
 
 
 def shift_operator(*, dim: int = 16, k: int = 5, length: int = 60, base: float = tables.DEFAULT_BASE) -> Figure:
-    """``T^(k)`` and its action: ``T^(k) PE[t]`` lands on ``PE[t+k]`` (Denk, 2019, eq. 9)."""
+    """``T^(k)`` and its action: ``T^(k) PE[t]`` lands on ``PE[t+k]`` (Denk, 2019, eq. 9).
+
+    Denk indexes the frequencies ``λ_m = 10000^(−2m/d)`` from ``m = 1``, one grid step from
+    Vaswani's ``i = 0``; the operator is the same block form, drawn here on Vaswani's grid.
+    """
     op = analysis.shift_operator(k, dim=dim, base=base)
     table = tables.sinusoidal(length + k, dim, base=base)
     moved = table[:length] @ op.T

@@ -69,6 +69,13 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in (
 )}
 
 
+ENCODING_SOURCES: dict[str, str] = {
+    "sinusoidal": "vaswani", "dft": "ide", "learned": "vaswani", "learnable_frequency": "su", "rope": "roformer",
+    "alibi": "press", "t5": "raffel", "shaw": "shaw",
+}
+"""The paper each registered encoding comes from (a reference key), shown where it is measured."""
+
+
 def cite(key: str, where: str = "") -> str:
     """``Author (year), where`` as HTML, linked to the references section."""
     ref = REFERENCES[key]
@@ -187,9 +194,11 @@ def _figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | N
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
+    width = round(fig.get_figwidth() * 88)  # its natural size at 88 CSS px per inch, never wider than the page
     image = f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
     caption = _caption(name, plots.figure_sizes(name) if sizes is None else sizes)
-    return f"<figure id='fig-{html.escape(name)}'>{image}<figcaption>{caption}</figcaption></figure>"
+    return (f"<figure id='fig-{html.escape(name)}' style='max-width:{width}px'>{image}"
+            f"<figcaption>{caption}</figcaption></figure>")
 
 
 def _format(value: Any) -> str:
@@ -229,7 +238,10 @@ def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
         names = sorted({n for ns in keys.values() for n in ns})
         lines.append(f"<li><b>{html.escape(family)}</b> ({html.escape(', '.join(names))}): "
                      f"{', '.join(f'<code>{k}</code>' for k in keys)} — {html.escape(why)}</li>")
-    views = "".join(f"<li><b>{html.escape(c.encoding)}</b>: {html.escape(c.notes.get('view', ''))}</li>" for c in cards)
+    views = "".join(
+        f"<li><b>{html.escape(c.encoding)}</b>"
+        f"{' (' + cite(ENCODING_SOURCES[c.encoding]) + ')' if c.encoding in ENCODING_SOURCES else ''}: "
+        f"{html.escape(c.notes.get('view', ''))}</li>" for c in cards)
     lines += [f"<li><b>{html.escape(n)}</b>: not measured — {html.escape(why)}</li>" for n, why in failed.items()]
     return (f"<h3>Why a cell is “—”</h3><ul class='notes'>{''.join(lines)}</ul>"
             f"<h3>What was measured</h3><ul class='notes'>{views}</ul>")
@@ -238,10 +250,11 @@ def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
 def _claims_html() -> str:
     rows = "".join(
         f"<tr><td class='left'>{html.escape(c.claim)}</td><td class='left'>{cite(c.source, c.where)}</td>"
-        f"<td>{html.escape(c.stated)}</td><td>{c.measured:.6g}</td><td class='left why'>{html.escape(c.note)}</td></tr>"
+        f"<td class='left'>{html.escape(c.stated)}</td><td>{c.measured:.8g}</td><td class='left why'>{html.escape(c.note)}</td></tr>"
         for c in seed_claims())
-    return ("<div class='wide'><table><thead><tr><th>claim</th><th>source</th><th>stated</th><th>measured</th>"
-            f"<th>why they differ / how to read it</th></tr></thead><tbody>{rows}</tbody></table></div>")
+    return ("<div class='wide'><table><thead><tr><th class='left'>claim</th><th class='left'>source</th><th>stated</th>"
+            f"<th>measured</th><th class='left'>why they differ / how to read it</th></tr></thead><tbody>{rows}</tbody>"
+            "</table></div>")
 
 
 def _trained_html(runs_dir: Path) -> tuple[str, str]:
@@ -307,6 +320,7 @@ nav.toc{border:1px solid var(--line);border-radius:6px;padding:.5rem 1.25rem;dis
 nav.toc ol{margin:.25rem 0;padding-left:1.25rem}
 .wide{overflow-x:auto}table{border-collapse:collapse;font-size:.85rem;margin:.75rem 0}
 td,th{border:1px solid var(--line);padding:.3rem .5rem;text-align:right;vertical-align:top}
+td{white-space:nowrap}td.left,td.why{white-space:normal}th.left{text-align:left}
 th{background:var(--head);font-weight:600}td.left,th.crit{text-align:left}td.why{color:var(--muted);min-width:18rem}
 th.crit{min-width:14rem;font-weight:500}.meaning{font-weight:400;color:var(--muted);font-size:.8rem;max-width:22rem}
 td.trained{font-weight:600}ul.notes li{margin:.2rem 0;font-size:.92rem}
@@ -360,8 +374,9 @@ def write_report(
     sections.append(("figures", "Figures",
                      f"<p>Grey-scale figures after {cite('kazemnejad')}, {cite('ide')}, {cite('su')} and "
                      f"{cite('denk')}; each caption gives the sizes it was drawn at.</p>" + figures))
+    cited = [r for r in REFERENCES.values() if any(f'href="#ref-{r.key}"' in c for _, _, c in sections)]
     refs = "".join(f"<li id='ref-{r.key}'>{html.escape(r.authors)} ({r.year}). <i>{html.escape(r.title)}</i>. "
-                   f"{html.escape(r.where)}.</li>" for r in REFERENCES.values())
+                   f"{html.escape(r.where)}.</li>" for r in cited)
     sections.append(("references", "References", f"<ol class='refs'>{refs}</ol>"))
     toc = "".join(f"<li><a href='#{key}'>{html.escape(title)}</a></li>" for key, title, _ in sections)
     body = "".join([
