@@ -356,3 +356,51 @@ def test_xpos_matches_rotary_embedding_torch(dim, length, scale_base):
     shifted_q, shifted_k = ours(q, k, offset=1000)
     torch.testing.assert_close(shifted_q @ shifted_k.transpose(-1, -2), q_ours @ k_ours.transpose(-1, -2),
                                rtol=1e-4, atol=1e-4)
+
+
+def meta_to_hf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Hugging Face's LLaMA conversion ``permute`` (convert_llama_weights_to_hf.py), written out here:
+    the script is not shipped in the installed transformers package."""
+    dim1, dim2 = w.shape
+    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+@pytest.mark.parametrize(("src", "dst"), [("adjacent", "half_split"), ("half_split", "adjacent")])
+@pytest.mark.parametrize("rotary_dim", [None, 8])
+def test_permuted_projections_give_the_same_attention_scores(src, dst, rotary_dim):
+    from posenc.nn import permute_rotary_weights
+
+    torch.manual_seed(9)
+    n_heads, d_h, d_in, s = 3, 12, 10, 9
+    w_q, w_k = torch.randn(n_heads * d_h, d_in, dtype=F64), torch.randn(n_heads * d_h, d_in, dtype=F64)
+    b_q = torch.randn(n_heads * d_h, dtype=F64)
+    x = torch.randn(2, s, d_in, dtype=F64)
+
+    def scores(wq, bq, wk, layout):
+        q = (x @ wq.T + bq).view(2, s, n_heads, d_h).transpose(1, 2)
+        k = (x @ wk.T).view(2, s, n_heads, d_h).transpose(1, 2)
+        q, k = RotaryEmbedding(d_h, rotary_dim=rotary_dim, layout=layout).to(F64)(q, k, offset=1000)
+        return q @ k.transpose(-1, -2)
+
+    def move(w):
+        return permute_rotary_weights(w, n_heads=n_heads, src=src, dst=dst, rotary_dim=rotary_dim)
+
+    before = scores(w_q, b_q, w_k, src)
+    after = scores(move(w_q), move(b_q), move(w_k), dst)
+    torch.testing.assert_close(after, before, rtol=1e-12, atol=1e-10)
+    assert not torch.allclose(scores(w_q, b_q, w_k, dst), before)  # without the permutation: different scores
+    back = permute_rotary_weights(move(w_q), n_heads=n_heads, src=dst, dst=src, rotary_dim=rotary_dim)
+    torch.testing.assert_close(back, w_q, rtol=0, atol=0)
+    if src == "adjacent" and rotary_dim is None:
+        torch.testing.assert_close(move(w_q), meta_to_hf(w_q, n_heads), rtol=0, atol=0)
+
+
+def test_permute_rotary_weights_refuses_bad_shapes():
+    from posenc.nn import permute_rotary_weights
+
+    with pytest.raises(ValueError, match="not a multiple of n_heads=4"):
+        permute_rotary_weights(torch.zeros(10, 3), n_heads=4, src="adjacent", dst="half_split")
+    with pytest.raises(ValueError, match="src must be one of"):
+        permute_rotary_weights(torch.zeros(8, 3), n_heads=2, src="meta", dst="half_split")
+    with pytest.raises(ValueError, match="weight must be"):
+        permute_rotary_weights(torch.zeros(2, 2, 2), n_heads=1, src="adjacent", dst="half_split")

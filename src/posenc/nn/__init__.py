@@ -11,7 +11,7 @@ from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEnco
 from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, TransformerEncoderLayer
 from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
 from posenc.nn.build import available_encodings, build_encoding
-from posenc.nn.rotary import RotaryEmbedding, apply_rotary
+from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
 __all__ = [
     "ALiBiBias",
@@ -35,4 +35,5 @@ __all__ = [
     "apply_rotary",
     "available_encodings",
     "build_encoding",
+    "permute_rotary_weights",
 ]
