@@ -137,7 +137,7 @@ def bilinear_parts(
     Top row: a random diagonal ``h ~ N(0, 1)`` on the sinusoidal encoding; bottom row, when
     given, a trained ``diag(W_Q W_Kᵀ)`` of a benchmark run (Su, 2021, general ``H``).
     """
-    cases = [(f"random h ~ N(0, 1), seed {seed}", np.random.default_rng(seed).standard_normal(dim), None,
+    cases: list[tuple[str, np.ndarray, np.ndarray | None, str]] = [(f"random h ~ N(0, 1), seed {seed}", np.random.default_rng(seed).standard_normal(dim), None,
               "interleaved")]
     if trained is not None:
         cases.append(("trained diag(W_Q W_Kᵀ)", np.asarray(trained, dtype=np.float64), trained_frequencies,

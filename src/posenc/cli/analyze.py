@@ -98,11 +98,11 @@ def _run_checkpoint(args: argparse.Namespace) -> int:
     for key in analysis.CRITERIA:
         note = card.notes.get(key, "") if card.values[key] is not None else ""
         print(f"  {key:<{width}}  {_shown(first.values[key]):>14}  {_shown(card.values[key]):>14}  {note}".rstrip())
-    forms = result.forms
-    if forms["trained"] is None:
+    first_form, trained_form = result.forms["initial"], result.forms["trained"]
+    if first_form is None or trained_form is None:
         print("  first layer's W_Q W_K^T: not applicable (the encoding is not added to the tokens)")
     else:
         print("  Su's decomposition of the first layer's W_Q W_K^T restricted to the encoding:")
         for key in analysis.FORM_KEYS:
-            print(f"  {key:<{width}}  {_shown(forms['initial'][key]):>14}  {_shown(forms['trained'][key]):>14}")
+            print(f"  {key:<{width}}  {_shown(first_form[key]):>14}  {_shown(trained_form[key]):>14}")
     return 0

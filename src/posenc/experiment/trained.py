@@ -139,7 +139,7 @@ def attention_form(model: TransformerClassifier) -> NDArray[np.float64] | None:
     encoder = model.encoder
     if encoder.family != "input" or encoder.input_projection is not None:
         return None
-    layer = encoder.layers[0]
+    layer: Any = encoder.layers[0]
     d = encoder.d_model
     weight = _numpy(layer.attention.qkv.weight)
     gain = _numpy(layer.norm1.weight)
