@@ -23,8 +23,8 @@ import pytest
 import torch._dynamo  # noqa: F401 — imported by the first optimiser; here so that children need not
 
 import posenc.experiment.bench  # noqa: F401 — the children fork with everything imported: kills land in work
-from posenc.cli import main
 from posenc.cli import bench as bench_command  # noqa: F401
+from posenc.cli import main
 
 TINY = ["bench", "--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=512",
         "--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "2", "--seeds", "4",
