@@ -1,4 +1,5 @@
-"""Figures of the benchmark (matplotlib, Agg backend; imported only when a figure is drawn)."""
+"""Figures of the benchmark (matplotlib's ``Figure`` API: the user's pyplot backend is left alone;
+matplotlib is imported only when a figure is drawn)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from posenc.experiment.compare import Comparison
 
 
-def _pyplot():
-    import matplotlib
+def _figure(figsize: tuple[float, float]) -> Figure:
+    """A figure not attached to pyplot: no global backend or figure registry is touched."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=figsize)
 
 
 def comparison_plot(comparison: Comparison, path: Path) -> None:
@@ -30,13 +31,12 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
     """
     from posenc.experiment.compare import LABELS, NO_SKILL, NOT_ABOVE_NO_SKILL
 
-    plt = _pyplot()
     rows = comparison.rows
     metrics = comparison.paired_metrics
     labels = [r.encoding if r.scale in ("native", "-") else f"{r.encoding}\n({r.scale})" for r in rows]
     x = np.arange(len(rows))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(max(6.0, 1.1 * len(rows) + 2), 3.8), sharey=True,
-                             squeeze=False)
+    fig = _figure((max(6.0, 1.1 * len(rows) + 2), 3.8))
+    axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         mean = np.array([r.mean.get(metric, np.nan) for r in rows])
         std = np.nan_to_num(np.array([r.std.get(metric, np.nan) for r in rows]))
@@ -58,7 +58,6 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="upper center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title: str) -> None:
@@ -67,8 +66,8 @@ def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title
     Each encoding has its own marker and line style, so overlapping curves (e.g. two at chance)
     stay distinguishable and the figure reads in grey.
     """
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 3.8))
+    fig = _figure((6.0, 3.8))
+    ax = fig.subplots()
     styles = itertools.cycle(zip(("o", "s", "^", "v", "D", "x", "P", "*"), ("-", "--", "-.", ":") * 2))
     for (encoding, by_k), (marker, line) in zip(accuracy.items(), styles):
         ks: Sequence[int] = sorted(by_k)
@@ -82,4 +81,3 @@ def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
