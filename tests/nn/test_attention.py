@@ -289,3 +289,56 @@ def test_the_encoding_is_bound_once_and_stored_once():
     assert keys == ["encoding.relative_attention_bias.weight"]
     standalone = MultiHeadAttention(D, H, encoding=ALiBiBias(H))
     assert isinstance(standalone.encoding, ALiBiBias) and "encoding" in dict(standalone.named_children())
+
+
+def _layer_written_out(layer: torch.nn.Module, x: torch.Tensor, rotate) -> torch.Tensor:
+    """One pre-LN layer with queries and keys rotated by ``rotate(q, k)``, attention written out."""
+    mha = layer.attention
+    b, s, d = x.shape
+    q, k, v = mha.qkv(layer.norm1(x)).view(b, s, 3, H, D // H).permute(2, 0, 3, 1, 4)
+    q, k = rotate(q, k)
+    weights = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(D // H), -1)
+    x = x + mha.out((weights @ v).transpose(1, 2).reshape(b, s, d))
+    return x + layer.feedforward(layer.norm2(x))
+
+
+def test_xpos_in_the_encoder_equals_the_module_applied_to_queries_and_keys():
+    """xPos scales queries and keys inversely: the context carries both tables, computed once."""
+    model = encoder("rope", n_layers=2, options={"xpos_scale_base": 16.0})
+    x = torch.randn(2, S, D, dtype=F64)
+    want = x
+    for layer in model.layers:
+        want = _layer_written_out(layer, want, lambda q, k: model.encoding(q, k))
+    torch.testing.assert_close(model(x), model.norm(want), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "shaw", "shaw_values"])
+def test_a_left_padded_batch_with_per_sequence_positions_equals_each_sequence_alone(name):
+    """Positions ``[b, s]``: sequence 0 is left-padded by 2 (its positions start after the padding)."""
+    model = encoder("shaw", options={"on_values": True}) if name == "shaw_values" else encoder(name)
+    short, full = torch.randn(1, S - 2, D, dtype=F64), torch.randn(1, S, D, dtype=F64)
+    x = torch.cat([torch.cat([torch.full((1, 2, D), 100.0, dtype=F64), short], 1), full])
+    positions = torch.stack([torch.tensor([0, 0, *range(S - 2)]), torch.arange(S)])
+    pad = torch.zeros(2, S, dtype=torch.bool)
+    pad[0, :2] = True
+    out = model(x, key_padding_mask=pad, positions=positions)
+    torch.testing.assert_close(out[0, 2:], model(short)[0], rtol=0, atol=1e-10)
+    torch.testing.assert_close(out[1], model(full)[0], rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "shaw"])
+def test_packed_sequences_with_restarting_positions_match_each_sequence_alone(name):
+    """Two sequences packed in one row, positions restarting at 0, attention kept inside each by a bias."""
+    model = encoder(name)
+    first, second = torch.randn(1, 3, D, dtype=F64), torch.randn(1, S - 3, D, dtype=F64)
+    x = torch.cat([first, second], 1)
+    positions = torch.cat([torch.arange(3), torch.arange(S - 3)])[None]  # [1, s]
+    segment = torch.tensor([0] * 3 + [1] * (S - 3))
+    block = torch.zeros(S, S, dtype=F64).masked_fill(segment[:, None] != segment[None, :], float("-inf"))
+    got = x
+    context = model.layers[0].attention.context(x, positions=positions)
+    for layer in model.layers:
+        got = layer(got, context=context, attn_bias=block)
+    got = model.norm(got)
+    torch.testing.assert_close(got[0, :3], model(first)[0], rtol=0, atol=1e-10)
+    torch.testing.assert_close(got[0, 3:], model(second)[0], rtol=0, atol=1e-10)

@@ -184,10 +184,8 @@ class MultiHeadAttention(nn.Module):
         scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
         encoding = self.encoding
         if context.cos_sin is not None and encoding is not None:
-            cos, sin = context.cos_sin
-            if cos.dim() == 3:  # [b, s, r]: one table per sequence, shared by the heads
-                cos, sin = cos[:, None], sin[:, None]
-            q, k = encoding.rotate(q, cos, sin), encoding.rotate(k, cos, sin)
+            k_cos, k_sin = context.cos_sin if context.key_cos_sin is None else context.key_cos_sin
+            q, k = encoding.rotate(q, *context.cos_sin), encoding.rotate(k, k_cos, k_sin)
         if context.attn_bias is not None:
             scores_bias = _batched(context.attn_bias) if scores_bias is None else scores_bias + _batched(
                 context.attn_bias)
@@ -319,8 +317,9 @@ class TransformerEncoder(nn.Module):
         Args:
             key_padding_mask: ``[b, s]`` bool, ``True`` = padding (ignored as keys).
             causal: every position attends only to itself and earlier positions.
-            positions: ``[s]`` or ``[b, s]`` positions of the tokens (default ``0 … s−1``), for every
-                encoding; ``[b, s]`` gives each sequence its own (left padding, packed sequences).
+            positions: ``[s]`` positions of the tokens (default ``0 … s−1``), for every encoding; the
+                encodings acting inside attention (rotary, biases, Shaw) also take ``[b, s]``, one row
+                per sequence (left-padded batches, packed sequences).
         """
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")

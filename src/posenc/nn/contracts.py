@@ -42,11 +42,14 @@ class PositionContext:
 
     Attributes:
         cos_sin: rotary ``(cos, sin)``, each ``[s, r]`` (or ``[b, s, r]`` for batched positions).
+        key_cos_sin: the keys' tables when they differ from the queries' (xPos scales the two
+            inversely); ``None``: keys use ``cos_sin``.
         attn_bias: additive score bias ``[h, s, s]`` (or ``[b, h, s, s]``).
         index: Shaw's clipped-distance rows ``[s, s]`` (or ``[b, s, s]``), long.
     """
 
     cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
+    key_cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
     attn_bias: torch.Tensor | None = None
     index: torch.Tensor | None = None
 

@@ -36,7 +36,7 @@ import torch
 
 from posenc import _validate, spectrum
 from posenc.nn import _positions, rope_types
-from posenc.nn.contracts import RotaryContract
+from posenc.nn.contracts import PositionContext, RotaryContract
 from posenc.nn.functional import sincos
 
 LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
@@ -527,6 +527,21 @@ class RotaryEmbedding(RotaryContract):
         if self._length_rule != "static" and positions.numel():
             self._follow_length(float(positions.max()) + 1.0)
         return self._tables_at(positions, positions, sign=1.0, dtype=dtype)
+
+    def context(
+        self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
+    ) -> PositionContext:
+        """The tables of one forward; with xPos, queries' and keys' (inverse scales) separately."""
+        if self.xpos_scale_base is None:
+            return super().context(length, positions=positions, dtype=dtype, device=device)
+        if positions is None:
+            _positions.check_end(length)
+            positions = torch.arange(length, device=device)
+        positions = _positions.check_positions("positions", positions, length, batched=True).to(device)
+        if self._length_rule != "static" and positions.numel():
+            self._follow_length(float(positions.max()) + 1.0)
+        return PositionContext(cos_sin=self._tables_at(positions, positions, sign=1.0, dtype=dtype),
+                               key_cos_sin=self._tables_at(positions, positions, sign=-1.0, dtype=dtype))
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``x [..., s, head_dim]`` rotated by tables from :meth:`cos_sin` (:func:`apply_rotary` in this layout).
