@@ -37,7 +37,7 @@ def candidates(q: torch.Tensor) -> dict:
     try:
         from rotary_embedding_torch import RotaryEmbedding as LucidRotary
     except ImportError:
-        print("rotary-embedding-torch not installed (pip install 'posenc[bench]'): skipped")
+        print("rotary-embedding-torch not installed (pip install 'posenc[peers]'): skipped")
     else:
         lucid = LucidRotary(dim=d)
         rows["rotary-embedding-torch rotate_queries_or_keys"] = lambda: lucid.rotate_queries_or_keys(q)

@@ -73,7 +73,7 @@ def peers() -> dict[str, Callable[[int, int, int], torch.Tensor]]:
 
         found["positional-encodings PositionalEncoding1D"] = pe1d
     except ImportError:
-        print("  positional-encodings: not installed (pip install 'posenc[bench]'), skipped")
+        print("  positional-encodings: not installed (pip install 'posenc[peers]'), skipped")
     try:
         from x_transformers.x_transformers import ScaledSinusoidalEmbedding
 
@@ -84,7 +84,7 @@ def peers() -> dict[str, Callable[[int, int, int], torch.Tensor]]:
 
         found["x-transformers ScaledSinusoidalEmbedding"] = xt
     except ImportError:
-        print("  x-transformers: not installed (pip install 'posenc[bench]'), skipped")
+        print("  x-transformers: not installed (pip install 'posenc[peers]'), skipped")
     return found
 
 
