@@ -22,14 +22,27 @@ def test_largest_period_for_d512_is_the_published_60611():
     assert 2 * math.pi / w[-1] == pytest.approx(60611.477, abs=1e-3)  # seed notes-*
 
 
-@pytest.mark.parametrize("dim", [4, 8, 9, 512])
-@pytest.mark.parametrize(("lo", "hi"), [(1.0, 10000.0), (2.0, 500.0)])
-def test_tensor2tensor_follows_its_own_formula(dim, lo, hi):
-    half = math.ceil(dim / 2)
-    expected = [math.exp(-k * math.log(hi / lo) / (half - 1)) / lo for k in range(half)]
+def get_timing_signal_1d_frequencies(channels: int, min_timescale: float, max_timescale: float) -> list[float]:
+    """tensor2tensor's ``get_timing_signal_1d`` (common_attention.py) transcribed: ``inv_timescales``."""
+    num_timescales = channels // 2
+    log_timescale_increment = math.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
+    return [min_timescale * math.exp(k * -log_timescale_increment) for k in range(num_timescales)]
+
+
+@pytest.mark.parametrize("dim", [2, 4, 8, 512])
+@pytest.mark.parametrize(("lo", "hi"), [(1.0, 10000.0), (2.0, 500.0), (0.5, 1e4)])
+def test_tensor2tensor_follows_its_code(dim, lo, hi):
     got = spectrum.tensor2tensor(dim, min_timescale=lo, max_timescale=hi)
-    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=0)
-    assert got[-1] == pytest.approx(1.0 / hi, rel=1e-14)
+    np.testing.assert_allclose(got, get_timing_signal_1d_frequencies(dim, lo, hi), rtol=1e-14, atol=0)
+    if dim > 2:
+        assert got[-1] == pytest.approx(lo * lo / hi, rel=1e-14)  # 1/max only when min = 1
+    # the docstring's grid (timescales min … max) through the documented mapping
+    docstring = np.exp(-np.arange(dim // 2) * math.log(hi / lo) / max(dim // 2 - 1, 1)) / lo
+    np.testing.assert_allclose(spectrum.tensor2tensor(dim, max_timescale=hi / lo) / lo, docstring, rtol=1e-14)
+
+
+def test_tensor2tensor_odd_dim_uses_ceil_pairs():
+    np.testing.assert_allclose(spectrum.tensor2tensor(9), get_timing_signal_1d_frequencies(10, 1.0, 1e4), rtol=1e-14)
 
 
 def test_tensor2tensor_differs_from_the_paper_for_the_same_d():
@@ -39,9 +52,8 @@ def test_tensor2tensor_differs_from_the_paper_for_the_same_d():
     assert rel.min() > 0 and rel.max() > 0.03  # the last frequency: 1e-4 vs 10000^(-510/512)
 
 
-def test_tensor2tensor_needs_two_pairs():
-    with pytest.raises(ValueError, match="dim"):
-        spectrum.tensor2tensor(2)
+def test_tensor2tensor_single_pair_is_min_timescale():
+    assert spectrum.tensor2tensor(2, min_timescale=3.0).tolist() == [3.0]  # divisor max(n − 1, 1), as the code
 
 
 @pytest.mark.parametrize("dim", [6, 64, 65])

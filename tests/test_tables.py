@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import posenc
-from posenc import spectrum
+from posenc import spectrum, tables
 
 
 def sinusoidal_formula(positions, dim, base=10000.0, layout="interleaved"):
@@ -290,3 +290,33 @@ def test_bad_layout_and_dtype():
         posenc.sinusoidal(4, 8, layout="cos_sin")
     with pytest.raises(TypeError, match="dtype"):
         posenc.sinusoidal(4, 8, dtype=np.int32)
+
+
+def timing_signal_1d(length: int, channels: int, min_timescale: float = 1.0, max_timescale: float = 1e4) -> np.ndarray:
+    """tensor2tensor's ``get_timing_signal_1d`` transcribed to NumPy float64 (tensorflow is not a test peer)."""
+    position = np.arange(length, dtype=np.float64)
+    num_timescales = channels // 2
+    log_timescale_increment = math.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
+    inv_timescales = min_timescale * np.exp(np.arange(num_timescales, dtype=np.float64) * -log_timescale_increment)
+    scaled_time = position[:, None] * inv_timescales[None, :]
+    signal = np.concatenate([np.sin(scaled_time), np.cos(scaled_time)], axis=1)
+    return np.pad(signal, [[0, 0], [0, channels % 2]])
+
+
+@pytest.mark.parametrize("dim", [1, 2, 7, 8, 33])
+@pytest.mark.parametrize(("lo", "hi"), [(1.0, 1e4), (2.0, 500.0)])
+def test_tensor2tensor_table_matches_its_code_with_a_zero_column_for_odd_d(dim, lo, hi):
+    got = tables.tensor2tensor(50, dim, min_timescale=lo, max_timescale=hi)
+    np.testing.assert_allclose(got, timing_signal_1d(50, dim, lo, hi), rtol=0, atol=1e-12)
+    if dim % 2:
+        assert np.all(got[:, -1] == 0.0)
+        # the default table keeps ⌈d/2⌉ sines instead: a different table, by design
+        assert not np.allclose(tables.sinusoidal(50, dim, layout="split",
+                                                 frequencies=spectrum.tensor2tensor(dim)), got)
+
+
+@pytest.mark.parametrize("dim", [8, 9])
+def test_tensor2tensor_table_matches_fairseq_m2m100(dim):
+    m2m = pytest.importorskip("transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100")
+    theirs = m2m.M2M100SinusoidalPositionalEmbedding.get_embedding(40, dim).double().numpy()
+    np.testing.assert_allclose(tables.tensor2tensor(40, dim), theirs, rtol=0, atol=2e-6)  # float32 peer

@@ -17,7 +17,7 @@ name                      formula                                               
 ``exponential``           ``θ(x) = ρ^(−x)`` (``su`` with the paper's θ; any ρ)          seed su-*
 ``power_law``             ``θ(x) = x^α``                                               seed su-*
 ``linear``                ``θ(x) = x``                                                 seed su-*
-``tensor2tensor``         ``w_k = w_min·exp(−k·ln(w_max/w_min)/(d/2 − 1))``            tensor2tensor / fairseq
+``tensor2tensor``         ``w_k = t_min·exp(−k·ln(t_max/t_min)/(d/2 − 1))``            tensor2tensor / fairseq
 ``dft``                   ``ω_k = 2πk/d``                                              seed ide-* eq. 21
 ========================  ==========================================================  ==========================
 
@@ -110,23 +110,25 @@ def linear(dim: int) -> NDArray[np.float64]:
 def tensor2tensor(
     dim: int, *, min_timescale: float = 1.0, max_timescale: float = 10000.0
 ) -> NDArray[np.float64]:
-    """tensor2tensor / fairseq grid: ``w_k = exp(−k·ln(max/min)/(d/2 − 1)) / min``, ``k < d/2``.
+    """tensor2tensor / fairseq grid, as tensor2tensor's code computes it (``get_timing_signal_1d``)::
 
-    ``get_timing_signal_1d`` (tensor2tensor) and ``SinusoidalPositionalEmbedding`` (fairseq)
-    divide by ``d/2 − 1`` rather than the paper's ``d/2``, so the last frequency is exactly
-    ``1/max_timescale`` and every other one differs from :func:`geometric` for the same ``d``.
-    Those libraries use the ``split`` layout; converting a checkpoint needs this exact grid.
-    Requires ``dim ≥ 4`` (with one pair the divisor ``d/2 − 1`` is zero); odd ``dim`` uses
-    ``⌈d/2⌉`` pairs with divisor ``⌈d/2⌉ − 1``.
+        w_k = min_timescale · exp(−k · ln(max_timescale/min_timescale) / max(n − 1, 1)),   k < n
+
+    over ``n = ⌈d/2⌉`` pairs (posenc's odd-``d`` convention; :func:`posenc.tables.tensor2tensor` gives
+    the libraries' own odd-``d`` table). The divisor ``n − 1`` rather than the paper's ``d/2`` makes
+    the last frequency exactly ``1/max_timescale`` when ``min_timescale = 1`` (fairseq's fixed
+    choice), so every other one differs from :func:`geometric` for the same ``d``; the libraries use
+    the ``split`` layout. tensor2tensor's *docstring* describes timescales from ``min_timescale`` to
+    ``max_timescale`` (frequencies ``1/min … 1/max``), but its code multiplies by ``min_timescale``;
+    this function follows the code. The docstring's grid is
+    ``tensor2tensor(d, max_timescale=max/min) / min``.
     """
     dim = _validate.positive_int("dim", dim)
     lo = _validate.positive_float("min_timescale", min_timescale)
     hi = _validate.positive_float("max_timescale", max_timescale)
     pairs = n_pairs(dim)
-    if pairs < 2:
-        raise ValueError(f"dim must be >= 3 for the tensor2tensor schedule (needs 2 pairs), got {dim}")
     k = np.arange(pairs, dtype=np.float64)
-    return np.exp(-k * (math.log(hi / lo) / (pairs - 1))) / lo
+    return lo * np.exp(-k * (math.log(hi / lo) / max(pairs - 1, 1)))
 
 
 def dft(dim: int) -> NDArray[np.float64]:

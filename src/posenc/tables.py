@@ -279,3 +279,30 @@ def dft(
     if dim % 2 == 0:
         out[:, dim - 1] = np.where(t % 2 == 0, 1.0, -1.0) / math.sqrt(dim)  # cos(π s), exact
     return out
+
+
+def tensor2tensor(
+    positions: ArrayLike | int,
+    dim: int,
+    *,
+    min_timescale: float = 1.0,
+    max_timescale: float = 10000.0,
+    dtype: DTypeLike = np.float64,
+) -> NDArray[np.floating]:
+    """The table of tensor2tensor's ``get_timing_signal_1d`` and fairseq's ``SinusoidalPositionalEmbedding``.
+
+    ``[sin(t·w_0) … sin(t·w_(p−1)), cos(t·w_0) … cos(t·w_(p−1))]`` with ``p = ⌊d/2⌋`` frequencies
+    of :func:`posenc.spectrum.tensor2tensor` and, for odd ``d``, a **zero last column** — their
+    odd-``d`` convention, unlike :func:`sinusoidal`'s (``⌈d/2⌉`` sines, the last cosine dropped).
+    For even ``d`` it equals ``sinusoidal(positions, d, layout="split",
+    frequencies=spectrum.tensor2tensor(d, …))``. fairseq's positions start at ``padding_idx + 1``
+    and its padding rows are zero (``docs/conventions.md``).
+    """
+    dim = _validate.positive_int("dim", dim)
+    even = dim - dim % 2
+    t = _validate.positions(positions)
+    out = np.zeros((t.size, dim), dtype=_float_dtype(dtype))
+    if even:
+        w = spectrum.tensor2tensor(even, min_timescale=min_timescale, max_timescale=max_timescale)
+        out[:, :even] = sinusoidal(t, even, layout="split", frequencies=w, dtype=dtype)
+    return out
