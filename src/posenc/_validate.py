@@ -30,6 +30,17 @@ def positive_int(name: str, value: object) -> int:
     return int(value)
 
 
+def size(name: str, value: object, *, bytes_per_item: int = 8) -> int:
+    """Return ``value`` as a positive ``int`` length whose ``[value]`` float64 array can be allocated, else raise.
+
+    (Larger requests would otherwise surface as a ``MemoryError`` from deep inside NumPy.)
+    """
+    n = positive_int(name, value)
+    if n > 1 << 24:
+        fits_in_memory(f"{name}={n}", float(n) * bytes_per_item, advice=f"lower {name}")
+    return n
+
+
 def positive_float(name: str, value: object) -> float:
     """Return ``value`` as a finite ``float`` > 0, else raise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -68,7 +79,7 @@ def positions(value: ArrayLike | int, *, name: str = "positions") -> NDArray[np.
     Returns float64 positions (DESIGN "Conventions").
     """
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return np.arange(positive_int(name, value), dtype=np.float64)
+        return np.arange(size(name, value), dtype=np.float64)
     if isinstance(value, (bool, str, bytes)) or isinstance(value, numbers.Real):
         raise UsageTypeError(
             f"{name} must be an int S (meaning 0…S-1) or a 1-D sequence of numbers, got {value!r}"

@@ -53,7 +53,7 @@ For odd ``dim`` the cosine of the last pair is dropped (SPEC §1), wherever it w
 
 def n_pairs(dim: int) -> int:
     """Number of (sin, cos) pairs of a ``dim``-dimensional table: ``⌈dim/2⌉`` (SPEC §1)."""
-    return (_validate.positive_int("dim", dim) + 1) // 2
+    return (_validate.size("dim", dim) + 1) // 2
 
 
 def geometric(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
@@ -61,7 +61,7 @@ def geometric(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
 
     Computed as ``exp(−(2i/d)·ln base)`` in float64.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = _validate.size("dim", dim)
     base = _validate.positive_float("base", base)
     i = np.arange(n_pairs(dim), dtype=np.float64)
     return np.exp(-(2.0 * i / dim) * math.log(base))
@@ -73,7 +73,7 @@ def su(dim: int, theta: Callable[[NDArray[np.float64]], ArrayLike]) -> NDArray[n
     ``theta`` receives the float64 array ``x_i = 2i/d`` and must return finite values of the
     same shape.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = _validate.size("dim", dim)
     if not callable(theta):
         raise TypeError(f"theta must be a callable θ(x) on [0, 1], got {theta!r}")
     x = 2.0 * np.arange(n_pairs(dim), dtype=np.float64) / dim
@@ -123,7 +123,7 @@ def tensor2tensor(
     this function follows the code. The docstring's grid is
     ``tensor2tensor(d, max_timescale=max/min) / min``.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = _validate.size("dim", dim)
     lo = _validate.positive_float("min_timescale", min_timescale)
     hi = _validate.positive_float("max_timescale", max_timescale)
     pairs = n_pairs(dim)
@@ -137,7 +137,7 @@ def dft(dim: int) -> NDArray[np.float64]:
     ``k = 0`` is the constant term ``a_0``; for even ``d`` the last, ``k = d/2``, is the
     Nyquist frequency ``π`` of ``b_0 = cos(πt)/√d``.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = _validate.size("dim", dim)
     return 2.0 * math.pi * np.arange(dim // 2 + 1, dtype=np.float64) / dim
 
 
@@ -190,7 +190,7 @@ def layout_columns(dim: int, layout: str = "interleaved") -> tuple[NDArray[np.in
     pair ``i`` has its sine in column ``sin_cols[i]`` and (if ``i < ⌊d/2⌋``) its cosine in
     ``cos_cols[i]``. See :data:`LAYOUTS` for the drawings.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = _validate.size("dim", dim)
     _validate.choice("layout", layout, LAYOUTS)
     n_sin, n_cos = n_pairs(dim), dim // 2
     if layout == "split":
@@ -225,7 +225,7 @@ def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> NDArray[np.flo
     odd-indexed slopes of ``2p`` heads (``m_1, m_3, …`` of that set) — the same set MPT obtains by
     reordering the slopes of ``2p`` heads.
     """
-    n = _validate.positive_int("n_heads", n_heads)
+    n = _validate.size("n_heads", n_heads)
     bias_max = _validate.positive_float("alibi_bias_max", alibi_bias_max)
 
     def power_of_two(p: int) -> NDArray[np.float64]:
