@@ -23,7 +23,9 @@ from typing import Any
 from posenc import _validate, registry
 from posenc.data.splits import PROTOCOLS
 from posenc.errors import UsageError
-from posenc.experiment.config import MONITORS, SCALE_POLICIES, BenchPlan, RunConfig, resolve_encoding_options
+from posenc.experiment.config import (
+    DETECTORS, MONITORS, SCALE_POLICIES, TASKS, BenchPlan, RunConfig, resolve_encoding_options,
+)
 
 DEFAULT_ENCODINGS = "none,sinusoidal,dft,rope,alibi"
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
@@ -55,6 +57,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         "bench", help="compare positional encodings on windowed anomaly classification",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--task", default=d.task, choices=TASKS,
+                   help="classify: supervised window classification on blocked splits (default); detect: train a "
+                        "forecaster/reconstructor on the nominal training arrays only, score test steps by error")
+    p.add_argument("--detector", default=d.detector,
+                   help=f"--task detect: model(s), comma-separated: {', '.join(DETECTORS)} (default {d.detector})")
+    p.add_argument("--horizon", type=int, default=d.horizon,
+                   help=f"--task detect: steps forecast from each window (< --window, default {d.horizon})")
+    p.add_argument("--smoothing", type=float, default=d.smoothing,
+                   help=f"--task detect: EWMA span of the step errors (telemanom smoothing; default {d.smoothing:g})")
+    p.add_argument("--holdout", type=float, default=d.holdout,
+                   help=f"--task detect: held-out tail of each nominal training array for calibration "
+                        f"(default {d.holdout})")
     p.add_argument("--dataset", default=d.dataset, help="msl, smd, synthetic, probes or a PATH (default synthetic)")
     p.add_argument("--dataset-option", action="append", type=_option, default=[], metavar="KEY=VALUE",
                    help="keyword option for the dataset loader (repeatable; VALUE parsed as JSON if it can be)")
@@ -142,6 +156,16 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
             raise ValueError(f"{flag} must be >= 1, got {value}")
     if probes and args.protocol != "blocked":
         raise ValueError(f"--protocol {args.protocol} does not apply to --dataset probes (independent draws per split)")
+    detectors = _csv_list(args.detector)
+    bad = [m for m in detectors if m not in DETECTORS]
+    if bad or not detectors:
+        raise ValueError(f"--detector: unknown {', '.join(map(repr, bad)) or repr(args.detector)}; "
+                         f"valid: {', '.join(DETECTORS)}")
+    if args.task == "detect" and probes:
+        raise ValueError("--task detect needs a dataset with nominal training arrays (msl, smd, synthetic, a "
+                         "telemanom/SMD path); probes have none")
+    if args.task == "detect" and args.horizon >= args.window:
+        raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {args.window}")
     options = dict(args.dataset_option)
     if args.lags is not None:
         if not probes:
@@ -156,6 +180,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         d_model=args.d_model, n_heads=args.heads, n_layers=args.layers, dropout=args.dropout,
         epochs=args.epochs, patience=args.patience, batch_size=args.batch_size, lr=args.lr,
         weight_decay=args.weight_decay, monitor=args.monitor, protocol=args.protocol,
+        task=args.task, detector=detectors[0], horizon=args.horizon, smoothing=args.smoothing, holdout=args.holdout,
     )
     encoding_options = resolve_encoding_options(encodings, args.encoding_option)
     if encoding_options:  # build each optioned encoding once: a bad value fails before any training
@@ -164,7 +189,8 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         for name, opts in encoding_options.items():
             build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
     return BenchPlan(base, encodings, scales, seeds=args.seeds, splits=args.splits, encoding_options=encoding_options,
-                     shuffle_control=not (args.no_shuffle_control or probes), baseline=not (args.no_baseline or probes))
+                     shuffle_control=not (args.no_shuffle_control or probes), baseline=not (args.no_baseline or probes),
+                     detectors=detectors)
 
 
 def run(args: argparse.Namespace) -> int:

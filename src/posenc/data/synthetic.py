@@ -30,8 +30,11 @@ Anomalies, the events, in three families (``Series.event_kinds`` names each even
    phase-continuous. Kinds alternate, ``level_shift`` first in even-numbered series.
 
 Events never overlap and are at least ``MARGIN`` steps apart. Deterministic by ``seed``:
-series ``i`` draws from ``numpy.random.SeedSequence([seed, i])``, spawned into one stream per
-component (signal, long-range, schedule, order/timing, spikes). Spikes avoid every procedure
+series ``i`` draws its channel (source periods, mixing, offsets) from
+``numpy.random.SeedSequence([seed, i, 2])`` and the rest from ``SeedSequence([seed, i])``, spawned
+into one stream per component (signal phases and noise, long-range, schedule, order/timing,
+spikes); its optional nominal training array shares the channel and draws the rest from
+``SeedSequence([seed, i, 1])``. Spikes avoid every procedure
 (normal or not), so changing the order/timing rates moves nothing else, and changing the
 spike rate moves nothing else either: ``make_synthetic(order=0, timing=0)`` is the nominal
 counterpart of the default data (tests rely on this).
@@ -98,8 +101,15 @@ def _procedure_times(rng: np.random.Generator, length: int) -> NDArray[np.int64]
     return times[(times + REACH[0] >= 0) & (times + REACH[1] < length)]
 
 
+def _channel(rng: np.random.Generator, n_sensors: int) -> dict[str, NDArray[np.float64]]:
+    """What makes a series one channel: source periods, sensor mixing and offsets (shared by its train array)."""
+    return {"fast_period": rng.uniform(40, 60, size=1), "slow_period": rng.uniform(300, 600, size=1),
+            "mixing": rng.normal(0.0, 1.0, (n_sensors, 2)), "offsets": rng.normal(0.0, 1.0, n_sensors)}
+
+
 def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sensors: int,
-                counts: dict[str, int], first_long: int) -> Series:
+                counts: dict[str, int], first_long: int, channel: dict[str, NDArray[np.float64]],
+                train_only: bool = False) -> Series:
     signal_rng, long_rng, schedule_rng, procedure_rng, spike_rng = (
         np.random.default_rng(s) for s in seeds.spawn(5))
     events: list[tuple[int, int]] = []
@@ -116,14 +126,13 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
 
     # sensors: fast and slow sources, mixed, plus noise; the frequency anomaly speeds up the fast one
     t = np.arange(length)
-    frequency = np.full(length, 1.0 / signal_rng.uniform(40, 60))
+    frequency = np.full(length, 1.0 / channel["fast_period"][0])
     for (begin, end), kind in zip(long_ranges, long_kinds):
         if kind == "frequency":
             frequency[begin:end + 1] *= FREQUENCY_FACTOR
     fast = np.sin(2 * np.pi * np.cumsum(frequency) + signal_rng.uniform(0, 2 * np.pi))
-    slow = np.sin(2 * np.pi * t / signal_rng.uniform(300, 600) + signal_rng.uniform(0, 2 * np.pi))
-    mixing = signal_rng.normal(0.0, 1.0, (n_sensors, 2))
-    offsets = signal_rng.normal(0.0, 1.0, n_sensors)
+    slow = np.sin(2 * np.pi * t / channel["slow_period"][0] + signal_rng.uniform(0, 2 * np.pi))
+    mixing, offsets = channel["mixing"], channel["offsets"]
     noise = signal_rng.normal(0.0, 0.1, (length, n_sensors))
     sensors = np.stack([fast, slow], axis=1) @ mixing.T + offsets + noise
     sensor_std = sensors.std(axis=0)
@@ -173,7 +182,7 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
     if placed < counts["spikes"]:
         raise ValueError(f"length={length} is too short for {counts['spikes']} spikes")
     values = np.concatenate([sensors, command[:, None], response[:, None]], axis=1)
-    return Series.from_events(name, values, events, event_kinds=kinds)
+    return Series.from_events(name, values, events, event_kinds=kinds, train_only=train_only)
 
 
 def _rate(name: str, value: object) -> float:
@@ -185,16 +194,20 @@ def _rate(name: str, value: object) -> float:
 
 def make_synthetic(*, n_series: int = 5, length: int = 6144, seed: int = 0, n_sensors: int = 4,
                    spikes: float = 2.5, order: float = 2.5, timing: float = 2.5,
-                   long_range: float = 0.5) -> Dataset:
+                   long_range: float = 0.5, nominal_length: int = 0) -> Dataset:
     """The built-in synthetic dataset (module docstring): ``n_series`` series of ``[length, n_sensors + 2]``.
 
     Args:
-        n_series: number of independent series.
+        n_series: number of independent series (channels).
         length: time steps per series (at least 512).
         seed: selects everything; series ``i`` uses ``SeedSequence([seed, i])``.
         n_sensors: continuous channels (then ``command`` and ``response``).
         spikes, order, timing, long_range: events of each kind per 1,000 steps; a series holds
             ``round(rate · length / 1000)`` of each (long-range kinds alternate).
+        nominal_length: when > 0, each series ``synthetic-i`` also gets a nominal training array
+            ``synthetic-i:train`` of this many steps (``train_only``, no anomalies): the same
+            channel (source periods, mixing, offsets) with its own phases, noise and procedure
+            schedule (``SeedSequence([seed, i, 1])``). This is what ``posenc bench --task detect`` trains on.
 
     The default (5 × 6144 steps, 49 events per series) gives about 1,750 windows of 32
     steps at stride 16 (``posenc bench``'s default).
@@ -209,16 +222,26 @@ def make_synthetic(*, n_series: int = 5, length: int = 6144, seed: int = 0, n_se
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if length < 512:
         raise ValueError(f"length must be at least 512 steps, got {length}")
+    if (isinstance(nominal_length, bool) or not isinstance(nominal_length, numbers.Integral)
+            or not (nominal_length == 0 or nominal_length >= 512)):
+        raise ValueError(f"nominal_length must be 0 (no training arrays) or an int >= 512, got {nominal_length!r}")
     rates = {name: _rate(name, value) for name, value in
              (("spikes", spikes), ("order", order), ("timing", timing), ("long_range", long_range))}
     counts = {name: _count(rate, length) for name, rate in rates.items()}
-    series = [
-        _one_series(f"synthetic-{i}", np.random.SeedSequence([int(seed), i]), length=length,
-                    n_sensors=n_sensors, counts=counts, first_long=i % 2)
-        for i in range(n_series)
-    ]
+    nominal = dict.fromkeys(counts, 0)
+    series = []
+    for i in range(n_series):
+        sequence = np.random.SeedSequence([int(seed), i])
+        channel = _channel(np.random.default_rng(np.random.SeedSequence([int(seed), i, 2])), n_sensors)
+        series.append(_one_series(f"synthetic-{i}", sequence, length=length, n_sensors=n_sensors,
+                                  counts=counts, first_long=i % 2, channel=channel))
+        if nominal_length:
+            series.append(_one_series(f"synthetic-{i}:train", np.random.SeedSequence([int(seed), i, 1]),
+                                      length=int(nominal_length), n_sensors=n_sensors, counts=nominal,
+                                      first_long=0, channel=channel, train_only=True))
     description = (f"synthetic telemetry (seed {seed}): {n_series} series × {length} steps, "
                    f"{n_sensors} sensors + command + response; per series {counts['spikes']} spike, "
                    f"{counts['order']} order, {counts['timing']} timing and {counts['long_range']} "
-                   "long-range anomalies")
+                   "long-range anomalies"
+                   + (f"; plus a nominal training array of {nominal_length} steps per series" if nominal_length else ""))
     return Dataset("synthetic", series, n_sensors + 2, description)

@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from posenc.experiment.compare import Comparison, compare, write
+from posenc.experiment.compare import BASELINE, Comparison, compare, write
 from posenc.experiment.config import BenchPlan
 from posenc.experiment.controls import order_free_baseline
 from posenc.experiment.distributed import World, select_device
-from posenc.experiment.runs import execute
+from posenc.experiment.runs import ClassifyTask, RunTask, execute
 from posenc.experiment.train import EpochHook
 
 
@@ -71,6 +71,90 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     return dataset, splits
 
 
+@dataclass
+class Prepared:
+    """A task's data, validated before any training: ``data[split seed]`` and how its table is made.
+
+    Attributes:
+        dataset: the loaded dataset (for its description).
+        data: the task's data per split seed (``Splits`` or ``DetectionData``).
+        task: what :func:`posenc.experiment.runs.execute` trains and evaluates with.
+        metrics, paired_metrics: the table's columns and those tested in pairs.
+        lines: what the data look like, logged before training.
+    """
+
+    dataset: Any
+    data: dict[int, Any]
+    task: RunTask
+    metrics: tuple[str, ...]
+    paired_metrics: tuple[str, ...]
+    lines: list[str]
+
+
+class ClassifySource:
+    """Labelled windows in blocked splits (:func:`prepare`); baselines per split; flag-all from prevalence."""
+
+    def prepare(self, plan: BenchPlan) -> Prepared:
+        from posenc.experiment.compare import PAIRED_METRICS
+        from posenc.experiment.metrics import METRICS
+
+        dataset, splits = prepare(plan)
+        lines = [f"split {k}: " + ", ".join(f"{name} {v['windows']} windows / {v['positives']} positive / "
+                                            f"{v['events']} events" for name, v in s.summary.items())
+                 for k, s in splits.items()]
+        return Prepared(dataset, splits, ClassifyTask(), METRICS, PAIRED_METRICS, lines)
+
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
+        from posenc.experiment.baselines import NAMES, classify_baseline
+
+        out = [{"name": BASELINE, "split_seed": k, "test": order_free_baseline(s)} for k, s in prepared.data.items()]
+        out += [{"name": name, "split_seed": k, "test": classify_baseline(name, s)}
+                for name in NAMES for k, s in prepared.data.items()]
+        return out
+
+    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]] | None:
+        return None  # from each split's test prevalence (posenc.experiment.compare.no_skill_metrics)
+
+
+class DetectSource:
+    """Nominal training arrays and labelled test arrays per channel (:mod:`posenc.experiment.detect`)."""
+
+    def prepare(self, plan: BenchPlan) -> Prepared:
+        from posenc.data import load_dataset
+        from posenc.data.nominal import NOMINAL_OPTIONS, detection_data
+        from posenc.experiment.detect import DetectTask
+        from posenc.experiment.events import DETECT_METRICS, DETECT_PAIRED
+
+        base = plan.base
+        if plan.splits != 1:
+            raise ValueError(f"--splits applies to the classify task; detect trains on the nominal training arrays "
+                             f"and tests on the test arrays, so use --splits 1 (got {plan.splits})")
+        check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
+        options = dict(base.dataset_options)
+        if base.dataset in NOMINAL_OPTIONS:
+            key, value = NOMINAL_OPTIONS[base.dataset]
+            options.setdefault(key, value)
+        dataset = load_dataset(base.dataset, **options)
+        data = detection_data(dataset, window=base.window, horizon=base.horizon, holdout=base.holdout)
+        fit_steps = sum(len(c.fit) for c in data.channels)
+        lines = [f"detect: {data.n_channels} channels, {fit_steps} nominal training steps "
+                 f"({sum(len(c.holdout) for c in data.channels)} held out), "
+                 f"{sum(len(c.test) for c in data.channels)} test steps, "
+                 f"{sum(len(c.series.events) for c in data.channels)} test events; targets {list(data.targets)}"]
+        return Prepared(dataset, {0: data}, DetectTask(), DETECT_METRICS, DETECT_PAIRED, lines)
+
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
+        from posenc.experiment.baselines import NAMES
+        from posenc.experiment.detect import baseline_records
+
+        return baseline_records(prepared.data[0], plan.base, names=NAMES)
+
+    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]] | None:
+        from posenc.experiment.detect import no_skill_record
+
+        return [no_skill_record(prepared.data[0], plan.base)]
+
+
 def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> dict[str, Any]:
     return {
         "dataset": plan.base.dataset,
@@ -112,28 +196,34 @@ def run_bench(
         log: where progress lines go (rank 0).
     """
     start = time.perf_counter()
-    dataset, splits = prepare(plan)
+    source = DetectSource() if plan.base.task == "detect" else ClassifySource()
+    prepared = source.prepare(plan)
     torch_device = select_device(device, world)
     say = log if world.is_main else (lambda _: None)
-    for k, s in splits.items():
-        say(f"split {k}: " + ", ".join(f"{name} {v['windows']} windows / {v['positives']} positive / "
-                                      f"{v['events']} events" for name, v in s.summary.items()))
+    for line in prepared.lines:
+        say(line)
+    shown = prepared.paired_metrics
     records, trained = [], 0
     runs = list(plan.runs())
     for i, config in enumerate(runs, 1):
-        record = execute(config, splits[config.split_seed], root=out, device=torch_device, world=world,
-                         shuffle_control=plan.shuffle_control, progress=progress, on_epoch=on_epoch, log=say)
+        record = execute(config, prepared.data[config.split_seed], root=out, device=torch_device, world=world,
+                         shuffle_control=plan.shuffle_control, progress=progress, on_epoch=on_epoch, log=say,
+                         task=prepared.task)
         trained += not record["skipped"]
-        say(f"[{i}/{len(runs)}] {config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
-            f"F1 {record['test']['f1']:.3f} AUPRC {record['test']['auprc']:.3f}"
+        model = f"{config.detector} " if config.task == "detect" else ""
+        say(f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
+            + " ".join(f"{m} {record['test'][m]:.3f}" for m in shown)
             + (" (finished earlier, skipped)" if record["skipped"] else ""))
         records.append(record)
     baseline = []
     if plan.baseline and world.is_main:
-        baseline = [{"split_seed": k, "test": order_free_baseline(s)} for k, s in splits.items()]
+        t0 = time.perf_counter()
+        baseline = source.baselines(prepared, plan)
+        say(f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): {time.perf_counter() - t0:.1f} s")
     seconds = time.perf_counter() - start
-    comparison = compare(records, baseline=baseline)
-    comparison.meta.update(_meta(plan, dataset, torch_device, world), wall_seconds=seconds,
+    comparison = compare(records, baseline=baseline, metrics=prepared.metrics, paired_metrics=prepared.paired_metrics,
+                         no_skill=source.no_skill(prepared, plan))
+    comparison.meta.update(_meta(plan, prepared.dataset, torch_device, world), wall_seconds=seconds,
                            runs_trained=trained, runs_skipped=len(records) - trained)
     paths = write(comparison, out) if world.is_main else {}
     world.barrier()

@@ -68,6 +68,7 @@ class Row:
     std: dict[str, float]
     shuffle_drop: dict[str, float] | None = None
     vs_no_skill: dict[str, tuple[float, float, float]] | None = None
+    model: str = ""
 
     def clears_no_skill(self, metric: str) -> bool | None:
         """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed)."""
@@ -91,6 +92,7 @@ class Paired:
     p_sign_flip: float
     p_wilcoxon: float
     min_p: float
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,17 +130,17 @@ def _vs_no_skill(records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
 
 
 def _row(encoding: str, scale: str, records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-         paired_metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]] | None) -> Row:
+         paired_metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]] | None, model: str = "") -> Row:
     values = {m: np.array([r["test"][m] for r in records], dtype=np.float64) for m in metrics}
     drop = None
     if records and all("shuffled_test" in r for r in records):
         drop = {m: float(np.mean([r["test"][m] - r["shuffled_test"][m] for r in records])) for m in paired_metrics}
     vs = _vs_no_skill(records, paired_metrics, no_skill) if no_skill is not None else None
     return Row(encoding, scale, len(records), {m: float(v.mean()) for m, v in values.items()},
-               {m: _std(v) for m, v in values.items()}, drop, vs)
+               {m: _std(v) for m, v in values.items()}, drop, vs, model)
 
 
-def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[dict]) -> Paired | None:
+def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[dict], model: str = "") -> Paired | None:
     ref_by_pair = {(r["split_seed"], r["seed"]): r["test"][metric] for r in ref}
     by_split: dict[int, list[float]] = {}
     for r in mine:
@@ -150,7 +152,7 @@ def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[
     d = np.concatenate([np.asarray(v) for v in by_split.values()])
     lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
     return Paired(encoding, scale, metric, REFERENCE, d.size, float(d.mean()), lo, hi,
-                  stats.sign_flip_p(d), stats.wilcoxon_p(d), stats.min_attainable_p(d.size))
+                  stats.sign_flip_p(d), stats.wilcoxon_p(d), stats.min_attainable_p(d.size), model)
 
 
 def _test_splits(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -189,26 +191,28 @@ def compare(
                      "test": no_skill_metrics(s["test_positive_windows"] / s["test_windows"])}
                     for s in test_splits if s["test_windows"] and s["test_positive_windows"]]
     flag_all = {int(r["split_seed"]): r["test"] for r in no_skill}
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in runs:
-        groups.setdefault((r["encoding"], r["scale"]), []).append(r)
-    rows = [_row(e, s, rs, metrics, paired_metrics, flag_all) for (e, s), rs in groups.items()]
-    scales = list(dict.fromkeys(s for _, s in groups))
-    encodings = list(dict.fromkeys(e for e, _ in groups))
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in runs:  # "detector" names the model of a detect run (one table section per model)
+        groups.setdefault((r.get("detector", ""), r["encoding"], r["scale"]), []).append(r)
+    rows = [_row(e, s, rs, metrics, paired_metrics, flag_all, m) for (m, e, s), rs in groups.items()]
+    models = list(dict.fromkeys(m for m, _, _ in groups))
+    scales = list(dict.fromkeys(s for _, _, s in groups))
+    encodings = list(dict.fromkeys(e for _, e, _ in groups))
     paired = []
-    for scale in scales:
-        ref = groups.get((REFERENCE, scale))
-        if ref is None:
-            continue
-        for encoding in encodings:
-            # encodings without scale policies (rotary, biases) are compared as defined at every scale
-            mine = groups.get((encoding, scale if registry.get(encoding).scales else "native"))
-            if encoding == REFERENCE or mine is None:
+    for model in models:
+        for scale in scales:
+            ref = groups.get((model, REFERENCE, scale))
+            if ref is None:
                 continue
-            for metric in paired_metrics:
-                result = _paired(encoding, scale, metric, mine, ref)
-                if result is not None:
-                    paired.append(result)
+            for encoding in encodings:
+                # encodings without scale policies (rotary, biases) are compared as defined at every scale
+                mine = groups.get((model, encoding, scale if registry.get(encoding).scales else "native"))
+                if encoding == REFERENCE or mine is None:
+                    continue
+                for metric in paired_metrics:
+                    result = _paired(encoding, scale, metric, mine, ref, model)
+                    if result is not None:
+                        paired.append(result)
     by_name: dict[str, list[dict[str, Any]]] = {}
     for b in baseline:
         by_name.setdefault(b.get("name", BASELINE), []).append(b)
@@ -266,21 +270,28 @@ def _cell(row: Row, metric: str) -> str:
 def markdown(comparison: Comparison) -> str:
     """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits."""
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
+    with_model = any(r.model for r in comparison.rows)
     lines = [
-        "| encoding | scale | n | " + " | ".join(_label(m) for m in metrics) + " | "
-        + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics) + " |",
-        "|---|---|---|" + "---|" * (len(metrics) + len(paired_metrics)),
+        ("| model " if with_model else "") + "| encoding | scale | n | " + " | ".join(_label(m) for m in metrics)
+        + " | " + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics) + " |",
+        "|---|---|---|" + "---|" * (len(metrics) + len(paired_metrics) + with_model),
     ]
     for r in comparison.rows:
         drop = r.shuffle_drop or {}
         lines.append(
-            f"| {r.encoding} | {r.scale} | {r.n} | " + " | ".join(_cell(r, m) for m in metrics)
+            (f"| {r.model or '—'} " if with_model else "")
+            + f"| {r.encoding} | {r.scale} | {r.n} | " + " | ".join(_cell(r, m) for m in metrics)
             + " | " + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in paired_metrics) + " |"
         )
-    marked = [r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})" for r in comparison.rows
+    marked = [(f"{r.model} " if r.model else "") + (r.encoding if r.scale in ("-", "native") else
+                                                     f"{r.encoding} ({r.scale})") for r in comparison.rows
               if any(r.clears_no_skill(m) is False for m in paired_metrics)]
-    lines += ["", f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
-              "prevalence p, per split). " + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
+    what = (f"`{NO_SKILL}` flags every test step: event recall 1, one false positive per stretch of normal steps "
+            "between events, window AUPRC = window prevalence, computed by the same metric code. "
+            if "event_f1" in metrics else
+            f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
+            "prevalence p, per split). ")
+    lines += ["", what + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
               f"`{NO_SKILL}` on the same split does not lie above 0 — no better than flagging everything. "
               + (f"Not above `{NO_SKILL}` in {' or '.join(_label(m) for m in paired_metrics)}: "
                  + ", ".join(marked) + "." if marked else
@@ -291,13 +302,14 @@ def markdown(comparison: Comparison) -> str:
             f"Paired differences against `{REFERENCE}` at the same scale "
             "(encoding − reference, over (split, seed) pairs):",
             "",
-            "| encoding | scale | metric | pairs | mean diff | bootstrap 95% CI | p sign-flip (exact) "
-            "| p Wilcoxon | min attainable p |",
-            "|---|---|---|---|---|---|---|---|---|",
+            ("| model " if with_model else "") + "| encoding | scale | metric | pairs | mean diff | bootstrap 95% CI "
+            "| p sign-flip (exact) | p Wilcoxon | min attainable p |",
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * with_model,
         ]
         for t in comparison.paired:
             lines.append(
-                f"| {t.encoding} | {t.scale} | {t.metric} | {t.n} | {t.mean_diff:+.4f} | "
+                (f"| {t.model} " if with_model else "")
+                + f"| {t.encoding} | {t.scale} | {t.metric} | {t.n} | {t.mean_diff:+.4f} | "
                 f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}] | {_p(t.p_sign_flip)} | {_p(t.p_wilcoxon)} | {t.min_p:.3g} |"
             )
     lines += ["", "Test splits: " + "; ".join(
@@ -324,21 +336,21 @@ def _csv(comparison: Comparison) -> str:
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["encoding", "scale", "n"] + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
+    writer.writerow(["model", "encoding", "scale", "n"] + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
                     + [f"shuffle_drop_{m}" for m in paired_metrics]
                     + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
                     + [f"{m}_{k}" for m in paired_metrics
                        for k in ("diff", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")])
-    tests = {(t.encoding, t.scale, t.metric): t for t in comparison.paired}
+    tests = {(t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
     for r in comparison.rows:
         drop = r.shuffle_drop or {}
         vs = r.vs_no_skill or {}
-        cells: list[Any] = [r.encoding, r.scale, r.n]
+        cells: list[Any] = [r.model, r.encoding, r.scale, r.n]
         cells += [v for m in metrics for v in ((r.mean[m], r.std[m]) if m in r.mean else ("", ""))]
         cells += [drop.get(m, "") for m in paired_metrics]
         cells += [v for m in paired_metrics for v in (vs[m] if m in vs else ("", "", ""))]
         for m in paired_metrics:
-            t = tests.get((r.encoding, r.scale, m))
+            t = tests.get((r.model, r.encoding, r.scale, m))
             cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_wilcoxon] if t else [""] * 5
         writer.writerow(cells)
     return buf.getvalue()

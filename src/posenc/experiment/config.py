@@ -28,6 +28,10 @@ from posenc.data.splits import PROTOCOLS
 SCALE_POLICIES = ("native", "unit", "matched", "learned")
 #: What early stopping watches on the validation set.
 MONITORS = ("auprc", "loss")
+#: Benchmark tasks: supervised window classification, unsupervised detection (:mod:`posenc.experiment.detect`).
+TASKS = ("classify", "detect")
+#: Detectors of the detect task (:class:`posenc.detectors.SequenceDetector`).
+DETECTORS = ("forecast", "reconstruct")
 
 
 def _non_negative_int(name: str, value: object) -> int:
@@ -109,6 +113,10 @@ class RunConfig:
         epochs: maximum number of epochs; patience: epochs without improvement before stopping.
         batch_size, lr, weight_decay: AdamW training.
         monitor: validation quantity for early stopping: ``"auprc"`` (higher is better) or ``"loss"``.
+        task: ``"classify"`` (labelled windows) or ``"detect"`` (train on nominal data, score test steps).
+        detector, horizon, smoothing, holdout: the detect task's model (``"forecast"`` or
+            ``"reconstruct"``), forecast horizon (< ``window``), EWMA span of the errors and the
+            held-out fraction of each nominal training array (:mod:`posenc.experiment.detect`).
     """
 
     dataset: str = "synthetic"
@@ -132,6 +140,11 @@ class RunConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-2
     monitor: str = "auprc"
+    task: str = "classify"
+    detector: str = "forecast"
+    horizon: int = 4
+    smoothing: float = 8.0
+    holdout: float = 0.2
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -149,6 +162,16 @@ class RunConfig:
         _validate.choice("scale", self.scale, SCALE_POLICIES)
         _validate.choice("protocol", self.protocol, PROTOCOLS)
         _validate.choice("monitor", self.monitor, MONITORS)
+        _validate.choice("task", self.task, TASKS)
+        _validate.choice("detector", self.detector, DETECTORS)
+        _validate.positive_int("horizon", self.horizon)
+        if self.horizon >= self.window:
+            raise ValueError(f"horizon must be < window (a forecast of at least a whole window from one window), "
+                             f"got horizon={self.horizon}, window={self.window}")
+        if isinstance(self.smoothing, bool) or not isinstance(self.smoothing, numbers.Real) or not self.smoothing >= 1:
+            raise ValueError(f"smoothing (EWMA span) must be a number >= 1, got {self.smoothing!r}")
+        if isinstance(self.holdout, bool) or not isinstance(self.holdout, numbers.Real) or not 0 < self.holdout < 1:
+            raise ValueError(f"holdout must be a fraction in (0, 1), got {self.holdout!r}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads}"
@@ -166,13 +189,16 @@ class RunConfig:
         return self.encoding + "".join(f"+{k}={json.dumps(v)}" for k, v in sorted(self.encoding_options.items()))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field; ``encoding_options`` only when there are any, so runs
-        recorded before the field existed keep their identity."""
+        """A JSON-ready dict of every field; ``encoding_options`` only when there are any and the detect
+        task's fields only when ``task == "detect"``, so runs recorded before these fields existed keep their identity."""
         out = dataclasses.asdict(self)
         out["dataset_options"] = dict(self.dataset_options)
         out["encoding_options"] = dict(self.encoding_options)
         if not out["encoding_options"]:
             del out["encoding_options"]
+        if self.task == "classify":
+            for name in ("task", "detector", "horizon", "smoothing", "holdout"):
+                del out[name]
         return out
 
 
@@ -186,9 +212,10 @@ class BenchPlan:
         scales: scale policies applied to additive encodings; other families run once, at ``"native"``.
         seeds: number of training seeds (``0 … seeds-1``).
         splits: number of split seeds (``0 … splits-1``).
-        shuffle_control: also evaluate each model on time-shuffled test windows (issue 6 §2).
-        baseline: also fit the order-free gradient-boosting baseline per split.
+        shuffle_control: also evaluate each model on time-shuffled test windows.
+        baseline: also evaluate the baselines without positional training per split.
         encoding_options: constructor options per encoding name (:func:`resolve_encoding_options`).
+        detectors: the detect task's models (default: ``base.detector`` alone); ignored by classify.
     """
 
     base: RunConfig
@@ -199,8 +226,11 @@ class BenchPlan:
     shuffle_control: bool = True
     baseline: bool = True
     encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    detectors: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for name in self.detectors:
+            _validate.choice("detector", name, DETECTORS)
         if not self.encodings:
             raise ValueError("encodings must name at least one encoding")
         for name in self.encodings:
@@ -227,12 +257,14 @@ class BenchPlan:
         return self.scales if registry.get(encoding).scales else ("native",)
 
     def runs(self) -> Iterator[RunConfig]:
-        """Every run of the grid, split seed outermost (so one split's data is reused)."""
+        """Every run of the grid, split seed outermost (so one split's data is reused), then detector."""
+        detectors = (self.detectors or (self.base.detector,)) if self.base.task == "detect" else (self.base.detector,)
         for split_seed in range(self.splits):
-            for encoding in self.encodings:
-                for scale in self.scales_for(encoding):
-                    for seed in range(self.seeds):
-                        yield dataclasses.replace(
-                            self.base, encoding=encoding, encoding_options=self.options_for(encoding), scale=scale,
-                            split_seed=split_seed, seed=seed,
-                        )
+            for detector in detectors:
+                for encoding in self.encodings:
+                    for scale in self.scales_for(encoding):
+                        for seed in range(self.seeds):
+                            yield dataclasses.replace(
+                                self.base, encoding=encoding, encoding_options=self.options_for(encoding),
+                                scale=scale, split_seed=split_seed, seed=seed, detector=detector,
+                            )

@@ -33,7 +33,8 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
 
     rows = comparison.rows
     metrics = comparison.paired_metrics
-    labels = [r.encoding if r.scale in ("native", "-") else f"{r.encoding}\n({r.scale})" for r in rows]
+    labels = [(f"{r.model} " if r.model else "") + (r.encoding if r.scale in ("native", "-") else
+                                                    f"{r.encoding}\n({r.scale})") for r in rows]
     x = np.arange(len(rows))
     fig = _figure((max(6.0, 1.1 * len(rows) + 2), 3.8))
     axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)

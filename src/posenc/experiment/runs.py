@@ -43,7 +43,7 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -66,9 +66,10 @@ def dataset_slug(spec: str) -> str:
 
 
 def run_dir(root: Path, config: RunConfig) -> Path:
-    """The directory of ``config``'s run under ``root`` (see the module docstring)."""
+    """The directory of ``config``'s run under ``root`` (see the module docstring; detect runs under ``detect-<detector>/``)."""
     data = dataset_slug(config.dataset) + ("" if config.protocol == "blocked" else f"-{config.protocol}")
-    return (Path(root) / "runs" / data / config.subset / f"{dataset_slug(config.encoding_label)}-{config.scale}"
+    task = f"detect-{config.detector}" if config.task == "detect" else ""
+    return (Path(root) / "runs" / data / task / config.subset / f"{dataset_slug(config.encoding_label)}-{config.scale}"
             / f"split{config.split_seed}-seed{config.seed}")
 
 
@@ -219,6 +220,58 @@ def _stored_run(
     return None, (directory / CHECKPOINT).is_file()
 
 
+class RunTask(Protocol):
+    """What a task gives :func:`execute`: its data's fingerprint, the model, training, evaluation."""
+
+    def fingerprint(self, data: Any) -> str: ...
+
+    def n_features(self, data: Any) -> int: ...
+
+    def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]: ...
+
+    def fit(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device, world: World,
+            checkpoint: dict[str, Any] | None, on_epoch: EpochHook, progress: bool) -> FitState: ...
+
+    def evaluate(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device,
+                 shuffle_control: bool) -> dict[str, Any]: ...
+
+
+class ClassifyTask:
+    """Window classification on :class:`posenc.data.Splits` (threshold on validation, metrics on test)."""
+
+    def fingerprint(self, data: Any) -> str:
+        return data_fingerprint(data)
+
+    def n_features(self, data: Any) -> int:
+        return int(data.train.X.shape[2])
+
+    def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
+        return build_classifier(config, data.train.X.shape[2], data.train.X)
+
+    def fit(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device, world: World,
+            checkpoint: dict[str, Any] | None, on_epoch: EpochHook, progress: bool) -> FitState:
+        return fit(model, data.train, data.val, config, device=device, world=world, checkpoint=checkpoint,
+                   on_epoch=on_epoch, progress=progress)
+
+    def evaluate(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device,
+                 shuffle_control: bool) -> dict[str, Any]:
+        threshold = best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device))
+        test = data.test
+        record: dict[str, Any] = {
+            "test": binary_metrics(test.y, predict_scores(model, test.X, device=device), threshold=threshold),
+            "val": binary_metrics(data.val.y, predict_scores(model, data.val.X, device=device), threshold=threshold),
+            "threshold": threshold,
+            "test_windows": int(data.summary["test"]["windows"]),
+            "test_positive_windows": int(data.summary["test"]["positives"]),
+            "test_events": int(data.summary["test"]["events"]),
+        }
+        if shuffle_control:
+            shuffled = shuffle_time(test.X, seed=config.seed)
+            shuffled_scores = predict_scores(model, shuffled, device=device)
+            record["shuffled_test"] = binary_metrics(test.y, shuffled_scores, threshold=threshold)
+        return record
+
+
 def execute(
     config: RunConfig,
     splits: Any,
@@ -230,20 +283,24 @@ def execute(
     progress: bool = True,
     on_epoch: EpochHook | None = None,
     log: Callable[[str], None] = print,
+    task: RunTask | None = None,
 ) -> dict[str, Any]:
-    """Train and evaluate ``config``'s run on ``splits`` (a :class:`posenc.data.Splits`) unless it is finished.
+    """Train and evaluate ``config``'s run on ``splits`` unless it is finished.
 
+    ``splits`` is the task's data: :class:`posenc.data.Splits` for the default
+    :class:`ClassifyTask`, :class:`posenc.data.nominal.DetectionData` for the detect task.
     Returns the run's metrics record (what ``metrics.json`` holds), with ``"skipped": True``
     added when it was read from a finished run instead of trained. ``on_epoch`` is called
     after each epoch's checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
     """
+    task = task if task is not None else ClassifyTask()
     directory = run_dir(root, config)
     say = log if world.is_main else (lambda _: None)
-    fingerprint = data_fingerprint(splits)
+    fingerprint = task.fingerprint(splits)
     finished, resumable = _stored_run(directory, config, fingerprint, tidy=world.is_main, log=say)
     if finished is not None:
         return {**finished, "skipped": True}
-    model, options = build_classifier(config, splits.train.X.shape[2], splits.train.X)
+    model, options = task.build(config, splits)
     model.to(device)
     checkpoint = None
     if resumable:
@@ -259,7 +316,7 @@ def execute(
             "config": config.to_dict(),
             "data_fingerprint": fingerprint,
             "encoding_options": options,
-            "n_features": int(splits.train.X.shape[2]),
+            "n_features": task.n_features(splits),
             "n_parameters": sum(p.numel() for p in model.parameters()),
             "device": str(device),
             "world_size": world.size,
@@ -275,32 +332,19 @@ def execute(
         if on_epoch is not None:
             on_epoch(ckpt, row)
 
-    state = fit(
-        model, splits.train, splits.val, config, device=device, world=world,
-        checkpoint=checkpoint, on_epoch=save, progress=progress,
-    )
-    threshold = best_f1_threshold(splits.val.y, predict_scores(model, splits.val.X, device=device))
-    test = splits.test
+    state = task.fit(model, splits, config, device=device, world=world, checkpoint=checkpoint, on_epoch=save,
+                     progress=progress)
     record: dict[str, Any] = {
         "dataset": config.dataset, "subset": config.subset, "encoding": config.encoding, "scale": config.scale,
         "split_seed": config.split_seed, "seed": config.seed,
-        "test": binary_metrics(test.y, predict_scores(model, test.X, device=device), threshold=threshold),
-        "val": binary_metrics(splits.val.y, predict_scores(model, splits.val.X, device=device), threshold=threshold),
-        "threshold": threshold,
+        **task.evaluate(model, splits, config, device=device, shuffle_control=shuffle_control),
         "best_epoch": state.best_epoch,
         "epochs_run": state.epoch,
         "stopped_early": state.stopped,
         "train_seconds": float(sum(r["train_seconds"] for r in state.history)),
         "windows_per_s": float(np.mean([r["windows_per_s"] for r in state.history])),
-        "test_windows": int(splits.summary["test"]["windows"]),
-        "test_positive_windows": int(splits.summary["test"]["positives"]),
-        "test_events": int(splits.summary["test"]["events"]),
         "encoding_options": options,
     }
-    if shuffle_control:
-        shuffled = shuffle_time(test.X, seed=config.seed)
-        shuffled_scores = predict_scores(model, shuffled, device=device)
-        record["shuffled_test"] = binary_metrics(test.y, shuffled_scores, threshold=threshold)
     if world.is_main:
         write_text_atomic(directory / METRICS, json.dumps(record, indent=2, sort_keys=True))
     world.barrier()

@@ -78,9 +78,14 @@ def build_classifier(
         )
 
     norm = mean_projected_norm(build("none", {}), X_train) if config.scale == "matched" else None
-    policy = encoding_options(config.encoding, config.scale, matched_norm=norm)
+    options = run_encoding_options(config, matched_norm=norm)
+    return build(config.encoding, options), options
+
+
+def run_encoding_options(config: RunConfig, *, matched_norm: float | None = None) -> dict[str, Any]:
+    """``config.encoding_options`` with its scale policy's options (:func:`encoding_options`); a clash is refused."""
+    policy = encoding_options(config.encoding, config.scale, matched_norm=matched_norm)
     clash = sorted(set(policy) & set(config.encoding_options))
     if clash:
         raise ValueError(f"encoding options {clash} are set by scale policy {config.scale!r}; drop them or use 'native'")
-    options = {**config.encoding_options, **policy}
-    return build(config.encoding, options), options
+    return {**config.encoding_options, **policy}
