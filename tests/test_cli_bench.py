@@ -117,7 +117,7 @@ def test_repeated_splits_pool_splits_and_seeds(tmp_path, capsys):
                  "--no-baseline", "--no-shuffle-control") == 0
     data = json.loads((tmp_path / "results.json").read_text())
     assert [s["split_seed"] for s in data["test_splits"]] == [0, 1]
-    assert {r["encoding"]: r["n"] for r in data["rows"]} == {"none": 2, "sinusoidal": 2}
+    assert {r["encoding"]: r["n"] for r in data["rows"]} == {"none": 2, "sinusoidal": 2, "flag-all": 2}
     assert {(r["split_seed"], r["seed"]) for r in data["runs"]} == {(0, 0), (1, 0)}
     assert data["rows"][0]["shuffle_drop"] is None
 
@@ -182,3 +182,43 @@ def test_interrupted_benchmark_resumes_without_losing_finished_runs(tmp_path, ca
     assert capsys.readouterr().out.count("(finished earlier, skipped)") == 2
     resumed = json.loads((tmp_path / "cut" / "results.json").read_text())
     assert resumed["rows"] == whole["rows"] and resumed["paired"] == whole["paired"]
+
+
+DETECT = ["--task", "detect", "--dataset-option", "nominal_length=1024", "--horizon", "2"]
+
+
+def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
+    """``--task detect`` on synthetic data in seconds: both detectors, paired tests, shuffle control, flag-all, resume."""
+    args = [*DETECT, "--detector", "forecast,reconstruct", "--encodings", "rope", "--epochs", "1", "--no-baseline"]
+    assert bench(tmp_path, *args) == 0
+    out = capsys.readouterr().out
+    for row in ("| forecast | none | native | 2 |", "| forecast | rope | native | 2 |",
+                "| reconstruct | sinusoidal | native | 2 |", "| — | flag-all | - | 1 |",
+                "| forecast | rope | native | event_f1 | 2 |", "| reconstruct | none | native | auprc | 2 |"):
+        assert row in out, row
+    assert "event F1" in out and "point-adjusted F1 (inflated)" in out and "flags every test step" in out
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["metrics"][:3] == ["event_precision", "event_recall", "event_f1"]
+    runs = data["runs"]
+    assert len(runs) == 12 and all("shuffled_test" in r and r["detector"] in ("forecast", "reconstruct") for r in runs)
+    assert {r["test"]["events"] for r in runs} == {20.0}
+    assert len(list((tmp_path / "runs" / "synthetic" / "detect-reconstruct").rglob("metrics.json"))) == 6
+    assert bench(tmp_path, *args) == 0
+    assert capsys.readouterr().out.count("(finished earlier, skipped)") == 12
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--horizon", "16"], "--horizon must be < --window, got --horizon 16 with --window 16"),
+        (["--dataset-option", "nominal_length=0"], "needs nominal training arrays.*msl: --dataset-option include_train"),
+        (["--dataset-option", "nominal_length=600", "--window", "119", "--encodings", "rope"], "'synthetic-0': its held-out part has 120 steps"),
+        (["--splits", "2"], "--splits applies to the classify task"),
+        (["--detector", "lstm"], "--detector: unknown 'lstm'; valid: forecast, reconstruct"),
+    ],
+)
+def test_detect_bad_input_fails_before_training(tmp_path, capsys, args, message):
+    assert bench(tmp_path, *DETECT, *args) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert not (tmp_path / "runs").exists()

@@ -103,7 +103,7 @@ def detection_data(dataset: Dataset, *, window: int, horizon: int = 1, holdout: 
     channels = []
     for index, series in enumerate(labelled):
         values = train[series.name].values
-        cut = int(round(values.shape[0] * (1 - holdout)))
+        cut = round(values.shape[0] * (1 - holdout))
         for part, n in (("training part", cut), ("held-out part", values.shape[0] - cut),
                         ("test array", series.length)):
             if n < need:
@@ -111,10 +111,6 @@ def detection_data(dataset: Dataset, *, window: int, horizon: int = 1, holdout: 
                                  f"= {window} + {horizon} = {need} (train array {values.shape[0]} steps, holdout "
                                  f"{holdout}); use a shorter --window or --horizon, or leave the channel out")
         center, scale = fit_normalisation(values[:cut])
-
-        def norm(x: NDArray[np.float64]) -> NDArray[np.float32]:
-            return ((x - center) / scale).astype(np.float32)
-
-        channels.append(Channel(series.name, index, norm(values[:cut]), norm(values[cut:]), norm(series.values),
-                                series))
+        fit, hold, test = (((x - center) / scale).astype(np.float32) for x in (values[:cut], values[cut:], series.values))
+        channels.append(Channel(series.name, index, fit, hold, test, series))
     return DetectionData(dataset.name, channels, dataset.n_features, targets, dataset.description)

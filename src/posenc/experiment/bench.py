@@ -137,10 +137,10 @@ class DetectSource:
         dataset = load_dataset(base.dataset, **options)
         data = detection_data(dataset, window=base.window, horizon=base.horizon, holdout=base.holdout)
         fit_steps = sum(len(c.fit) for c in data.channels)
-        lines = [f"detect: {data.n_channels} channels, {fit_steps} nominal training steps "
-                 f"({sum(len(c.holdout) for c in data.channels)} held out), "
-                 f"{sum(len(c.test) for c in data.channels)} test steps, "
-                 f"{sum(len(c.series.events) for c in data.channels)} test events; targets {list(data.targets)}"]
+        lines = [(f"detect: {data.n_channels} channels, {fit_steps} nominal training steps "
+                  f"({sum(len(c.holdout) for c in data.channels)} held out), "
+                  f"{sum(len(c.test) for c in data.channels)} test steps, "
+                  f"{sum(len(c.series.events) for c in data.channels)} test events; targets {list(data.targets)}")]
         return Prepared(dataset, {0: data}, DetectTask(), DETECT_METRICS, DETECT_PAIRED, lines)
 
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
