@@ -244,3 +244,8 @@ def test_alibi_matches_mpt_with_alibi_bias_max(n_heads, bias_max):
     ours = ALiBiBias(n_heads, alibi_bias_max=bias_max).bias(7, 7, dtype=torch.float64)
     torch.testing.assert_close(ours[:, -1, :], mpt[:, 0, :], rtol=1e-7, atol=0)  # the last query: equal
     _row_constant(mpt.expand(n_heads, 7, 7) - ours, torch.ones(7, 7, dtype=torch.bool).tril())
+
+
+def test_default_positions_past_2_53_are_refused():
+    with pytest.raises(ValueError, match=r"offset \+ sequence length must be <= 2\^53"):
+        ALiBiBias(2).bias(3, 3, offset=2**53 - 2)

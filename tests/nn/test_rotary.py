@@ -404,3 +404,26 @@ def test_permute_rotary_weights_refuses_bad_shapes():
         permute_rotary_weights(torch.zeros(8, 3), n_heads=2, src="meta", dst="half_split")
     with pytest.raises(ValueError, match="weight must be"):
         permute_rotary_weights(torch.zeros(2, 2, 2), n_heads=1, src="adjacent", dst="half_split")
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "t5", "shaw"])
+def test_encoder_refuses_non_finite_positions(encoding):
+    from posenc.nn import TransformerEncoder
+
+    model = TransformerEncoder(8, 2, 1, encoding=encoding)
+    with pytest.raises(ValueError, match="positions must be finite"):
+        model(torch.randn(1, 3, 8), positions=torch.tensor([0.0, float("nan"), 2.0]))
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "t5", "shaw"])
+def test_encoder_with_batched_positions_equals_a_loop_over_rows(encoding):
+    from posenc.nn import TransformerEncoder
+
+    torch.manual_seed(10)
+    model = TransformerEncoder(8, 2, 2, encoding=encoding).to(F64)
+    x = torch.randn(3, 5, 8, dtype=F64)
+    positions = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 2], [0, 1, 0, 1, 2]])
+    batched = model(x, positions=positions)
+    for row in range(3):
+        alone = model(x[row: row + 1], positions=positions[row])
+        torch.testing.assert_close(batched[row: row + 1], alone, rtol=0, atol=1e-12)

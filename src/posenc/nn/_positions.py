@@ -33,11 +33,12 @@ def check_offset(offset: object) -> int:
     """Return ``offset`` as an int ≥ 0, else raise naming the parameter."""
     if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
         raise TypeError(f"offset must be an int >= 0, got {offset!r} ({type(offset).__name__})")
-    if offset < 0:
-        raise ValueError(f"offset must be an int >= 0, got {offset}")
-    if offset >= EXACT_LIMIT:
-        raise ValueError(f"offset must be < 2^53 (float64 cannot tell larger positions apart), got {offset}")
-    return int(offset)
+    value = int(offset)
+    if value < 0:
+        raise ValueError(f"offset must be an int >= 0, got {value}")
+    if value >= EXACT_LIMIT:
+        raise ValueError(f"offset must be < 2^53 (float64 cannot tell larger positions apart), got {value}")
+    return value
 
 
 def check_end(end: int) -> None:
@@ -124,6 +125,7 @@ def resolve(
         )
     if q_positions is None:
         start = query_start(q_len, k_len, offset)
+        check_end(offset + k_len)
         return (
             torch.arange(start, start + q_len, device=device),
             torch.arange(offset, offset + k_len, device=device),

@@ -152,7 +152,7 @@ def _plain(r: int, base: float) -> NDArray[np.float64]:
 
 def _ntk_base(r: int, base: float, stretch: float) -> float:
     """bloc97's NTK-aware base: ``ρ·s^(r/(r−2))`` keeps ``θ_0 = 1`` and divides ``θ_(r/2−1)`` by about ``s``."""
-    return base * stretch ** (r / (r - 2))
+    return float(base * stretch ** (r / (r - 2)))
 
 
 def _needs_more_than_one_pair(name: str) -> Callable[[dict[str, Any], int], None]:
