@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 Family = Literal["none", "input", "rotary", "bias", "query_bias"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 
-Rows = Callable[[int], NDArray[np.float64]]
+Rows = Callable[[int], NDArray[np.floating[Any]]]
 
 MODEL_SIZES: tuple[str, ...] = ("d_model", "n_heads", "head_dim", "max_len")
 """Constructor parameters the model fills in from its sizes; every other parameter is an option."""
@@ -195,7 +195,7 @@ def register(
         raise TypeError(f"cls must be a class, a 'package.module:Class' path or None, got {cls!r}")
     if scales and family != "input":
         raise ValueError(f"scales=True applies to input encodings only; {name!r} is a {family} encoding")
-    info = EncodingInfo(name, family, summary, source, cls, learned, scales, faithful_length, view)  # type: ignore[arg-type]
+    info = EncodingInfo(name, family, summary, source, cls, learned, scales, faithful_length, view)
     ENCODINGS[name] = info
     return info
 

@@ -30,6 +30,7 @@ Masks: ``key_padding_mask [b, s]`` (``True`` = padding, never attended to) and `
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -37,7 +38,9 @@ from torch import nn
 
 from posenc import _validate
 from posenc.nn.build import build_encoding, head_dim
-from posenc.nn.contracts import EncodingContract, InputContract, PositionContext
+from posenc.nn.contracts import (
+    EncodingContract, InputContract, PositionContext, QueryBiasContract, RotaryContract,
+)
 
 
 def _attention_encoding(encoding: EncodingContract | None, *, n_heads: int, head_dim: int) -> EncodingContract | None:
@@ -72,7 +75,7 @@ def _check_attn_bias(attn_bias: torch.Tensor | None, b: int, h: int, s: int) -> 
         got = attn_bias.dtype if isinstance(attn_bias, torch.Tensor) else type(attn_bias).__name__
         raise TypeError(f"attn_bias must be a float tensor broadcastable to [b, h, s, s], got {got}")
     try:
-        torch.broadcast_shapes(attn_bias.shape, (b, h, s, s))
+        torch.broadcast_shapes(attn_bias.shape, (b, h, s, s))  # type: ignore[no-untyped-call]
     except RuntimeError:
         raise ValueError(
             f"attn_bias must broadcast to [b={b}, h={h}, s={s}, s={s}], got {list(attn_bias.shape)}"
@@ -182,24 +185,26 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("give positions or a precomputed context, not both (the context holds the positions)")
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
-        encoding = self.encoding
-        if context.cos_sin is not None and encoding is not None:
+        if context.cos_sin is not None:
+            rotary = cast(RotaryContract, self.encoding)
             k_cos, k_sin = context.cos_sin if context.key_cos_sin is None else context.key_cos_sin
-            q, k = encoding.rotate(q, *context.cos_sin), encoding.rotate(k, k_cos, k_sin)
+            q, k = rotary.rotate(q, *context.cos_sin), rotary.rotate(k, k_cos, k_sin)
         if context.attn_bias is not None:
-            scores_bias = _batched(context.attn_bias) if scores_bias is None else scores_bias + _batched(
-                context.attn_bias)
-        if context.index is not None and encoding is not None:
-            shaw = encoding.key_scores(q, context.index) / math.sqrt(self.head_dim)
-            scores_bias = shaw if scores_bias is None else scores_bias + shaw
+            bias = _batched(context.attn_bias)
+            scores_bias = bias if scores_bias is None else scores_bias + bias
+        shaw = cast(QueryBiasContract, self.encoding) if context.index is not None else None
+        if shaw is not None and context.index is not None:
+            term = shaw.key_scores(q, context.index) / math.sqrt(self.head_dim)
+            scores_bias = term if scores_bias is None else scores_bias + term
         mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
         p = self.dropout if self.training else 0.0
-        if context.index is not None and encoding is not None and encoding.on_values:
+        if shaw is not None and context.index is not None and shaw.on_values and mask is not None:
             out, weights = _explicit_attention(q, k, v, mask, p)  # Shaw always has a mask
-            out = out + encoding.value_term(weights, context.index)
+            out = out + shaw.value_term(weights, context.index)
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None)
-        return self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
+        result: torch.Tensor = self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
+        return result
 
 
 def _batched(bias: torch.Tensor) -> torch.Tensor:
@@ -253,7 +258,8 @@ class TransformerEncoderLayer(nn.Module):
             attn_bias=attn_bias,
         )
         x = x + self.dropout(a)
-        return x + self.dropout(self.feedforward(self.norm2(x)))
+        out: torch.Tensor = x + self.dropout(self.feedforward(self.norm2(x)))
+        return out
 
 
 class TransformerEncoder(nn.Module):
@@ -328,7 +334,10 @@ class TransformerEncoder(nn.Module):
             if self.input_projection is not None:
                 x = self.input_projection(x)
         x = self.input_dropout(x)
-        context = self.layers[0].attention.context(x, positions=positions)  # once, for every layer
+        context = PositionContext()  # computed once, used by every layer
+        if self.encoding is not None and not isinstance(self.encoding, InputContract):
+            context = self.encoding.context(x.shape[1], positions=positions, dtype=x.dtype, device=x.device)
         for layer in self.layers:
             x = layer(x, key_padding_mask=key_padding_mask, causal=causal, context=context)
-        return self.norm(x)
+        out: torch.Tensor = self.norm(x)
+        return out

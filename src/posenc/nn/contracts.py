@@ -215,7 +215,8 @@ class QueryBiasContract(EncodingContract):
 
         def bias(n: int) -> NDArray[np.float64]:
             q = probe.to(weight.dtype).expand(1, 1, n, self.head_dim)
-            return _numpy(self.key_scores(q, self.index(n, n))[0]) / np.sqrt(self.head_dim)
+            scores: NDArray[np.float64] = _numpy(self.key_scores(q, self.index(n, n))[0]) / np.sqrt(self.head_dim)
+            return scores
 
         return EncodingView(name, self.family, dim, bias=bias, notes={
             "view": f"the key term q·a(clip(j-i))/sqrt(d_h) for one random probe query (seed {seed})"})
