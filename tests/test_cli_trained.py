@@ -30,9 +30,8 @@ def _run_dir(bench, encoding):
 
 
 def _analyze(*args):
-    proc = subprocess.run([sys.executable, "-m", "posenc", "analyze", *args], capture_output=True, text=True,
-                          timeout=300)
-    return proc
+    return subprocess.run([sys.executable, "-m", "posenc", "analyze", *args], capture_output=True, text=True,
+                          check=False, timeout=300)
 
 
 def test_trained_learned_table_is_scored_from_the_checkpoint(bench):
@@ -83,10 +82,25 @@ def test_checkpoint_errors_name_the_problem(bench, tmp_path):
 
 def test_report_with_runs_has_the_trained_section(bench, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "posenc", "report", "--out", str(tmp_path), "--runs", str(bench)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "<section id='trained'>" in page and "Trained encodings: initial vs trained" in page
     for encoding in ("learned-native", "learnable_frequency-native", "t5-native", "sinusoidal-native"):
         assert encoding in page
     assert page.count("id='fig-bilinear_parts'") == 2  # the random H and a trained H
+    assert "id='fig-trained_spectra'" in page
+    runs = json.loads((tmp_path / "scorecards.json").read_text())["runs"]
+    assert len(runs) == 5 and all(set(r["initial"]) == set(analysis.CRITERIA) for r in runs)
+
+
+def test_trained_spectrum_is_the_tables_power_along_positions(bench):
+    run = _run_dir(bench, "learned")
+    data = json.loads(_analyze("learned", "--checkpoint", str(run), "--json").stdout)
+    state = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=True)["model"]
+    E = state["encoder.encoding.weight"].double().numpy()  # [S, d]
+    power = (np.abs(np.fft.rfft(E, axis=0)) ** 2).mean(axis=1)  # along positions, averaged over features
+    S = E.shape[0]
+    power[1 : (S + 1) // 2] *= 2.0  # two conjugate terms per inner bin
+    np.testing.assert_allclose(data["spectrum"]["trained"]["power"], power / power.sum(), atol=1e-12)
+    np.testing.assert_allclose(data["spectrum"]["trained"]["omega"], 2 * np.pi * np.arange(S // 2 + 1) / S)

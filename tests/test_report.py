@@ -107,3 +107,9 @@ def test_report_renders_in_headless_chromium(tmp_path):
                         f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()],
                        check=True, capture_output=True, timeout=120)
         assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
+    image = pytest.importorskip("PIL.Image")
+    light, dark = (np.asarray(image.open(tmp_path / f"{s}.png").convert("L"), dtype=float) for s in ("light", "dark"))
+    assert light[5, 5] > 200 and dark[5, 5] < 60  # the page follows prefers-color-scheme
+    # the same layout in both: text and figures at the same places (the row profiles of ink match)
+    ink_light, ink_dark = (np.abs(np.diff(a, axis=1)).sum(axis=1) > 0 for a in (light, dark))
+    assert np.mean(ink_light == ink_dark) > 0.95

@@ -20,6 +20,7 @@ figure                       reproduces
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -194,6 +195,25 @@ FIGURES: dict[str, Callable[[], Figure]] = {
     "shift_operator": shift_operator,
 }
 """Every figure by name, with its default (the papers') parameters."""
+
+
+def trained_spectra(entries: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]]) -> Figure:
+    """Power spectra along positions of benchmark runs' encoding tables: initial (circles) and trained (lines).
+
+    Args:
+        entries: ``(label, ω, power_initial, power_trained)`` per run
+            (:func:`posenc.analysis.table_spectrum` with ``axis="positions"``).
+    """
+    fig = Figure(figsize=(7, 3.2 + 0.15 * len(entries)), layout="constrained")
+    ax = fig.add_subplot()
+    for style, (label, omega, initial, trained) in zip(itertools.cycle(LINES), entries):
+        ax.plot(omega, trained, label=f"{label}, trained", **style)
+        ax.plot(omega, initial, "o", color=style["color"], markersize=3, fillstyle="none",
+                label=f"{label}, initial")
+    ax.set(xlabel="frequency along positions ω = 2πk/S", ylabel="share of power",
+           title="Spectrum of the encoding table along positions, initial vs trained")
+    ax.legend(fontsize=7)
+    return fig
 
 
 def figure_sizes(name: str) -> dict[str, object]:

@@ -181,7 +181,8 @@ def rst_inline(text: str) -> str:
 def _caption(name: str, sizes: dict[str, object]) -> str:
     from posenc import plots
 
-    doc = (plots.FIGURES[name].__doc__ or name).strip().split("\n\n")
+    doc = [part for part in (getattr(plots, name).__doc__ or name).strip().split("\n\n")
+           if not part.strip().startswith("Args:")]
     text = " ".join(line.strip() for part in doc[:2] for line in part.splitlines())
     shown = ", ".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sizes.items())
     return f"<b>{html.escape(name)}.</b> {rst_inline(text)} <span class='sizes'>Sizes: {html.escape(shown)}.</span>"
@@ -257,53 +258,63 @@ def _claims_html() -> str:
             "</table></div>")
 
 
-def _trained_html(runs_dir: Path) -> tuple[str, str]:
+TRAINED_KEYS: tuple[str, ...] = (
+    "min_distance", "shift_residual", "toeplitz_error", "long_range_decay", "low_pass_fraction", "largest_period",
+    "decoding_accuracy", "extrapolates", *analysis.FORM_KEYS,
+)
+"""The columns of the trained-encodings table (all criteria are in the JSON)."""
+
+
+def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
     """The trained-encodings section and, when a run has a sinusoidal-type additive encoding, its Su figure."""
     from posenc import plots
     from posenc.experiment import trained
 
     results = [trained.analyze_run(d) for d in trained.find_runs(runs_dir)]
     if not results:
-        return f"<p>No run directories (config.json + checkpoint.pt) under {html.escape(str(runs_dir))}.</p>", ""
-    head = "".join(
-        f"<th colspan='2'>{html.escape(r.run.config.encoding)}-{html.escape(r.run.config.scale)}<br>"
-        f"<small>split {r.run.config.split_seed}, seed {r.run.config.seed}, S = {r.run.config.window}, "
-        f"d = {r.run.config.d_model}</small></th>" for r in results)
-    sub = "<th>initial</th><th>trained</th>" * len(results)
+        return f"<p>No run directories (config.json + checkpoint.pt) under {html.escape(str(runs_dir))}.</p>", "", []
     rows = []
-    for key in analysis.CRITERIA:
-        cells = "".join(f"<td>{html.escape(_format(r.cards['initial'].values[key]))}</td>"
-                        f"<td class='trained'>{html.escape(_format(r.cards['trained'].values[key]))}</td>"
-                        for r in results)
-        rows.append(f"<tr><th class='crit'><code>{key}</code></th>{cells}</tr>")
-    for key in analysis.FORM_KEYS:
-        cells = "".join(
-            f"<td>{html.escape(_format((r.forms['initial'] or {}).get(key)))}</td>"
-            f"<td class='trained'>{html.escape(_format((r.forms['trained'] or {}).get(key)))}</td>" for r in results)
-        rows.append(f"<tr><th class='crit'><code>{key}</code> <small>(first layer)</small></th>{cells}</tr>")
-    table = (f"<div class='wide'><table class='scores'><thead><tr><th>criterion</th>{head}</tr>"
-             f"<tr><th></th>{sub}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+    for r in results:
+        c = r.run.config
+        cells = []
+        for key in TRAINED_KEYS:
+            source = (r.cards["initial"].values, r.cards["trained"].values) if key in analysis.CRITERIA else (
+                r.forms["initial"] or {}, r.forms["trained"] or {})
+            first, last = (_format(v.get(key)) for v in source)
+            cells.append(f"<td>{html.escape(first)}<br><b>{html.escape(last)}</b></td>")
+        where = html.escape(str(r.run.directory.relative_to(runs_dir)))
+        rows.append(f"<tr><th class='left run'>{html.escape(c.encoding)}-{html.escape(c.scale)}<br><small>S = {c.window}, "
+                    f"d = {c.d_model}; {where}</small></th>{''.join(cells)}</tr>")
+    head = "".join(f"<th><code>{html.escape(k).replace('_', '_<wbr>')}</code></th>" for k in TRAINED_KEYS)
+    table = (f"<div class='wide'><table class='scores'><thead><tr><th class='left'>run</th>{head}</tr></thead>"
+             f"<tbody>{''.join(rows)}</tbody></table></div>")
     text = (
         f"<p>{len(results)} runs of <code>{html.escape(str(runs_dir))}</code>, each scored at its window length "
-        "with its encoding's parameters at initialisation (rebuilt under the run's seed) and as trained "
-        "(the checkpoint). The last three rows are Su's decomposition of the first layer's query–key form "
+        "with its encoding's parameters at initialisation (rebuilt under the run's seed, upper value) and as "
+        "trained (the checkpoint, bold). Every criterion of every run is in <code>scorecards.json</code> "
+        "(<code>runs</code>) and <code>posenc analyze NAME --checkpoint RUN_DIR</code>. The last three columns are "
+        "Su's decomposition of the first layer's query–key form "
         "H = diag(γ) W<sub>Q</sub>ᵀ W<sub>K</sub> diag(γ)/√d<sub>h</sub> restricted to the encoding "
         f"({cite('su', 'general H')}): <code>diagonal_share</code> = ‖diag H‖/‖H‖<sub>F</sub> (Su's premise "
         "is a dominant diagonal), <code>form_toeplitz_error</code> of p<sub>m</sub>ᵀ H p<sub>n</sub> (0 = purely "
         "relative), <code>relative_share</code> of diag H's relative part against its absolute part "
         "(sinusoidal-type tables only). Rotary and bias encodings do not enter W<sub>Q</sub> W<sub>K</sub>ᵀ "
         "through the tokens: “—”.</p>")
-    figure = ""
+    spectra = [(f"{r.run.config.encoding}-{r.run.config.scale} seed {r.run.config.seed}", r.spectra["initial"][0],
+                r.spectra["initial"][1], r.spectra["trained"][1])
+               for r in results if r.spectra["initial"] is not None and r.spectra["trained"] is not None
+               and r.run.config.encoding != "none"]
+    figure = _figure_html("trained_spectra", plots.trained_spectra(spectra), {"runs": len(spectra)}) if spectra else ""
     for r in results:
         h, w = r.diagonals["trained"], r.frequencies["trained"]
         if h is not None and w is not None and r.run.config.encoding != "dft":
             layout = "interleaved"
             fig = plots.bilinear_parts(dim=h.size, length=r.run.config.window, trained=h, trained_frequencies=w,
                                        trained_layout=layout)
-            figure = _figure_html("bilinear_parts", fig, {"dim": h.size, "length": r.run.config.window,
+            figure += _figure_html("bilinear_parts", fig, {"dim": h.size, "length": r.run.config.window,
                                                           "run": f"{r.run.config.encoding}, seed {r.run.config.seed}"})
             break
-    return text + table, figure
+    return text + table, figure, [r.to_dict() for r in results]
 
 
 _STYLE = """
@@ -323,7 +334,7 @@ td,th{border:1px solid var(--line);padding:.3rem .5rem;text-align:right;vertical
 td{white-space:nowrap}td.left,td.why{white-space:normal}th.left{text-align:left}
 th{background:var(--head);font-weight:600}td.left,th.crit{text-align:left}td.why{color:var(--muted);min-width:18rem}
 th.crit{min-width:14rem;font-weight:500}.meaning{font-weight:400;color:var(--muted);font-size:.8rem;max-width:22rem}
-td.trained{font-weight:600}ul.notes li{margin:.2rem 0;font-size:.92rem}
+td.trained{font-weight:600}th.run{min-width:9rem;max-width:13rem;font-weight:500;overflow-wrap:anywhere}ul.notes li{margin:.2rem 0;font-size:.92rem}
 figure{margin:1.5rem 0;max-width:60rem}figure img{width:100%;height:auto;background:var(--card);border-radius:4px;
 border:1px solid var(--line)}figcaption{font-size:.9rem;color:var(--muted);margin-top:.4rem}
 .sizes{font-style:italic}ol.refs li{margin:.3rem 0}
@@ -366,9 +377,9 @@ def write_report(
                                for k, v in params.items()) + "</table>"
          + _scorecard_table(cards, failed) + _notes_html(cards, failed)),
     ]
-    trained_figure = ""
+    trained_figure, run_records = "", []
     if runs is not None:
-        text, trained_figure = _trained_html(Path(runs))
+        text, trained_figure, run_records = _trained_html(Path(runs))
         sections.append(("trained", "Trained encodings: initial vs trained", text))
     figures = "".join(_figure_html(name) for name in plots.FIGURES) + trained_figure
     sections.append(("figures", "Figures",
@@ -392,6 +403,7 @@ def write_report(
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     (out / "scorecards.json").write_text(
-        json.dumps({"parameters": params, "scorecards": [c.to_dict() for c in cards], "not_measured": failed},
+        json.dumps({"parameters": params, "scorecards": [c.to_dict() for c in cards], "not_measured": failed,
+                    **({"runs": run_records} if runs is not None else {})},
                    indent=2, allow_nan=False), encoding="utf-8")
     return path

@@ -18,8 +18,10 @@ Prints one line per criterion (value and how it was measured / why it does not a
 With ``--checkpoint RUN_DIR`` (a run directory of ``posenc bench``: ``config.json`` +
 ``checkpoint.pt``) it scores the run's *trained* encoding at the run's window length instead;
 the JSON then also holds ``run`` (the directory), ``initial`` (the values at initialisation,
-same keys) and ``attention_form`` (``{"initial": …, "trained": …}``, each ``null`` or the keys
-of :data:`posenc.analysis.FORM_KEYS`: Su's decomposition of the first layer's ``W_Q W_Kᵀ``).
+same keys), ``attention_form`` (``{"initial": …, "trained": …}``, each ``null`` or the keys
+of :data:`posenc.analysis.FORM_KEYS`: Su's decomposition of the first layer's ``W_Q W_Kᵀ``)
+and ``spectrum`` (``{"initial": …, "trained": …}``, each ``null`` or ``{"omega": [...],
+"power": [...]}``: the table's power spectrum along positions, bins ``2πk/S``, summing to 1).
 
 Meanings: docs/analysis.md and :mod:`posenc.analysis.scorecard`. An unknown ENCODING is an
 error listing the registered names (exit status 2).
@@ -30,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+
+import numpy as np
 
 from posenc import _validate, analysis, tables
 from posenc.report import DEFAULT_DIM, DEFAULT_LENGTH
@@ -98,6 +102,9 @@ def _run_checkpoint(args: argparse.Namespace) -> int:
     for key in analysis.CRITERIA:
         note = card.notes.get(key, "") if card.values[key] is not None else ""
         print(f"  {key:<{width}}  {_shown(first.values[key]):>14}  {_shown(card.values[key]):>14}  {note}".rstrip())
+    centroids = [None if sp is None else float(np.sum(sp[0] * sp[1])) for sp in result.spectra.values()]
+    print(f"  {'spectral centroid Σ ω p(ω)':<{width}}  {_shown(centroids[0]):>14}  {_shown(centroids[1]):>14}  "
+          "power spectrum along positions (bins 2πk/S)")
     first_form, trained_form = result.forms["initial"], result.forms["trained"]
     if first_form is None or trained_form is None:
         print("  first layer's W_Q W_K^T: not applicable (the encoding is not added to the tokens)")

@@ -152,27 +152,32 @@ class RunAnalysis:
     """Initial and trained scorecards of one run's encoding, and Su's decomposition of its first layer.
 
     ``forms[state]`` is :func:`posenc.analysis.form_summary` (``None`` where the encoding is not
-    added to the tokens); ``diagonals[state]`` the diagonal of ``H`` and ``frequencies[state]``
-    the encoding's frequencies, for figures.
+    added to the tokens); ``spectra[state]`` the power spectrum of the table along positions
+    (:func:`posenc.analysis.table_spectrum`, ``None`` without a table); ``diagonals[state]`` the
+    diagonal of ``H`` and ``frequencies[state]`` the encoding's frequencies, for figures.
     """
 
     run: Run
     cards: dict[str, analysis.Scorecard]
     forms: dict[str, dict[str, float | None] | None]
+    spectra: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]] | None]
     diagonals: dict[str, NDArray[np.float64] | None]
     frequencies: dict[str, NDArray[np.float64] | None]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: the trained scorecard's keys plus ``run``, ``initial`` (values) and ``attention_form``."""
+        """JSON-ready: the trained scorecard's keys plus ``run``, ``initial`` (values), ``attention_form``, ``spectrum``."""
+        spectra = {state: None if sp is None else {"omega": sp[0].tolist(), "power": sp[1].tolist()}
+                   for state, sp in self.spectra.items()}
         return {**self.cards["trained"].to_dict(), "run": str(self.run.directory),
-                "initial": self.cards["initial"].to_dict()["values"], "attention_form": self.forms}
+                "initial": self.cards["initial"].to_dict()["values"], "attention_form": self.forms,
+                "spectrum": spectra}
 
 
 def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysis:
     """Score the run's encoding at initialisation and after training, at the run's window length."""
     run = read_run(run_dir)
     c = run.config
-    cards, forms, diagonals, freqs = {}, {}, {}, {}
+    cards, forms, spectra, diagonals, freqs = {}, {}, {}, {}, {}
     for state in ("initial", "trained"):
         model = load_model(run, trained=state == "trained")
         view = encoding_view(model, name=c.encoding, state=state, seed=c.seed)
@@ -182,6 +187,9 @@ def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysi
         layout = getattr(model.encoder.encoding, "layout", "interleaved")
         forms[state] = None if H is None or view.table is None else analysis.form_summary(
             H, view.table(c.window), frequencies=view.frequencies if c.encoding != "dft" else None, layout=layout)
+        spectra[state] = None
+        if view.table is not None and c.window >= 2 and np.any(view.table(c.window)):
+            spectra[state] = analysis.table_spectrum(view.table(c.window), axis="positions")
         diagonals[state] = None if H is None else np.diag(H).copy()
         freqs[state] = view.frequencies
-    return RunAnalysis(run, cards, forms, diagonals, freqs)
+    return RunAnalysis(run, cards, forms, spectra, diagonals, freqs)
