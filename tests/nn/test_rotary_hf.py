@@ -190,3 +190,35 @@ def test_yarn_attention_factor_formula():
     rope = RotaryEmbedding(16, scaling="yarn", scaling_factor=8.0,
                            scaling_options={"original_max_position_embeddings": 4096})
     assert rope.attention_factor == pytest.approx(0.1 * math.log(8.0) + 1.0, rel=1e-15)
+
+
+def test_per_layer_type_rope_parameters_need_a_layer_type():
+    config = {"head_dim": 8, "max_position_embeddings": 64, "rope_parameters": {
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
+    with pytest.raises(ValueError, match=r"layer_type must name one of .*'full_attention', 'sliding_attention'"):
+        RotaryEmbedding.from_hf(config)
+    full = RotaryEmbedding.from_hf(config, layer_type="full_attention")
+    assert full.scaling == "linear" and full.base == 1e6
+    sliding = RotaryEmbedding.from_hf(config, layer_type="sliding_attention")
+    assert sliding.scaling is None and sliding.base == 1e4
+
+
+@pytest.mark.parametrize("layer_type", ["full_attention", "sliding_attention"])
+def test_gemma3_per_layer_type_ropes_match_transformers(layer_type):
+    from transformers import Gemma3TextConfig
+    from transformers.models.gemma3 import modeling_gemma3 as gemma3
+
+    config = Gemma3TextConfig(
+        hidden_size=4 * HEAD, num_attention_heads=4, num_key_value_heads=4, head_dim=HEAD, intermediate_size=32,
+        num_hidden_layers=6, vocab_size=50, max_position_embeddings=128,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}},
+    )
+    q, k = torch.randn(1, 4, 30, HEAD), torch.randn(1, 4, 30, HEAD)
+    positions = torch.arange(30)[None]
+    cos, sin = gemma3.Gemma3RotaryEmbedding(config)(q, positions, layer_type=layer_type)
+    q_hf, k_hf = gemma3.apply_rotary_pos_emb(q, k, cos, sin)
+    q_ours, k_ours = RotaryEmbedding.from_hf(config, layer_type=layer_type)(q, k)
+    assert (q_ours - q_hf).abs().max() <= tolerance(positions)
+    assert (k_ours - k_hf).abs().max() <= tolerance(positions)

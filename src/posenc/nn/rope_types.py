@@ -282,7 +282,7 @@ def _require_factor(name: str, parameters: dict[str, Any]) -> None:
 _HF_GLOBAL_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 
 
-def hf_settings(config: Any) -> dict[str, Any]:
+def hf_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
     """:class:`posenc.nn.RotaryEmbedding` arguments for a Hugging Face config (object or dict).
 
     Reads the keys as ``transformers.modeling_rope_utils`` does (5.x): ``rope_parameters`` or the
@@ -292,6 +292,8 @@ def hf_settings(config: Any) -> dict[str, Any]:
     ``original_max_position_embeddings`` from the config itself when it has one (Phi-3), else from
     the parameters, else ``max_position_embeddings``. Returns ``head_dim``, ``base``,
     ``rotary_dim``, ``scaling``, ``scaling_factor``, ``scaling_options`` and ``max_position_embeddings``.
+    Models with one rope per layer type (``rope_parameters = {"full_attention": {…},
+    "sliding_attention": {…}}``, Gemma 3) need ``layer_type`` to pick one.
     """
     if isinstance(config, Mapping):
         def get(key: str) -> Any:
@@ -302,6 +304,13 @@ def hf_settings(config: Any) -> dict[str, Any]:
     parameters = get("rope_parameters") or get("rope_scaling") or {}
     if not isinstance(parameters, Mapping):
         raise TypeError(f"config rope_parameters must be a dict, got {type(parameters).__name__}")
+    nested = sorted(k for k, v in parameters.items() if isinstance(v, Mapping))
+    if nested or layer_type is not None:
+        if layer_type not in nested:
+            raise ValueError(
+                f"layer_type must name one of the per-layer rope parameters {nested} of this config, got {layer_type!r}"
+            )
+        parameters = parameters[layer_type]
     parameters = dict(parameters)
     name = parameters.get("rope_type", parameters.get("type", "default"))
     theta = parameters.get("rope_theta", get("rope_theta"))

@@ -321,7 +321,9 @@ class RotaryEmbedding(RotaryContract):
         self._build(_validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu"))
 
     @classmethod
-    def from_hf(cls, config: Any, *, layout: str = "half_split", max_len: int | None = None) -> RotaryEmbedding:
+    def from_hf(
+        cls, config: Any, *, layer_type: str | None = None, layout: str = "half_split", max_len: int | None = None
+    ) -> RotaryEmbedding:
         """The rotary embedding a Hugging Face ``transformers`` config describes.
 
         ``config`` is a ``PretrainedConfig`` or a plain dict with the same keys: ``rope_parameters``
@@ -331,9 +333,10 @@ class RotaryEmbedding(RotaryContract):
         :data:`posenc.nn.rope_types.ROPE_TYPES` that transformers defines (``linear``, ``dynamic``,
         ``yarn``, ``longrope``, ``llama3``) are read exactly as transformers reads them; the result
         rotates like transformers' own rotary embedding, but forms its angles in float64.
-        ``layout`` is ``"half_split"`` for Hugging Face weights (``rotate_half``).
+        ``layout`` is ``"half_split"`` for Hugging Face weights (``rotate_half``); ``layer_type`` picks
+        one rope of a config with one per layer type (Gemma 3's ``"sliding_attention"`` …).
         """
-        settings = rope_types.hf_settings(config)
+        settings = rope_types.hf_settings(config, layer_type=layer_type)
         if max_len is None:
             max_len = min(int(settings.pop("max_position_embeddings", None) or 2048), 8192)
         else:
