@@ -11,7 +11,7 @@ from posenc.integrations.hf import HFRotary, swap_rotary
 from posenc.nn import RotaryEmbedding
 
 transformers = pytest.importorskip("transformers", reason="transformers is the client these tests run")
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 HEAD = 16
 ROPE_PARAMETERS = {

@@ -10,9 +10,9 @@ import torch
 from posenc.nn import RotaryEmbedding, rope_types
 
 transformers = pytest.importorskip("transformers", reason="transformers is the peer these tests compare against")
-from transformers import GPTNeoXConfig, LlamaConfig
-from transformers.models.gpt_neox import modeling_gpt_neox as neox
-from transformers.models.llama import modeling_llama as llama
+from transformers import GPTNeoXConfig, LlamaConfig  # noqa: E402
+from transformers.models.gpt_neox import modeling_gpt_neox as neox  # noqa: E402
+from transformers.models.llama import modeling_llama as llama  # noqa: E402
 
 F64 = torch.float64
 EPS32 = 2.0**-24

@@ -6,7 +6,7 @@ With queries at positions ``i`` and keys at ``j`` (defaults and alignment:
 ==========  ======================================================  =================================
 class       added to score ``(i, j)`` of head ``h``                  source
 ==========  ======================================================  =================================
-ALiBi       ``−m_h·|i − j|``, fixed geometric slopes ``m_h``         Press et al. 2022, §3   
+ALiBi       ``−m_h·|i − j|``, fixed geometric slopes ``m_h``         Press et al. 2022, §3
 T5          ``b_h[bucket(j − i)]``, learned scalars                  Raffel et al. 2020, §2.1
 Shaw        ``q_i·a^K_(clip(j−i))/√d_h`` (and ``Σ_j α_ij a^V`` on     Shaw et al. 2018, eqs. 3–5
             the outputs), learned vectors shared by the heads
