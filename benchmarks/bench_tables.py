@@ -1,22 +1,28 @@
-"""Sinusoidal table build and warm forward, as ratios to the memory floor, beside peers (issue 2).
+"""Sinusoidal table build, NumPy and torch, as ratios to the allocate+copy floor, beside peers.
 
-CPU, float32, one thread, median of several repeats, all measured in this one run:
+    OMP_NUM_THREADS=1 python benchmarks/bench_tables.py [--rounds 15] [--threads 1,2]
 
-* build: time to make the ``S × d`` table ÷ ``torch.empty(S, d).copy_(t)`` (the memory floor);
-* forward: warm ``module(x)`` ÷ plain ``x + t`` for ``x [b, S, d]``;
-* error: max |float32 table − float64 reference| over positions ``10^7 − 4096 … 10^7 − 1``
-  (reference: :func:`posenc.sinusoidal` in float64, the formula of SPEC §1 with float64 angles).
+Shapes ``16384 × 1024`` and ``2048 × 512``, float32, CPU. Measuring rules (pinned heap, interleaved
+rounds, CPU time, load): :mod:`_harness`.
 
-Peers (the ``bench`` extra: ``positional-encodings``, ``x-transformers``) are measured when
-importable and skipped otherwise; the plain tutorial formula (float32 ``pe[:, 0::2] = sin(pos·div)``)
-is always measured. Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_tables.py``.
+* **NumPy**: :func:`posenc.sinusoidal` ÷ ``np.copyto(np.empty(S, d), t)`` (a fresh output, pinned heap);
+  peak traced memory (``tracemalloc``) ÷ the output's bytes; beside the usual NumPy recipe
+  (float64 angles for the whole table, ``pe[:, 0::2] = sin``, cast).
+* **torch**, at 1 thread and at every core: ``SinusoidalEncoding(d).table(S, dtype=float32)`` ÷
+  ``torch.empty(S, d).copy_(t)``; peers from the ``peers`` extra (``x-transformers``
+  ``ScaledSinusoidalEmbedding``, ``positional-encodings`` ``PositionalEncoding1D`` with its cache
+  cleared) and the tutorial formula (float32 angles), each building a fresh table per call.
+* **error @1e7**: max |table − float64 reference| over positions ``10^7 − 2048 … 10^7 − 1``; the
+  reference forms each angle directly in float64 (itself within 9.3e-10 of the exact value there),
+  so a correctly rounded float32 table shows ≤ 3.1e-8. Peers without an offset say ``n/a``.
 """
 
 from __future__ import annotations
 
+import _harness  # noqa: I001  (first: pins the heap before NumPy/torch allocate)
+
 import math
-import statistics
-import time
+import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
@@ -25,25 +31,29 @@ import torch
 import posenc
 from posenc.nn import SinusoidalEncoding
 
-SHAPES = ((2048, 512, 4), (16384, 1024, 1))  # (S, d, batch of the forward)
-FAR = 10**7  # error is measured on the positions just below this
+SHAPES = ((16384, 1024), (2048, 512))
+FAR, FAR_ROWS = 10**7, 2048
 
 
-def median_times(fns: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Median seconds of each function, run round-robin so that load drifts hit all of them alike."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+def reference(start: int, length: int, dim: int) -> np.ndarray:
+    """Interleaved table with every angle formed directly in float64 (independent of posenc's algorithm)."""
+    w = 10000.0 ** (-2.0 * np.arange(dim // 2) / dim)
+    a = np.multiply.outer(np.arange(start, start + length, dtype=np.float64), w)
+    return np.stack([np.sin(a), np.cos(a)], axis=2).reshape(length, dim)
 
 
-def tutorial_table(length: int, dim: int, start: int = 0) -> torch.Tensor:
-    """The tutorial formula (Annotated Transformer / PyTorch tutorial), float32 throughout."""
+def numpy_recipe(length: int, dim: int) -> np.ndarray:
+    """The usual NumPy recipe: a float64 table of angles, sin/cos into strided columns, then cast."""
+    pe = np.zeros((length, dim))
+    position = np.arange(length)[:, None]
+    div_term = np.exp(np.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+    pe[:, 0::2] = np.sin(position * div_term)
+    pe[:, 1::2] = np.cos(position * div_term)
+    return pe.astype(np.float32)
+
+
+def tutorial(length: int, dim: int, start: int = 0) -> torch.Tensor:
+    """The PyTorch tutorial / Annotated Transformer formula, float32 throughout."""
     pe = torch.zeros(length, dim)
     position = torch.arange(start, start + length, dtype=torch.float32).unsqueeze(1)
     div_term = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
@@ -52,82 +62,101 @@ def tutorial_table(length: int, dim: int, start: int = 0) -> torch.Tensor:
     return pe
 
 
-def posenc_table(length: int, dim: int, start: int = 0) -> torch.Tensor:
-    """A fresh module's float32 table (what it caches); rows from ``start`` via a forward with ``offset``."""
+def torch_tables(dim: int) -> dict[str, Callable[..., torch.Tensor]]:
+    """``name -> table(length, start=0)`` for posenc, the tutorial and the installed peers (interleaved order)."""
     encoding = SinusoidalEncoding(dim)
-    if start:
-        return encoding(torch.zeros(1, length, dim), offset=start)[0]
-    return encoding.table(length, dtype=torch.float32)
 
+    def posenc_table(length: int, start: int = 0) -> torch.Tensor:
+        if start:
+            return encoding(torch.zeros(1, length, dim), offset=start)[0]
+        return encoding.table(length, dtype=torch.float32)
 
-def peers() -> dict[str, Callable[[int, int, int], torch.Tensor]]:
-    """Peer tables ``(length, dim, start) -> [length, dim]`` for the installed peers only."""
-    found: dict[str, Callable[[int, int, int], torch.Tensor]] = {}
-    try:
-        from positional_encodings.torch_encodings import PositionalEncoding1D
-
-        def pe1d(length: int, dim: int, start: int = 0) -> torch.Tensor:
-            if start:
-                raise NotImplementedError("no offset")
-            return PositionalEncoding1D(dim)(torch.zeros(1, length, dim))[0]
-
-        found["positional-encodings PositionalEncoding1D"] = pe1d
-    except ImportError:
-        print("  positional-encodings: not installed (pip install 'posenc[peers]'), skipped")
+    tables: dict[str, Callable[..., torch.Tensor]] = {
+        "posenc SinusoidalEncoding.table": posenc_table,
+        "tutorial formula (float32 angles)": lambda length, start=0: tutorial(length, dim, start)}
     try:
         from x_transformers.x_transformers import ScaledSinusoidalEmbedding
-
-        def xt(length: int, dim: int, start: int = 0) -> torch.Tensor:
-            emb = ScaledSinusoidalEmbedding(dim)
-            pos = torch.arange(start, start + length)
-            return emb(torch.zeros(1, length, dim), pos=pos) / emb.scale
-
-        found["x-transformers ScaledSinusoidalEmbedding"] = xt
     except ImportError:
-        print("  x-transformers: not installed (pip install 'posenc[peers]'), skipped")
-    return found
+        print("  x-transformers not installed (pip install 'posenc[peers]'): skipped")
+    else:
+        xt = ScaledSinusoidalEmbedding(dim)
 
+        def x_transformers(length: int, start: int = 0) -> torch.Tensor:
+            with torch.no_grad():
+                split = xt(torch.zeros(1, length, dim), offset=start) / xt.scale  # [sin | cos] blocks
+            return split.view(length, 2, dim // 2).transpose(1, 2).reshape(length, dim) if start else split
 
-def far_error(table: Callable[[int, int, int], torch.Tensor], dim: int) -> str:
-    n = 4096
+        tables["x-transformers ScaledSinusoidalEmbedding"] = x_transformers
     try:
-        got = table(n, dim, FAR - n).to(torch.float64).numpy()
+        from positional_encodings.torch_encodings import PositionalEncoding1D
+    except ImportError:
+        print("  positional-encodings not installed (pip install 'posenc[peers]'): skipped")
+    else:
+        pe1d = PositionalEncoding1D(dim)
+
+        def positional_encodings(length: int, start: int = 0) -> torch.Tensor:
+            if start:
+                raise NotImplementedError("no offset")
+            pe1d.cached_penc = None  # a fresh table per call, like the others
+            return pe1d(torch.zeros(1, length, dim))[0]
+
+        tables["positional-encodings PositionalEncoding1D"] = positional_encodings
+    return tables
+
+
+def far_error(table: Callable[..., np.ndarray | torch.Tensor], dim: int) -> str:
+    try:
+        got = table(FAR_ROWS, FAR - FAR_ROWS)
     except NotImplementedError as exc:
         return f"n/a ({exc})"
-    ref = posenc.sinusoidal(np.arange(FAR - n, FAR), dim)
-    return f"{np.abs(got - ref).max():.2e}"
+    got = got.to(torch.float64).numpy() if isinstance(got, torch.Tensor) else got.astype(np.float64)
+    return f"{np.abs(got - reference(FAR - FAR_ROWS, FAR_ROWS, dim)).max():.2e}"
+
+
+def peak_ratio(fn: Callable[[], np.ndarray]) -> str:
+    tracemalloc.start()
+    try:
+        out = fn()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return f"{peak / out.nbytes:.2f}"
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread, float32, CPU; median of repeats\n")
-    impls = {"posenc SinusoidalEncoding": posenc_table, "tutorial formula (float32)": tutorial_table, **peers()}
-    for length, dim, batch in SHAPES:
-        repeats = 41 if length * dim < 2**22 else 11
-        src = torch.randn(length, dim)
-        x = torch.randn(batch, length, dim)
-        encoding = SinusoidalEncoding(dim)
-        pe = tutorial_table(length, dim)
-        forwards = {"posenc SinusoidalEncoding": encoding, "tutorial formula (float32)": lambda x: x + pe[: x.shape[1]]}
-        builds = median_times({"floor": lambda: torch.empty(length, dim).copy_(src),
-                               **{name: (lambda t=table: t(length, dim)) for name, table in impls.items()}}, repeats)
-        fwds = median_times({"plain": lambda: x + src, **{name: (lambda f=f: f(x)) for name, f in forwards.items()}},
-                            repeats)
-        floor, plain_add = builds["floor"], fwds["plain"]
-        print(f"S={length} d={dim}: floor torch.empty(S, d).copy_(t) {floor * 1e3:.2f} ms; "
-              f"plain x + t (x [{batch}, {length}, {dim}]) {plain_add * 1e3:.2f} ms")
-        print(f"  {'implementation':42s} {'build ms':>9s} {'÷ floor':>8s} {'fwd ms':>8s} {'÷ x+t':>7s} "
-              f"{'err @1e7':>12s}")
-        for name, table in impls.items():
-            fwd_txt = "       -       -"
-            if name in fwds:
-                fwd_txt = f"{fwds[name] * 1e3:8.2f} {fwds[name] / plain_add:7.2f}"
-            print(f"  {name:42s} {builds[name] * 1e3:9.2f} {builds[name] / floor:8.2f} {fwd_txt} "
-                  f"{far_error(table, dim):>12s}")
-        ref = posenc.sinusoidal(np.arange(FAR - 4096, FAR), dim)
-        numpy32 = posenc.sinusoidal(np.arange(FAR - 4096, FAR), dim, dtype=np.float32)
-        print(f"  {'(posenc.sinusoidal NumPy, float32)':42s} {'':9s} {'':8s} {'':8s} {'':7s} "
-              f"{np.abs(numpy32 - ref).max():12.2e}\n")
+    args = _harness.arguments(__doc__, rounds=15).parse_args()
+    print(_harness.environment())
+    for length, dim in SHAPES:
+        src = np.random.default_rng(0).standard_normal((length, dim)).astype(np.float32)
+        numpy_cases = {
+            "floor np.copyto(np.empty(S, d), t)": lambda: np.copyto(np.empty((length, dim), np.float32), src),
+            "posenc.sinusoidal(S, d, dtype=float32)": lambda: posenc.sinusoidal(length, dim, dtype=np.float32),
+            "NumPy recipe (float64 table, then cast)": lambda: numpy_recipe(length, dim),
+        }
+        block = _harness.measure(numpy_cases, "floor np.copyto(np.empty(S, d), t)", rounds=args.rounds,
+                                 max_load=args.max_load, attempts=args.attempts)
+        extra = {
+            "posenc.sinusoidal(S, d, dtype=float32)":
+                f"{peak_ratio(lambda: posenc.sinusoidal(length, dim, dtype=np.float32)):>6s} "
+                f"{far_error(lambda n, s: posenc.sinusoidal(np.arange(s, s + n), dim, dtype=np.float32), dim)}",
+            "NumPy recipe (float64 table, then cast)": f"{peak_ratio(lambda: numpy_recipe(length, dim)):>6s}",
+        }
+        _harness.report(f"NumPy S={length} d={dim} float32", block, rounds=args.rounds, extra=extra,
+                        extra_header="peak÷out err@1e7")
+
+        src_t = torch.from_numpy(src)
+        tables = torch_tables(dim)
+        errors = {name: f"{far_error(table, dim):>12s}" for name, table in tables.items()}
+        for threads in _harness.thread_counts(args.threads):
+            torch.set_num_threads(threads)
+            cases: dict[str, Callable[[], object]] = {
+                "floor torch.empty(S, d).copy_(t)": lambda: torch.empty(length, dim).copy_(src_t)}
+            cases.update({name: (lambda t=table: t(length)) for name, table in tables.items()})
+            block = _harness.measure(cases, "floor torch.empty(S, d).copy_(t)", rounds=args.rounds,
+                                     max_load=args.max_load, attempts=args.attempts)
+            _harness.report(f"torch S={length} d={dim} float32, {torch.get_num_threads()} thread(s)", block,
+                            rounds=args.rounds, extra=errors, extra_header="err@1e7")
+        torch.set_num_threads(1)
 
 
 if __name__ == "__main__":

@@ -179,7 +179,7 @@ def _range(
     coarse_cos, coarse_sin = coarse[:, f + pair], coarse[:, pair]
 
     out = torch.empty(n, c, dtype=dtype, device=w.device)
-    per_chunk = max(1, _block_bytes() // (8 * b * c))
+    per_chunk = max(1, _block_bytes(8 * n * c) // (8 * b * c))
     scratch = torch.empty(per_chunk, b, c, dtype=torch.float64, device=w.device)
     for q0 in range(0, n_blocks, per_chunk):
         q1 = min(q0 + per_chunk, n_blocks)
@@ -193,10 +193,17 @@ def _range(
     return out
 
 
-def _block_bytes() -> int:
-    """Bytes of float64 scratch per block: :data:`_BLOCK_BYTES` per thread, so that each thread's share of
-    one parallel operation stays in its own cache and no operation is too small to split across threads."""
-    return _BLOCK_BYTES * max(1, torch.get_num_threads())
+def _block_bytes(total: int) -> int:
+    """Bytes of float64 scratch per block, for ``total`` bytes of scratch work in all.
+
+    One thread: :data:`_BLOCK_BYTES`, so that every pass stays in the cache. More threads: each
+    operation is one parallel region whose threads meet at a barrier, and on a busy machine a thread
+    that is not scheduled keeps the others spinning there; so few regions (at most 8 blocks, and
+    none below 16 MB unless the whole work is smaller) rather than many cache-sized ones.
+    """
+    if torch.get_num_threads() <= 1:
+        return _BLOCK_BYTES
+    return max(16 * _BLOCK_BYTES, -(-total // 8))
 
 
 def _expi_doubling(start: float, step: float, n: int, w: torch.Tensor) -> torch.Tensor:
@@ -234,7 +241,7 @@ def _range_interleaved(start: float, step: float, n: int, w: torch.Tensor, dtype
     coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
     complex_dtype = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
-    per_chunk = max(1, _block_bytes() // (16 * b * f))
+    per_chunk = max(1, _block_bytes(16 * n * f) // (16 * b * f))
     scratch = None
     for q0 in range(0, n_blocks, per_chunk):
         q1 = min(q0 + per_chunk, n_blocks)

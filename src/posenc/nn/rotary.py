@@ -143,8 +143,11 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
         for t in (xs, outs)))  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
     rotor = _rotor(cos, sin, inverse, work) if complex_ok else None
     row_bytes = r * max(x.element_size(), 4)
-    seq_step = max(1, min(xs.shape[-2], _CHUNK_BYTES // row_bytes))
-    lead_step = max(1, _CHUNK_BYTES // (row_bytes * seq_step))
+    chunk = _CHUNK_BYTES  # more threads: few large parallel regions, not many small ones (functional._block_bytes)
+    if torch.get_num_threads() > 1:
+        chunk = max(16 * _CHUNK_BYTES, -(-xs.numel() * max(x.element_size(), 4) // 8))
+    seq_step = max(1, min(xs.shape[-2], chunk // row_bytes))
+    lead_step = max(1, chunk // (row_bytes * seq_step))
     for i0 in range(0, xs.shape[0], lead_step):
         for s0 in range(0, xs.shape[-2], seq_step):
             rows, seq = slice(i0, i0 + lead_step), slice(s0, s0 + seq_step)
@@ -172,7 +175,7 @@ class _Rotate(torch.autograd.Function):
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str) -> torch.Tensor:
-    """Rotate the first ``r`` dims of ``x`` pairwise (SPEC §7; RoFormer eq. 34 for ``adjacent``).
+    """Rotate the first ``r`` dims of ``x`` pairwise (Su et al. 2021, RoFormer, eq. 34 for ``adjacent``).
 
     Args:
         x: ``[..., s, d]`` queries or keys, e.g. ``[b, h, s, d_h]``; ``d ≥ r``.
