@@ -60,11 +60,11 @@ def thread_counts(spec: str) -> list[int]:
 def environment() -> str:
     """One paragraph describing the machine and the settings, printed at the top of every script."""
     lines = [
-        f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores "
-        f"({_cpu_model()}), heap pinned: {HEAP_PINNED}",
-        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
-        f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS', '(unset)')}; load average at start "
-        + "/".join(f"{x:.2f}" for x in os.getloadavg()),
+        (f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores "
+         f"({_cpu_model()}), heap pinned: {HEAP_PINNED}"),
+        (f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
+         f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS', '(unset)')}; load average at start "
+         + "/".join(f"{x:.2f}" for x in os.getloadavg())),
     ]
     versions = []
     for name in ("numpy", "torch"):

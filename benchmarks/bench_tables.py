@@ -19,12 +19,11 @@ rounds, CPU time, load): :mod:`_harness`.
 
 from __future__ import annotations
 
-import _harness  # noqa: I001  (first: pins the heap before NumPy/torch allocate)
-
 import math
 import tracemalloc
 from collections.abc import Callable
 
+import _harness  # pins the heap at import
 import numpy as np
 import torch
 
@@ -123,40 +122,45 @@ def peak_ratio(fn: Callable[[], np.ndarray]) -> str:
     return f"{peak / out.nbytes:.2f}"
 
 
+def run_shape(length: int, dim: int, args) -> None:
+    """The NumPy block, then the torch block at each thread count, for one table shape."""
+    src = np.random.default_rng(0).standard_normal((length, dim)).astype(np.float32)
+    numpy_cases = {
+        "floor np.copyto(np.empty(S, d), t)": lambda: np.copyto(np.empty((length, dim), np.float32), src),
+        "posenc.sinusoidal(S, d, dtype=float32)": lambda: posenc.sinusoidal(length, dim, dtype=np.float32),
+        "NumPy recipe (float64 table, then cast)": lambda: numpy_recipe(length, dim),
+    }
+    block = _harness.measure(numpy_cases, "floor np.copyto(np.empty(S, d), t)", rounds=args.rounds,
+                             max_load=args.max_load, attempts=args.attempts)
+    posenc_far = far_error(lambda n, s: posenc.sinusoidal(np.arange(s, s + n), dim, dtype=np.float32), dim)
+    extra = {
+        "posenc.sinusoidal(S, d, dtype=float32)":
+            f"{peak_ratio(lambda: posenc.sinusoidal(length, dim, dtype=np.float32)):>6s} {posenc_far}",
+        "NumPy recipe (float64 table, then cast)": f"{peak_ratio(lambda: numpy_recipe(length, dim)):>6s}",
+    }
+    _harness.report(f"NumPy S={length} d={dim} float32", block, rounds=args.rounds, extra=extra,
+                    extra_header="peak÷out err@1e7")
+
+    src_t = torch.from_numpy(src)
+    tables = torch_tables(dim)
+    errors = {name: f"{far_error(table, dim):>12s}" for name, table in tables.items()}
+    for threads in _harness.thread_counts(args.threads):
+        torch.set_num_threads(threads)
+        cases: dict[str, Callable[[], object]] = {
+            "floor torch.empty(S, d).copy_(t)": lambda: torch.empty(length, dim).copy_(src_t)}
+        cases.update({name: (lambda t=table: t(length)) for name, table in tables.items()})
+        block = _harness.measure(cases, "floor torch.empty(S, d).copy_(t)", rounds=args.rounds,
+                                 max_load=args.max_load, attempts=args.attempts)
+        _harness.report(f"torch S={length} d={dim} float32, {torch.get_num_threads()} thread(s)", block,
+                        rounds=args.rounds, extra=errors, extra_header="err@1e7")
+    torch.set_num_threads(1)
+
+
 def main() -> None:
     args = _harness.arguments(__doc__, rounds=15).parse_args()
     print(_harness.environment())
     for length, dim in SHAPES:
-        src = np.random.default_rng(0).standard_normal((length, dim)).astype(np.float32)
-        numpy_cases = {
-            "floor np.copyto(np.empty(S, d), t)": lambda: np.copyto(np.empty((length, dim), np.float32), src),
-            "posenc.sinusoidal(S, d, dtype=float32)": lambda: posenc.sinusoidal(length, dim, dtype=np.float32),
-            "NumPy recipe (float64 table, then cast)": lambda: numpy_recipe(length, dim),
-        }
-        block = _harness.measure(numpy_cases, "floor np.copyto(np.empty(S, d), t)", rounds=args.rounds,
-                                 max_load=args.max_load, attempts=args.attempts)
-        extra = {
-            "posenc.sinusoidal(S, d, dtype=float32)":
-                f"{peak_ratio(lambda: posenc.sinusoidal(length, dim, dtype=np.float32)):>6s} "
-                f"{far_error(lambda n, s: posenc.sinusoidal(np.arange(s, s + n), dim, dtype=np.float32), dim)}",
-            "NumPy recipe (float64 table, then cast)": f"{peak_ratio(lambda: numpy_recipe(length, dim)):>6s}",
-        }
-        _harness.report(f"NumPy S={length} d={dim} float32", block, rounds=args.rounds, extra=extra,
-                        extra_header="peak÷out err@1e7")
-
-        src_t = torch.from_numpy(src)
-        tables = torch_tables(dim)
-        errors = {name: f"{far_error(table, dim):>12s}" for name, table in tables.items()}
-        for threads in _harness.thread_counts(args.threads):
-            torch.set_num_threads(threads)
-            cases: dict[str, Callable[[], object]] = {
-                "floor torch.empty(S, d).copy_(t)": lambda: torch.empty(length, dim).copy_(src_t)}
-            cases.update({name: (lambda t=table: t(length)) for name, table in tables.items()})
-            block = _harness.measure(cases, "floor torch.empty(S, d).copy_(t)", rounds=args.rounds,
-                                     max_load=args.max_load, attempts=args.attempts)
-            _harness.report(f"torch S={length} d={dim} float32, {torch.get_num_threads()} thread(s)", block,
-                            rounds=args.rounds, extra=errors, extra_header="err@1e7")
-        torch.set_num_threads(1)
+        run_shape(length, dim, args)
 
 
 if __name__ == "__main__":
