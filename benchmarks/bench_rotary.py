@@ -1,71 +1,127 @@
-"""Rotary application speed on CPU, as a ratio to the memory floor ``q.clone()`` timed in the same run.
+"""Rotary embedding on queries and keys, as ratios to the floor ``q.clone(), k.clone()``, beside peers.
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_rotary.py [--repeats 21]
+    OMP_NUM_THREADS=1 python benchmarks/bench_rotary.py [--rounds 9] [--threads 1,2] [--no-compile]
 
-Shape ``(B=8, H=8, S=2048, D_h=64)`` float32, one thread. Rows: ``q.clone()`` (one read, one
-write: the floor); :func:`posenc.nn.apply_rotary` for both layouts (cos/sin tables already
-cached, as in a model); the plain ``q*cos + rotate_half(q)*sin``; ``rotary-embedding-torch``
-when installed (the optional ``bench`` extra). Medians of interleaved repeats.
+Shapes ``(8, 8, 2048, 64)`` and ``(1, 8, 16384, 64)`` (a long sequence), float32 and bfloat16, CPU.
+Measuring rules (pinned heap, interleaved rounds, CPU time, load): :mod:`_harness`. The cos/sin
+tables are built once, outside the timing, as a model caches them.
+
+Forward rows (each rotates ``q`` and ``k``): :func:`posenc.nn.apply_rotary` in both layouts; the
+complex-multiply formulation (Meta's LLaMA ``apply_rotary_emb``: ``view_as_complex`` of float32
+pairs, bf16 upcast first); Hugging Face LLaMA ``apply_rotary_pos_emb`` (half_split);
+``rotary-embedding-torch`` ``rotate_queries_or_keys`` and ``x-transformers``
+``apply_rotary_pos_emb`` (adjacent pairs; x-transformers takes the angles and forms cos/sin per
+call, its API); and posenc under ``torch.compile`` (inductor; compile time excluded).
+fwd+bwd rows: the same forward, then ``backward`` with fixed output gradients (same floor).
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+from collections.abc import Callable
 
+import _harness  # pins the heap at import
 import torch
 
 from posenc.nn import RotaryEmbedding, apply_rotary
 
+SHAPES = ((8, 8, 2048, 64), (1, 8, 16384, 64))
+DTYPES = (torch.float32, torch.bfloat16)
+FLOOR = "floor q.clone(), k.clone()"
 
-def plain_rotate_half(q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = q.shape[-1] // 2
-    return q * cos + torch.cat([-q[..., half:], q[..., :half]], dim=-1) * sin
+
+def complex_rotary(freqs_cis: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], tuple]:
+    """Meta LLaMA's ``apply_rotary_emb``: pairs as complex numbers (float32), cast back."""
+
+    def rotate(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        q_ = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))
+        k_ = torch.view_as_complex(k.float().reshape(*k.shape[:-1], -1, 2))
+        return (torch.view_as_real(q_ * freqs_cis).flatten(3).type_as(q),
+                torch.view_as_real(k_ * freqs_cis).flatten(3).type_as(k))
+
+    return rotate
 
 
-def candidates(q: torch.Tensor) -> dict:
-    s, d = q.shape[-2], q.shape[-1]
-    rows = {"q.clone() (floor)": q.clone}
-    for layout in ("adjacent", "half_split"):
-        rope = RotaryEmbedding(d, layout=layout, max_len=s)
-        cos, sin = rope._cached(0, s, q)
-        rows[f"posenc apply_rotary {layout}"] = (lambda c=cos, n=sin, lay=layout: apply_rotary(q, c, n, layout=lay))
-    half_rope = RotaryEmbedding(d, layout="half_split", max_len=s)
-    cos, sin = half_rope._cached(0, s, q)
-    rows["plain q*cos + rotate_half(q)*sin"] = lambda: plain_rotate_half(q, cos, sin)
+def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dict[str, Callable]:
+    """``name -> f(q, k) -> (q_rot, k_rot)`` for posenc and the installed peers."""
+    s, d = shape[-2], shape[-1]
+    fns: dict[str, Callable] = {}
+    for layout in ("half_split", "adjacent"):
+        cos, sin = RotaryEmbedding(d, layout=layout, max_len=s).cos_sin(s, dtype=dtype)
+        fns[f"posenc apply_rotary {layout}"] = (
+            lambda q, k, c=cos, n=sin, lay=layout: (apply_rotary(q, c, n, layout=lay), apply_rotary(k, c, n, layout=lay)))
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.outer(torch.arange(s, dtype=torch.float64), theta)
+    fns["complex multiply (Meta LLaMA)"] = complex_rotary(torch.polar(torch.ones_like(angles), angles).to(torch.complex64))
+    try:
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+    except ImportError:
+        print("  transformers not installed (pip install 'posenc[peers]'): skipped")
+    else:
+        cos, sin = RotaryEmbedding(d, layout="half_split", max_len=s).cos_sin(s, dtype=dtype)
+        fns["HF LLaMA apply_rotary_pos_emb (half_split)"] = (
+            lambda q, k, c=cos[None], n=sin[None]: apply_rotary_pos_emb(q, k, c, n))
     try:
         from rotary_embedding_torch import RotaryEmbedding as LucidRotary
     except ImportError:
-        print("rotary-embedding-torch not installed (pip install 'posenc[peers]'): skipped")
+        print("  rotary-embedding-torch not installed (pip install 'posenc[peers]'): skipped")
     else:
         lucid = LucidRotary(dim=d)
-        rows["rotary-embedding-torch rotate_queries_or_keys"] = lambda: lucid.rotate_queries_or_keys(q)
-    return rows
+        lucid.rotate_queries_or_keys(torch.zeros(1, 1, s, d, dtype=dtype))  # fill its cache
+        fns["rotary-embedding-torch (adjacent)"] = (
+            lambda q, k: (lucid.rotate_queries_or_keys(q), lucid.rotate_queries_or_keys(k)))
+    try:
+        from x_transformers.x_transformers import apply_rotary_pos_emb as xt_apply
+    except ImportError:
+        print("  x-transformers not installed (pip install 'posenc[peers]'): skipped")
+    else:
+        freqs = torch.repeat_interleave(angles.float(), 2, dim=-1)[None]  # [1, s, d], adjacent pairs
+        fns["x-transformers apply_rotary_pos_emb (adjacent)"] = lambda q, k: (xt_apply(q, freqs), xt_apply(k, freqs))
+    if compile_:
+        for layout in ("half_split", "adjacent"):
+            eager = fns[f"posenc apply_rotary {layout}"]
+            fns[f"posenc {layout} under torch.compile"] = torch.compile(eager, dynamic=False)
+    return fns
+
+
+def forward_backward(fn: Callable, q: torch.Tensor, k: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor) -> None:
+    q.grad = k.grad = None
+    out_q, out_k = fn(q, k)
+    torch.autograd.backward([out_q, out_k], [gq, gk])
+
+
+def run(shape: tuple[int, ...], dtype: torch.dtype, args) -> None:
+    """Forward and forward+backward blocks for one shape and dtype, at each thread count."""
+    q, k = torch.randn(shape).to(dtype), torch.randn(shape).to(dtype)
+    gq, gk = torch.randn(shape).to(dtype), torch.randn(shape).to(dtype)
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()
+    fns = rotations(shape, dtype, compile_=not args.no_compile)
+    for threads in _harness.thread_counts(args.threads):
+        torch.set_num_threads(threads)
+        label = f"{tuple(shape)} {str(dtype).removeprefix('torch.')}, {torch.get_num_threads()} thread(s)"
+        cases: dict[str, Callable[[], object]] = {FLOOR: lambda: (q.clone(), k.clone())}
+        cases.update({name: (lambda f=fn: f(q, k)) for name, fn in fns.items()})
+        block = _harness.measure(cases, FLOOR, rounds=args.rounds, max_load=args.max_load, attempts=args.attempts)
+        _harness.report(f"forward {label}", block, rounds=args.rounds)
+        cases = {FLOOR: lambda: (q.clone(), k.clone())}
+        cases.update({name: (lambda f=fn: forward_backward(f, qg, kg, gq, gk)) for name, fn in fns.items()
+                      if "x-transformers" not in name and "rotary-embedding-torch" not in name})
+        block = _harness.measure(cases, FLOOR, rounds=args.rounds, max_load=args.max_load, attempts=args.attempts)
+        _harness.report(f"forward+backward {label}", block, rounds=args.rounds)
+    torch.set_num_threads(1)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=21)
+    parser = _harness.arguments(__doc__, rounds=9)
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
+    parser.add_argument("--shapes", default="all", choices=["all", "short", "long"],
+                        help="(8,8,2048,64), (1,8,16384,64) or both (default)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    print(_harness.environment())
     torch.manual_seed(0)
-    q = torch.randn(8, 8, 2048, 64)
-    rows = candidates(q)
-    times: dict[str, list[float]] = {name: [] for name in rows}
-    for fn in rows.values():
-        fn()  # warm-up
-    for _ in range(args.repeats):  # interleaved, so drift on a shared machine hits every row alike
-        for name, fn in rows.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    floor = statistics.median(times["q.clone() (floor)"])
-    print(f"torch {torch.__version__}, 1 thread, q {tuple(q.shape)} float32, median of {args.repeats}")
-    print(f"{'method':48s} {'ms':>8s} {'x floor':>8s}")
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        print(f"{name:48s} {med * 1e3:8.2f} {med / floor:8.2f}")
+    shapes = {"all": SHAPES, "short": SHAPES[:1], "long": SHAPES[1:]}[args.shapes]
+    for shape in shapes:
+        for dtype in DTYPES:
+            run(shape, dtype, args)
 
 
 if __name__ == "__main__":

@@ -119,14 +119,21 @@ def _leading_mergeable(t: torch.Tensor) -> bool:
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
     """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
 
-    Eager: blocks of rows and of positions of about :data:`_CHUNK_BYTES`, each rotated while it is in
-    the cache — by one complex multiply when the layout is ``adjacent`` and ``cos``/``sin`` are a
-    rotation table, else by the pair arithmetic of :func:`_rotate_into` (one multiply, two
-    multiply-adds; ``half_split`` halves are contiguous, ``adjacent`` pairs would be stride 2).
-    Under ``torch.compile``: the fused real expression :func:`_rotation_expr`.
+    Eager, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over
+    all of ``x`` (a single pass). Otherwise blocks of rows and of positions of about
+    :data:`_CHUNK_BYTES`, each worked on while it is in the cache: half precision upcast, complex
+    multiply, rounded back (``adjacent``), or the pair arithmetic of :func:`_rotate_into` (one
+    multiply, two multiply-adds; ``half_split`` halves are contiguous).
+    Under ``torch.compile``: ``half_split`` as the real expression :func:`_rotation_expr`, which the
+    compiler fuses into one loop (faster than eager); ``adjacent`` as the opaque operator
+    ``posenc::rotate`` running the eager kernel, since compiled code for stride-2 pairs is slower
+    than the complex multiply; ``torch.export`` always gets the real expression (no complex dtype,
+    no custom operator in the graph).
     """
     r = cos.shape[-1]
     if torch.compiler.is_compiling():
+        if layout == "adjacent" and not torch.compiler.is_exporting():
+            return _rotate_op(x, cos, sin, layout, inverse)
         rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
         return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
     out = torch.empty_like(x)
@@ -142,6 +149,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
         t.stride(-1) == 1 and all(st % 2 == 0 for st in t.stride()[:-1]) and t.storage_offset() % 2 == 0
         for t in (xs, outs)))  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
     rotor = _rotor(cos, sin, inverse, work) if complex_ok else None
+    if rotor is not None and work == x.dtype:  # one pass (read x, write out): blocks would only add overhead
+        _rotate_complex_into(outs, xs, rotor)
+        return out
     row_bytes = r * max(x.element_size(), 4)
     chunk = _CHUNK_BYTES  # more threads: few large parallel regions, not many small ones (functional._block_bytes)
     if torch.get_num_threads() > 1:
@@ -157,6 +167,17 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
             else:
                 _rotate_complex_into(out_blk, x_blk, rotor[seq])
     return out
+
+
+@torch.library.custom_op("posenc::rotate", mutates_args=())
+def _rotate_op(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+    """:func:`_rotate` (eager) as an operator that ``torch.compile`` calls without tracing into it."""
+    return _rotate(x, cos, sin, layout, inverse)
+
+
+@_rotate_op.register_fake
+def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+    return torch.empty_like(x)
 
 
 class _Rotate(torch.autograd.Function):
