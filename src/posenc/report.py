@@ -38,10 +38,17 @@ class Reference:
     title: str
     where: str
 
+    label: str = ""
+
     @property
     def short(self) -> str:
-        first = self.authors.split(",")[0].split()[-1]
-        return f"{first}{' et al.' if ',' in self.authors else ''} ({self.year})"
+        """``Surname (year)``, ``A, B & C (year)`` for three authors, ``First et al. (year)`` beyond (docs/references.md)."""
+        if self.label:
+            return f"{self.label} ({self.year})"
+        names = [a.split()[-1] for a in self.authors.split(", ")]
+        who = names[0] if len(names) == 1 else (
+            f"{', '.join(names[:-1])} & {names[-1]}" if len(names) <= 3 else f"{names[0]} et al.")
+        return f"{who} ({self.year})"
 
 
 REFERENCES: dict[str, Reference] = {r.key: r for r in (
@@ -58,7 +65,9 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in (
     Reference("kazemnejad", "A. Kazemnejad", "2019", "Transformer Architecture: The Positional Encoding",
               "blog post, 20 September 2019"),
     Reference("notes", "Anonymous", "n.d.", "Notes on the positional encoding of the original Transformer",
-              "blog post"),
+              "blog post", label="Notes"),
+    Reference("gehring", "J. Gehring, M. Auli, D. Grangier, D. Yarats, Y. N. Dauphin", "2017",
+              "Convolutional Sequence to Sequence Learning", "ICML 2017"),
     Reference("press", "O. Press, N. A. Smith, M. Lewis", "2022", "Train Short, Test Long: Attention with Linear "
               "Biases Enables Input Length Extrapolation", "ICLR 2022"),
     Reference("raffel", "C. Raffel, N. Shazeer, A. Roberts, K. Lee, S. Narang, M. Matena, Y. Zhou, W. Li, "
@@ -70,7 +79,7 @@ REFERENCES: dict[str, Reference] = {r.key: r for r in (
 
 
 ENCODING_SOURCES: dict[str, str] = {
-    "sinusoidal": "vaswani", "dft": "ide", "learned": "vaswani", "learnable_frequency": "su", "rope": "roformer",
+    "sinusoidal": "vaswani", "dft": "ide", "learned": "gehring", "learnable_frequency": "su", "rope": "roformer",
     "alibi": "press", "t5": "raffel", "shaw": "shaw",
 }
 """The paper each registered encoding comes from (a reference key), shown where it is measured."""
