@@ -121,3 +121,18 @@ def test_each_command_registers_itself_with_the_listed_help(name):
     assert listed[name] == COMMANDS[name]
     assert {m.name for m in __import__("pkgutil").iter_modules(cli.__path__) if not m.name.startswith("_")} \
         == set(COMMANDS)
+
+
+@pytest.mark.parametrize("extra, flag", [
+    (["--batch-size", "0"], "--batch-size must be a positive int"),
+    (["--heads", "3"], "--d-model must be divisible by --heads"),
+    (["--weight-decay", "nan"], "--weight-decay must be a finite number"),
+    (["--dropout", "1"], "--dropout must be"),
+])
+def test_bench_setting_errors_name_the_flag_typed(capsys, tmp_path, extra, flag):
+    assert flag in _error(capsys, ["bench", *TINY, "--out", str(tmp_path), *extra])
+
+
+def test_unknown_dataset_option_lists_the_loader_options(capsys, tmp_path):
+    err = _error(capsys, ["bench", *TINY, "--out", str(tmp_path), "--dataset-option", "colour=1"])
+    assert "'colour' is not an option of the synthetic dataset" in err and "n_series" in err

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+CONFIG_FLAGS = {"n_heads": "--heads", "n_layers": "--layers"}  # RunConfig fields whose flag has another name
+
+
+def flag_names(message: str, args: argparse.Namespace) -> str:
+    """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``)."""
+    names = {**{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in ("func", "dataset")},
+             **CONFIG_FLAGS}
+    pattern = r"(?<![-\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b"
+    return re.sub(pattern, lambda m: names[m.group(1)], message)
+
+
 def check_device(text: str | None) -> None:
     """Refuse a ``--device`` torch cannot parse or this machine does not have (before any work)."""
     if text is None:
@@ -203,7 +215,10 @@ def run(args: argparse.Namespace) -> int:
     from posenc.experiment.probes import run_probes
     from posenc.experiment.train import TrainingDiverged
 
-    plan = plan_from_args(args)
+    try:
+        plan = plan_from_args(args)
+    except ValueError as exc:  # RunConfig and BenchPlan name their fields: say the flags the user typed
+        raise UsageError(flag_names(str(exc), args)) from None
     check_device(args.device)
     out = _validate.output_path("--out", args.out if args.out is not None else Path("posenc-bench"), folder=True)
     torch.set_num_threads(args.threads)

@@ -16,7 +16,9 @@ Any other string is a path whose layout is detected, in this order: telemanom
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from posenc.data.readers import DataFormatError
 from posenc.data.smd import is_smd, load_smd
 from posenc.data.synthetic import make_synthetic
 from posenc.data.telemanom import LABELS_FILE, is_telemanom, load_telemanom
+from posenc.errors import UsageTypeError
 
 DATASETS = ("synthetic", "probes", "msl", "smd")
 REPOSITORY = Path(__file__).resolve().parents[3]
@@ -71,11 +74,24 @@ def detect_layout(path: Path) -> str:
                      "column")
 
 
+def _call(loader: Callable[..., Any], what: str, *args: Any, **options: Any) -> Any:
+    """``loader(*args, **options)``, refusing options it does not take with a message listing those it does."""
+    parameters = inspect.signature(loader).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        allowed = [n for n, p in list(parameters.items())[len(args):] if p.kind is not p.VAR_POSITIONAL]
+        unknown = [k for k in options if k not in allowed]
+        if unknown:
+            raise UsageTypeError(f"dataset option {', '.join(map(repr, unknown))} is not an option of {what}; its options "
+                            f"are {', '.join(allowed) or 'none'}")
+    return loader(*args, **options)
+
+
 def load_path(path: str | Path, **options: Any) -> Dataset:
     """Load the dataset at ``path`` with its detected layout; ``options`` go to that loader."""
     path = Path(path)
-    loader = {"telemanom": load_telemanom, "smd": load_smd, "table": load_table}[detect_layout(path)]
-    return loader(path, **options)
+    layout = detect_layout(path)
+    loader = {"telemanom": load_telemanom, "smd": load_smd, "table": load_table}[layout]
+    return _call(loader, f"the {layout} loader", path, **options)
 
 
 def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> Dataset | ProbeSuite:
@@ -89,16 +105,16 @@ def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> 
     """
     if isinstance(spec, str) and spec in DATASETS:
         if spec == "synthetic":
-            return make_synthetic(**options)
+            return _call(make_synthetic, "the synthetic dataset", **options)
         if spec == "probes":
-            return ProbeSuite(**options)
+            return _call(ProbeSuite, "the probe suite", **options)
         root = find_data(spec)
         if spec == "smd":
-            return load_smd(root, **options)
+            return _call(load_smd, "the smd loader", root, **options)
         if detect_layout(root) != "telemanom":
             raise ValueError(f"{root}: not a telemanom layout "
                              "(labeled_anomalies.csv with test.npz or test/*.npy)")
-        return load_telemanom(root, **{"spacecraft": "MSL", **options})
+        return _call(load_telemanom, "the msl loader", root, **{"spacecraft": "MSL", **options})
     if not isinstance(spec, (str, os.PathLike)):
         raise TypeError(f"spec must be a dataset name or a path, got {type(spec).__name__}")
     if str(spec).strip() == "":

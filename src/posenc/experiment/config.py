@@ -180,8 +180,8 @@ class RunConfig:
             raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
         _validate.positive_float("lr", self.lr)
         wd = self.weight_decay
-        if isinstance(wd, bool) or not isinstance(wd, numbers.Real) or wd < 0:
-            raise ValueError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if isinstance(wd, bool) or not isinstance(wd, numbers.Real) or not 0 <= wd < float("inf"):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
 
     @property
     def encoding_label(self) -> str:
