@@ -167,7 +167,7 @@ def bilinear_parts(
             ax.plot(t, analysis.weighted_decay_integral(h, t, dim=d, layout=layout),
                     label="Su's ⌈d/2⌉∫ h(u) cos(xθ(u)) du", **LINES[1])
         ax.axhline(0.0, color="0.7", linewidth=0.6)
-        ax.set(xlabel="distance x = m − n", title="relative part vs Su's integral")
+        ax.set(xlabel="distance x = m − n", ylabel="value", title="relative part vs Su's integral")
         ax.legend(fontsize=7)
     return fig
 
