@@ -230,6 +230,9 @@ register("sinusoidal", "posenc.nn.input:SinusoidalEncoding", family="input", sca
 register("dft", "posenc.nn.input:DFTEncoding", family="input", scales=True,
          summary="faithful DFT encoding (one-hot's DFT), unit norm, positions < d",
          source="Idé, Labaien & Chen, eq. 21", faithful_length=lambda d_model: d_model, view=f"{_VIEWS}:dft_view")
+register("dfstrans_dft", "posenc.nn.dfstrans:DFStransDFTEncoding", family="input", scales=True,
+         summary="DFT encoding as the DFStrans code implements it: decays in place on every call",
+         source="Labaien et al. 2023, code dfstrans/DFStrans (a reproduction, not a recommendation)")
 register("learned", "posenc.nn.input:LearnedEncoding", family="input", scales=True, learned=True,
          summary="one trainable vector per position", source="Gehring et al. 2017, §3.1")
 register("learnable_frequency", "posenc.nn.input:LearnableFrequencyEncoding", family="input", scales=True,
