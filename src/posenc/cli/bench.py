@@ -7,6 +7,8 @@ Examples::
     posenc bench --dataset msl --scale native,matched --splits 3 --seeds 5
     posenc bench --dataset msl --protocol random_windows   # LEAKY split, to measure leakage
     posenc bench --dataset probes --window 16 --lags 1,2,4,8,15 --seeds 2   # accuracy vs lag k
+    posenc bench --dataset msl --model spatiotemporal --protocol dfstrans --splits 5 --seeds 1 \
+        --encodings dft,dfstrans_dft --monitor loss       # the DFStrans reproduction (LEAKY protocol)
     torchrun --nproc_per_node 2 -m posenc bench ...   # data parallel (gloo on CPU, NCCL on GPU)
 
 Runs are resumable: an interrupted benchmark re-run with the same ``--out`` skips finished
@@ -25,11 +27,12 @@ from posenc import _validate, registry
 from posenc.data.splits import PROTOCOLS
 from posenc.errors import UsageError
 from posenc.experiment.config import (
-    DETECTORS, MONITORS, SCALE_POLICIES, TASKS, BenchPlan, RunConfig, resolve_encoding_options,
+    DETECTORS, MODELS, MONITORS, SCALE_POLICIES, TASKS, BenchPlan, RunConfig, resolve_encoding_options,
 )
 
 DEFAULT_ENCODINGS = "none,sinusoidal,dft,rope,alibi"
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
+SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotemporal (fast on 2 CPU cores)
 
 
 def _csv_list(text: str) -> tuple[str, ...]:
@@ -90,14 +93,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, default=5, help="training seeds per (encoding, scale, split) (default 5)")
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
     p.add_argument("--protocol", default=d.protocol, choices=PROTOCOLS,
-                   help="split protocol: blocked (leakage-free, default) or random_windows (LEAKY: windows dealt "
-                        "at random as in much of the literature; only to measure how much leakage inflates scores)")
+                   help="split protocol: blocked (leakage-free, default), random_windows (LEAKY: windows dealt "
+                        "at random as in much of the literature; only to measure how much leakage inflates scores) "
+                        "or dfstrans (LEAKY: Labaien et al. 2023 — stratified random split of non-overlapping "
+                        "segments 70/15/15, min-max scaling, threshold 0.5)")
+    p.add_argument("--anomaly-percent", type=float, default=d.anomaly_percent,
+                   help="--protocol dfstrans: keep anomalous instances up to this percent of all, in (0, 100] "
+                        f"(default {d.anomaly_percent:g})")
+    p.add_argument("--model", default=d.model, choices=MODELS,
+                   help="transformer (default) or spatiotemporal (DFStrans: per-sensor CNN per window, attention "
+                        "across windows and across sensors; the encoding acts on the window axis)")
+    p.add_argument("--n-windows", type=int, default=d.n_windows,
+                   help=f"--model spatiotemporal: windows per instance (default {d.n_windows}; the paper 80)")
+    p.add_argument("--window-length", type=int, default=d.window_length,
+                   help=f"--model spatiotemporal: steps per window, >= 8 (default {d.window_length}; the paper 100)")
     p.add_argument("--out", type=Path, default=None,
                    help="output directory (default ./posenc-bench; runs are kept per dataset under runs/)")
-    p.add_argument("--window", type=int, default=d.window, help=f"window length (default {d.window})")
-    p.add_argument("--stride", type=int, default=None, help="window stride (default window // 2)")
-    p.add_argument("--d-model", type=int, default=d.d_model, help=f"model width (default {d.d_model})")
-    p.add_argument("--heads", type=int, default=d.n_heads, help=f"attention heads (default {d.n_heads})")
+    p.add_argument("--window", type=int, default=None,
+                   help=f"window length (default {d.window}; --model spatiotemporal: n_windows × window_length)")
+    p.add_argument("--stride", type=int, default=None,
+                   help="window stride (default window // 2; --model spatiotemporal: window, no overlap)")
+    p.add_argument("--d-model", type=int, default=None,
+                   help=f"model width (default {d.d_model}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[0]})")
+    p.add_argument("--heads", type=int, default=None,
+                   help=f"attention heads (default {d.n_heads}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[1]})")
     p.add_argument("--layers", type=int, default=d.n_layers, help=f"encoder layers (default {d.n_layers})")
     p.add_argument("--dropout", type=float, default=d.dropout, help=f"dropout (default {d.dropout})")
     p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum epochs (default {d.epochs})")
@@ -162,8 +181,13 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     if bad or not scales:
         raise ValueError(f"--scale: unknown policy {', '.join(map(repr, bad)) or repr(args.scale)}; "
                          f"valid: {', '.join(SCALE_POLICIES)}")
-    for flag, value in (("--seeds", args.seeds), ("--splits", args.splits), ("--window", args.window),
-                        ("--threads", args.threads)):
+    spatiotemporal = args.model == "spatiotemporal"
+    defaults = RunConfig()
+    window = args.window if args.window is not None else (
+        args.n_windows * args.window_length if spatiotemporal else defaults.window)
+    for flag, value in (("--seeds", args.seeds), ("--splits", args.splits), ("--window", window),
+                        ("--threads", args.threads), ("--n-windows", args.n_windows),
+                        ("--window-length", args.window_length)):
         if value < 1:
             raise ValueError(f"{flag} must be >= 1, got {value}")
     if probes and args.protocol != "blocked":
@@ -186,10 +210,24 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
             options["distances"] = [int(k) for k in _csv_list(args.lags)]
         except ValueError:
             raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
+    if spatiotemporal and window != args.n_windows * args.window_length:
+        raise ValueError(f"--window {window} must equal --n-windows × --window-length = {args.n_windows} × "
+                         f"{args.window_length} = {args.n_windows * args.window_length} for --model spatiotemporal")
+    if spatiotemporal and args.window_length < 8:
+        raise ValueError(f"--window-length must be >= 8 for --model spatiotemporal: its CNN halves the window "
+                         f"three times, so {args.window_length} leaves 0 features")
+    if not 0 < args.anomaly_percent <= 100:
+        raise ValueError(f"--anomaly-percent must be in (0, 100], got {args.anomaly_percent:g}")
     base = RunConfig(
-        dataset=args.dataset, dataset_options=options, window=args.window,
-        stride=args.stride if args.stride is not None else max(1, args.window // 2),
-        d_model=args.d_model, n_heads=args.heads, n_layers=args.layers, dropout=args.dropout,
+        dataset=args.dataset, dataset_options=options, window=window,
+        stride=args.stride if args.stride is not None else (window if spatiotemporal else max(1, window // 2)),
+        model=args.model, n_windows=args.n_windows, window_length=args.window_length,
+        anomaly_percent=args.anomaly_percent,
+        d_model=args.d_model if args.d_model is not None else (
+            SPATIOTEMPORAL_SIZES[0] if spatiotemporal else defaults.d_model),
+        n_heads=args.heads if args.heads is not None else (
+            SPATIOTEMPORAL_SIZES[1] if spatiotemporal else defaults.n_heads),
+        n_layers=args.layers, dropout=args.dropout,
         epochs=args.epochs, patience=args.patience, batch_size=args.batch_size, lr=args.lr,
         weight_decay=args.weight_decay, monitor=args.monitor, protocol=args.protocol,
         task=args.task, detector=detectors[0], horizon=args.horizon, smoothing=args.smoothing, holdout=args.holdout,

@@ -143,18 +143,21 @@ def covered_steps(dataset: Dataset, index: WindowIndex, window: int) -> list[NDA
     return masks
 
 
-PROTOCOLS = ("blocked", "random_windows")
+PROTOCOLS = ("blocked", "random_windows", "dfstrans")
 """Split protocols. ``"blocked"`` (default) is leakage-free (module docstring). ``"random_windows"``
 deals windows to splits at random, as much of the literature does: overlapping windows then
 share time steps across splits and whole events are seen in training, so test scores are
-inflated. It exists to *measure* that inflation, never to report a result."""
+inflated. It exists to *measure* that inflation, never to report a result. ``"dfstrans"`` is the
+protocol of Labaien et al. (2023): stratified random splits of non-overlapping segments with
+min–max scaling (:func:`posenc.data.instances.instance_splits`), also leaky; it exists to
+reproduce their results."""
 
 
 def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int = DEFAULT_STRIDE,
                 purge: int | None = None, fractions: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0,
                 group_events: bool = True, group_duplicates: bool = True,
                 block: int | None = None, normalisation: str = "robust",
-                protocol: str = "blocked") -> Splits:
+                protocol: str = "blocked", anomaly_percent: float = 100.0) -> Splits:
     """Split ``dataset`` into train / val / test windows without leakage (module docstring).
 
     Args:
@@ -172,7 +175,10 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
             (:func:`~posenc.data.fit_normalisation`), fitted on training time steps.
         protocol: ``"blocked"`` (leakage-free, the default) or ``"random_windows"`` (LEAKY:
             windows dealt at random, shares of windows; ``purge``, ``block`` and the grouping
-            options do not apply) — see :data:`PROTOCOLS`.
+            options do not apply) — see :data:`PROTOCOLS`; or ``"dfstrans"``: instances are
+            non-overlapping windows, split by :func:`posenc.data.instances.instance_splits` (only
+            ``seed`` and ``anomaly_percent`` apply).
+        anomaly_percent: ``"dfstrans"`` only: anomalous instances kept, percent of all, in (0, 100].
 
     Returns:
         :class:`Splits` with ``X[n, window, F]`` normalised by statistics of the training
@@ -189,6 +195,10 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
     _validate.choice("protocol", protocol, PROTOCOLS)
     group_events = _validate.boolean("group_events", group_events)
     group_duplicates = _validate.boolean("group_duplicates", group_duplicates)
+    if protocol == "dfstrans":
+        from posenc.data.instances import instance_splits
+
+        return instance_splits(dataset, segment=window, seed=seed, anomaly_percent=anomaly_percent)
     window = _validate.positive_int("window", window)
     stride = _validate.positive_int("stride", stride)
     purge = window if purge is None else _nonnegative_int("purge", purge)

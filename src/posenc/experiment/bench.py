@@ -63,10 +63,12 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     from posenc.data import load_dataset, make_splits
 
     base = plan.base
-    check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
+    positions = base.n_windows if base.model == "spatiotemporal" else base.window  # what the encoding indexes
+    check_faithful_window(plan.encodings, window=positions, d_model=base.d_model)
     dataset = load_dataset(base.dataset, **base.dataset_options)
     splits = {
-        k: make_splits(dataset, window=base.window, stride=base.stride, seed=k, protocol=base.protocol) for k in range(plan.splits)
+        k: make_splits(dataset, window=base.window, stride=base.stride, seed=k, protocol=base.protocol,
+                       anomaly_percent=base.anomaly_percent) for k in range(plan.splits)
     }
     return dataset, splits
 

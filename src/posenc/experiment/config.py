@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posenc import _validate, registry
+from posenc.data.instances import check_anomaly_percent
 from posenc.data.splits import PROTOCOLS
 
 #: Scale policies of encodings registered with ``scales=True``; see :mod:`posenc.experiment.scale`.
@@ -32,6 +33,8 @@ MONITORS = ("auprc", "loss")
 TASKS = ("classify", "detect")
 #: Detectors of the detect task (:class:`posenc.detectors.SequenceDetector`).
 DETECTORS = ("forecast", "reconstruct")
+#: Classifiers: :class:`posenc.models.TransformerClassifier` or :class:`posenc.models.SpatioTemporalClassifier`.
+MODELS = ("transformer", "spatiotemporal")
 
 
 def _non_negative_int(name: str, value: object) -> int:
@@ -117,6 +120,10 @@ class RunConfig:
         detector, horizon, smoothing, holdout: the detect task's model (``"forecast"`` or
             ``"reconstruct"``), forecast horizon (< ``window``), EWMA span of the errors and the
             held-out fraction of each nominal training array (:mod:`posenc.experiment.detect`).
+        model: ``"transformer"`` or ``"spatiotemporal"`` (:data:`MODELS`).
+        n_windows, window_length: the spatio-temporal model's windows per instance and steps per
+            window (``window`` must equal their product).
+        anomaly_percent: protocol ``"dfstrans"``: anomalous instances kept, percent of all, in (0, 100].
     """
 
     dataset: str = "synthetic"
@@ -145,6 +152,10 @@ class RunConfig:
     horizon: int = 4
     smoothing: float = 8.0
     holdout: float = 0.2
+    model: str = "transformer"
+    n_windows: int = 8
+    window_length: int = 16
+    anomaly_percent: float = 100.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.dataset, str) or not self.dataset:
@@ -172,6 +183,24 @@ class RunConfig:
             raise ValueError(f"smoothing (EWMA span) must be a number >= 1, got {self.smoothing!r}")
         if isinstance(self.holdout, bool) or not isinstance(self.holdout, numbers.Real) or not 0 < self.holdout < 1:
             raise ValueError(f"holdout must be a fraction in (0, 1), got {self.holdout!r}")
+        _validate.choice("model", self.model, MODELS)
+        _validate.positive_int("n_windows", self.n_windows)
+        _validate.positive_int("window_length", self.window_length)
+        check_anomaly_percent(self.anomaly_percent)
+        if self.model == "spatiotemporal":
+            if self.window != self.n_windows * self.window_length:
+                raise ValueError(
+                    f"window (segment length) must equal n_windows × window_length = {self.n_windows} × "
+                    f"{self.window_length} = {self.n_windows * self.window_length} for model 'spatiotemporal', "
+                    f"got window={self.window}"
+                )
+            if self.window_length < 8:
+                raise ValueError(f"window_length must be >= 8 for model 'spatiotemporal': its CNN halves it three "
+                                 f"times, so window_length={self.window_length} leaves 0 features")
+            if self.d_model % (self.window_length // 8):
+                raise ValueError(f"d_model must be a multiple of window_length // 8 = {self.window_length // 8} for "
+                                 f"model 'spatiotemporal' (CNN channels × {self.window_length // 8}), "
+                                 f"got d_model={self.d_model}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads}"

@@ -255,7 +255,9 @@ class ClassifyTask:
 
     def evaluate(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device,
                  shuffle_control: bool) -> dict[str, Any]:
-        threshold = best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device))
+        # protocol "dfstrans" thresholds the sigmoid at 0.5, as Labaien et al. (2023) do; others pick the best val F1
+        threshold = (0.5 if config.protocol == "dfstrans"
+                     else best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device)))
         test = data.test
         record: dict[str, Any] = {
             "test": binary_metrics(test.y, predict_scores(model, test.X, device=device), threshold=threshold),
@@ -264,6 +266,7 @@ class ClassifyTask:
             "test_windows": int(data.summary["test"]["windows"]),
             "test_positive_windows": int(data.summary["test"]["positives"]),
             "test_events": int(data.summary["test"]["events"]),
+            "test_events_in_train": int(data.summary["test"].get("events_in_train", 0)),
         }
         if shuffle_control:
             shuffled = shuffle_time(test.X, seed=config.seed)

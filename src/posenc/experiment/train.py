@@ -2,6 +2,9 @@
 
 * Loss: ``BCEWithLogitsLoss`` with ``pos_weight = n_negative / n_positive`` of the training
   windows, so the rare anomalous class weighs as much as the normal one in total.
+* Log: one row per epoch; ``encoding_row_norm`` is the mean norm of the rows an additive encoding
+  adds at the end of the epoch (NaN for other families), so an encoding that changes while
+  training (``dfstrans_dft`` decays on every call) shows it.
 * Early stopping: after each epoch the validation set is scored; the model with the best
   validation AUPRC (or lowest validation loss, ``config.monitor``) is kept, and training stops
   after ``config.patience`` epochs without improvement.
@@ -111,6 +114,12 @@ def _validation(
     return loss, float(average_precision_score(y, logits))
 
 
+def _encoding_row_norm(model: nn.Module, steps: int) -> float:
+    """The model's :meth:`encoding_row_norm` for instances of ``steps`` time steps (NaN if it has none)."""
+    method = getattr(model, "encoding_row_norm", None)
+    return float("nan") if method is None else float(method(steps))
+
+
 def fit(
     model: nn.Module,
     train: Any,
@@ -194,6 +203,7 @@ def fit(
             "val_auprc": val_auprc,
             "train_seconds": seconds,
             "windows_per_s": len(order) * world.size / seconds,
+            "encoding_row_norm": _encoding_row_norm(model, train.X.shape[1]),
         }
         state.history.append(row)
         if on_epoch is not None:
