@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -73,7 +74,7 @@ def test_decay_sequence_of_the_published_measurement():
         middles.append(added[1:-1].norm(dim=-1))
     expected = [0.99, 0.090, 0.0082, 0.00075, 6.8e-5]
     np.testing.assert_allclose(norms, expected, rtol=0.012)
-    for before, after in zip(middles, middles[1:]):
+    for before, after in itertools.pairwise(middles):
         np.testing.assert_allclose((after / before).numpy(), math.sqrt(2 / d), rtol=1e-5)
     np.testing.assert_allclose(middles[0].numpy(), 1.0, rtol=1e-5)  # sqrt(2/d)·sqrt(d/2)
     assert int(enc.calls) == 5
