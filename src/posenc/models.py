@@ -23,7 +23,7 @@ from torch import nn
 
 from posenc import _validate
 from posenc.nn import MultiHeadAttention, TransformerEncoder, build_encoding
-from posenc.nn.attention import check_encoding, encoding_family
+from posenc.nn.contracts import InputContract
 
 
 class TransformerClassifier(nn.Module):
@@ -160,12 +160,12 @@ class SpatioTemporalClassifier(nn.Module):
                                  *_conv_block(F * channels, F * channels, F))
         self.encoding = build_encoding(encoding, d_model=d, n_heads=n_heads, max_len=self.n_windows,
                                        **dict(encoding_options or {}))
-        self.family = encoding_family(self.encoding)
-        check_encoding(self.encoding, d_model=d, n_heads=n_heads)
-        width = getattr(self.encoding, "out_features", d) if self.family == "input" else d
+        self.family = "none" if self.encoding is None else self.encoding.family
+        width = self.encoding.out_features if isinstance(self.encoding, InputContract) else d
         self.input_projection = nn.Linear(width, d) if width != d else None
+        inside = None if self.family in ("none", "input") else self.encoding
         # no dropout on the attention weights: it forces SDPA off its fused CPU kernel (residual branches keep it)
-        self.temporal = MultiHeadAttention(d, n_heads)
+        self.temporal = MultiHeadAttention(d, n_heads, encoding=inside, own_encoding=False)
         self.spatial = MultiHeadAttention(d, n_heads)
         self.temporal_norm, self.spatial_norm, self.out_norm = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
         self.feedforward = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, d))
@@ -195,15 +195,11 @@ class SpatioTemporalClassifier(nn.Module):
         h = self.features(x)
         b, W, F, d = h.shape
         per_sensor = h.transpose(1, 2).reshape(b * F, W, d)  # tokens = windows of one sensor
-        attention_encoding = None
         if self.family == "input":
             per_sensor = self.encoding(per_sensor)
             if self.input_projection is not None:
                 per_sensor = self.input_projection(per_sensor)
-        elif self.family != "none":
-            attention_encoding = self.encoding
-        temporal = self.temporal_norm(
-            per_sensor + self.dropout(self.temporal(per_sensor, encoding=attention_encoding)))
+        temporal = self.temporal_norm(per_sensor + self.dropout(self.temporal(per_sensor)))
         per_window = per_sensor.reshape(b, F, W, d).transpose(1, 2).reshape(b * W, F, d)  # tokens = sensors
         spatial = self.spatial_norm(per_window + self.dropout(self.spatial(per_window)))
         z = temporal.reshape(b, F, W, d).transpose(1, 2) + spatial.reshape(b, W, F, d)

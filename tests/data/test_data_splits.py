@@ -224,5 +224,5 @@ def test_blocked_protocol_is_recorded_as_leakage_free():
 
 
 def test_unknown_protocol_names_the_allowed_ones():
-    with pytest.raises(ValueError, match=r"protocol must be one of 'blocked', 'random_windows'; got 'random'"):
+    with pytest.raises(ValueError, match=r"protocol must be one of 'blocked', 'random_windows', 'dfstrans'; got 'random'"):
         make_splits(many_events_dataset(0), window=16, protocol="random")

@@ -47,11 +47,10 @@ def reference_forward(m: SpatioTemporalClassifier, x: torch.Tensor) -> torch.Ten
     h = reference_features(m, x)
     if m.family == "input":
         h = torch.stack([m.encoding.forward(h[:, :, f]) for f in range(S)], dim=2)
-    enc = m.encoding if m.family not in ("none", "input") else None
     z = torch.empty_like(h)
     for f in range(S):
         seq = h[:, :, f]
-        z[:, :, f] = m.temporal_norm(seq + m.temporal(seq, encoding=enc))
+        z[:, :, f] = m.temporal_norm(seq + m.temporal(seq))  # the encoding, if rotary or bias, is bound to it
     for w in range(W):
         seq = h[:, w]
         z[:, w] += m.spatial_norm(seq + m.spatial(seq))

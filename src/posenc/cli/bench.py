@@ -232,6 +232,12 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         weight_decay=args.weight_decay, monitor=args.monitor, protocol=args.protocol,
         task=args.task, detector=detectors[0], horizon=args.horizon, smoothing=args.smoothing, holdout=args.holdout,
     )
+    for name in encodings if spatiotemporal else ():  # the encoding indexes windows: name the flag that sets them
+        limit = registry.get(name).faithful_length
+        if limit is not None and base.n_windows > limit(base.d_model):
+            raise ValueError(f"--n-windows {base.n_windows}: encoding {name!r} is faithful only for "
+                             f"{limit(base.d_model)} positions at --d-model {base.d_model}; use fewer windows "
+                             f"or a larger --d-model")
     encoding_options = resolve_encoding_options(encodings, args.encoding_option)
     if encoding_options:  # build each optioned encoding once: a bad value fails before any training
         from posenc.nn import build_encoding
