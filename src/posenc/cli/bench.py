@@ -200,8 +200,10 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     if args.task == "detect" and probes:
         raise ValueError("--task detect needs a dataset with nominal training arrays (msl, smd, synthetic, a "
                          "telemanom/SMD path); probes have none")
-    if args.task == "detect" and args.horizon >= args.window:
-        raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {args.window}")
+    if args.task == "detect" and args.horizon >= window:
+        raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
+    if args.task == "detect" and spatiotemporal:
+        raise ValueError("--model spatiotemporal is a classifier: it applies to --task classify only")
     options = dict(args.dataset_option)
     if args.lags is not None:
         if not probes:
