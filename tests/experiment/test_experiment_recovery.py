@@ -160,3 +160,15 @@ def test_atomic_write_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp
     tmp = str(target) + ".tmp"
     assert events == [("fsync", tmp), ("replace", tmp, str(target)), ("fsync", str(tmp_path))]
     assert target.read_text() == "{}" and not Path(tmp).exists()
+
+
+@pytest.mark.parametrize("name", [CHECKPOINT, CONFIG])
+def test_trained_run_readers_name_a_corrupt_file(finished, name):
+    """``posenc analyze --checkpoint`` / ``report --runs`` read run files too: the same check, a named error."""
+    from posenc import UsageError
+    from posenc.experiment.trained import load_model, read_run
+
+    directory, _ = finished
+    _damage(directory / name, "garble")
+    with pytest.raises(UsageError, match=str(directory / name)):
+        load_model(read_run(directory), trained=True)

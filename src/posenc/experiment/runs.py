@@ -48,6 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from posenc.errors import UsageError
 from posenc.experiment.config import RunConfig
 from posenc.experiment.controls import shuffle_time
 from posenc.experiment.distributed import World
@@ -139,7 +140,7 @@ def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -
     """The checkpoint at ``path`` if it is complete, intact and fits ``model``; else :class:`_Unusable`."""
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as exc:  # noqa: BLE001 — torch raises RuntimeError, EOFError, KeyError … for bad bytes
+    except Exception as exc:
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
         raise _Unusable(f"cannot be loaded ({type(exc).__name__}{': ' + first if first else ''})") from None
     if not isinstance(ckpt, dict) or not {"model", "optimizer", "fit", "sha256"} <= set(ckpt):
@@ -154,6 +155,22 @@ def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -
     if not isinstance(ckpt["fit"], dict) or set(ckpt["fit"]) != {f.name for f in dataclasses.fields(FitState)}:
         raise _Unusable("lacks the training progress (fit state)")
     return body
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    """A run's resolved ``config.json``; :class:`~posenc.UsageError` naming the file when it is unreadable."""
+    try:
+        return _read_json(Path(directory) / CONFIG, {"config": dict})
+    except _Unusable as exc:
+        raise UsageError(f"{Path(directory) / CONFIG} {exc}") from None
+
+
+def read_checkpoint(path: Path, model: torch.nn.Module, *, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """A run's ``checkpoint.pt``, checked intact and fitting ``model``; :class:`~posenc.UsageError` naming it if not."""
+    try:
+        return _read_checkpoint(Path(path), model, torch.device(device))
+    except _Unusable as exc:
+        raise UsageError(f"{path} {exc}") from None
 
 
 def _move_aside(directory: Path, names: tuple[str, ...], kind: str) -> list[str]:

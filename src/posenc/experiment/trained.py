@@ -14,7 +14,6 @@ here: the analysis receives arrays only.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from numpy.typing import NDArray
 
 from posenc import analysis, spectrum
 from posenc.experiment.config import RunConfig
-from posenc.experiment.runs import CHECKPOINT, CONFIG
+from posenc.experiment.runs import CHECKPOINT, CONFIG, read_checkpoint, read_config
 from posenc.models import TransformerClassifier
 
 
@@ -48,7 +47,7 @@ def read_run(run_dir: Path | str) -> Run:
                 f"{directory} is not a finished or checkpointed benchmark run: no {name} "
                 f"(a run directory of `posenc bench` holds {CONFIG} and {CHECKPOINT})"
             )
-    resolved = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    resolved = read_config(directory)
     try:
         config = RunConfig(**resolved["config"])
     except (KeyError, TypeError) as exc:
@@ -73,8 +72,7 @@ def load_model(run: Run, *, trained: bool = True) -> TransformerClassifier:
         encoding_options=run.resolved.get("encoding_options", {}), dropout=c.dropout, max_len=c.window,
     )
     if trained:
-        state = torch.load(run.directory / CHECKPOINT, map_location="cpu", weights_only=True)
-        model.load_state_dict(state["model"])
+        model.load_state_dict(read_checkpoint(run.directory / CHECKPOINT, model)["model"])
     return model.eval()
 
 
