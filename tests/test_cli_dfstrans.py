@@ -93,7 +93,7 @@ def test_blocked_protocol_with_the_spatiotemporal_model(tmp_path, capsys):
         (["--protocol", "dfstrans", "--anomaly-percent", "120"], r"--anomaly-percent must be in \(0, 100\]"),
         (["--protocol", "dfstrans", "--anomaly-percent", "0.5"], r"anomaly_percent=0.5: fewer than 2 positive"),
         (["--d-model", "9", "--heads", "3", "--window-length", "16", "--window", "64"],
-         r"d_model must be a multiple of window_length // 8 = 2"),
+         r"--d-model must be a multiple of --window-length // 8 = 2"),
         (["--encodings", "dft", "--n-windows", "12", "--window", "96"], r"--n-windows 12: encoding 'dft' is faithful only for 8 positions at --d-model 8"),
     ],
 )
