@@ -77,9 +77,9 @@ class InputEncoding(InputContract):
         unit_norm: bool = False,
     ) -> None:
         super().__init__()
-        self.d_model = _validate.positive_int("d_model", d_model)
+        self.d_model = _validate.size("d_model", d_model)
         self.mode = _validate.choice("mode", mode, MODES)
-        self.dim = self.d_model if dim is None else _validate.positive_int("dim", dim)
+        self.dim = self.d_model if dim is None else _validate.size("dim", dim)
         if self.mode == "add" and self.dim != self.d_model:
             raise ValueError(
                 f"dim must equal d_model={self.d_model} in mode='add' (the table is added to the tokens), "
