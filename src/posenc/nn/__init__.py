@@ -4,13 +4,18 @@ Shapes are batch-first: tokens ``[b, s, d]``, attention ``[b, h, s, d_h]``. Ever
 module implements one contract of :mod:`posenc.nn.contracts` (its ``family``).
 """
 
-from posenc.nn.contracts import (
-    EncodingContract, InputContract, PositionContext, QueryBiasContract, RotaryContract, ScoreBiasContract,
-)
-from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, TransformerEncoderLayer
 from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
 from posenc.nn.build import available_encodings, build_encoding
+from posenc.nn.contracts import (
+    EncodingContract,
+    InputContract,
+    PositionContext,
+    QueryBiasContract,
+    RotaryContract,
+    ScoreBiasContract,
+)
+from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
 __all__ = [

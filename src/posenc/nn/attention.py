@@ -39,7 +39,11 @@ from torch import nn
 from posenc import _validate
 from posenc.nn.build import build_encoding, head_dim
 from posenc.nn.contracts import (
-    EncodingContract, InputContract, PositionContext, QueryBiasContract, RotaryContract,
+    EncodingContract,
+    InputContract,
+    PositionContext,
+    QueryBiasContract,
+    RotaryContract,
 )
 
 
