@@ -118,3 +118,12 @@ def test_importing_the_registry_and_the_analysis_does_not_import_torch():
             "bad = [m for m in sys.modules if m == 'torch' or m.startswith('posenc.nn')]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_report_scores_every_registered_encoding_including_a_new_one(mine):
+    """The report's scorecards are those of every registry name: a registered encoding is among them."""
+    from posenc import analysis
+
+    cards = analysis.scorecards(length=8, dim=8, n_heads=2)
+    assert [c.encoding for c in cards] == registry.names() and cards[-1].encoding == "mine"
+    assert cards[-1].family == "bias" and cards[-1].values["toeplitz_error"] < 1e-12
