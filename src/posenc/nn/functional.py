@@ -122,7 +122,7 @@ def waves(
 
 def _range_start(positions: torch.Tensor | int, offset: int) -> int | None:
     """First position if ``positions`` is a contiguous ascending integer range, else ``None``."""
-    if isinstance(positions, numbers.Integral):
+    if not isinstance(positions, torch.Tensor):  # an int count: the range offset … offset + n − 1
         return offset
     n = positions.shape[0]
     if n <= _DIRECT_ROWS or positions.requires_grad or torch.compiler.is_compiling():

@@ -33,9 +33,11 @@ eager mode; under ``torch.compile`` the forward has no graph break and skips the
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Callable
+from typing import ClassVar, cast
 
 import torch
+from numpy.typing import ArrayLike
 from torch import nn
 
 from posenc import _validate, spectrum, tables
@@ -89,6 +91,7 @@ class InputEncoding(InputContract):
         self.learn_scale = _validate.boolean("learn_scale", learn_scale)
         self.unit_norm = _validate.boolean("unit_norm", unit_norm)
         self.scale: float | nn.Parameter = nn.Parameter(torch.tensor(initial)) if learn_scale else initial
+        self._cache: torch.Tensor | None
         self.register_buffer("_cache", None, persistent=False)
         self._cache_key: tuple[torch.dtype, torch.device] | None = None
 
@@ -124,9 +127,9 @@ class InputEncoding(InputContract):
         if self.mode == "concat":
             return torch.cat([x, self._scaled(rows).expand(x.shape[0], -1, -1)], dim=-1)
         if self.learn_scale:
-            return torch.addcmul(x, rows, self.scale.to(x.dtype))
+            return torch.addcmul(x, rows, cast(nn.Parameter, self.scale).to(x.dtype))
         if self.scale != 1.0:
-            return torch.add(x, rows, alpha=self.scale)
+            return torch.add(x, rows, alpha=cast(float, self.scale))
         return x + rows
 
     def table(self, length: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
@@ -179,11 +182,12 @@ class InputEncoding(InputContract):
             return self._encode(positions, offset=offset, dtype=dtype, device=device)
         rows = self._encode(positions, offset=offset, dtype=torch.float64, device=device)
         norm = torch.linalg.vector_norm(rows, dim=-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)
-        return (rows / norm).to(dtype)
+        unit: torch.Tensor = (rows / norm).to(dtype)
+        return unit
 
     def _scaled(self, rows: torch.Tensor) -> torch.Tensor:
         if self.learn_scale:
-            return rows * self.scale.to(rows.dtype)
+            return rows * cast(nn.Parameter, self.scale).to(rows.dtype)
         return rows if self.scale == 1.0 else rows * self.scale
 
     def _check_input(self, x: torch.Tensor) -> int:
@@ -224,7 +228,7 @@ class SinusoidalEncoding(InputEncoding):
         *,
         base: float = spectrum.DEFAULT_BASE,
         layout: str = "interleaved",
-        frequencies: object | None = None,
+        frequencies: ArrayLike | None = None,
         mode: str = "add",
         dim: int | None = None,
         scale: float = 1.0,
@@ -244,7 +248,8 @@ class SinusoidalEncoding(InputEncoding):
         """``[⌈dim/2⌉]`` float64 angular frequencies ``w_i``."""
         return self._frequencies.clone()
 
-    def _encode(self, positions, *, offset, dtype, device):
+    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+                ) -> torch.Tensor:
         return F.waves(positions, self._frequencies.to(device), self._columns, dtype=dtype, offset=offset)
 
 
@@ -287,14 +292,16 @@ class DFTEncoding(InputEncoding):
         self._columns = torch.tensor(columns, dtype=torch.int64)
         self._amplitude = torch.tensor(amplitude, dtype=torch.float64)
 
-    def _encode(self, positions, *, offset, dtype, device):
+    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+                ) -> torch.Tensor:
         return F.waves(positions, self._frequencies.to(device), self._columns, amplitude=self._amplitude,
                        dtype=dtype, offset=offset)
 
     def _check_position_values(self, positions: torch.Tensor) -> None:
         tables.dft_positions(positions.detach().to("cpu", torch.float64).numpy(), self.dim, alias=self.alias)
 
-    def _rows(self, s, positions, offset, *, dtype, device, cache=True):
+    def _rows(self, s: int, positions: torch.Tensor | None, offset: int, *, dtype: torch.dtype,
+              device: torch.device, cache: bool = True) -> torch.Tensor:
         if positions is None:
             if offset + s <= self.dim:
                 return super()._rows(s, None, offset, dtype=dtype, device=device, cache=cache)
@@ -339,7 +346,8 @@ class LearnedEncoding(InputEncoding):
         """Redraw ``weight`` from ``N(0, init_std²)``."""
         nn.init.normal_(self.weight, std=self.init_std)
 
-    def _encode(self, positions, *, offset, dtype, device):
+    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+                ) -> torch.Tensor:
         if isinstance(positions, int):
             if offset + positions > self.max_len:
                 raise ValueError(
@@ -403,17 +411,18 @@ class LearnableFrequencyEncoding(InputEncoding):
         self.frequencies = nn.Parameter(torch.from_numpy(w.copy()))
         self._columns = F.layout_index(self.dim, self.layout)
 
-    def _apply(self, fn, recurse=True):
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> LearnableFrequencyEncoding:
         # module.half() / .to(torch.bfloat16) would round the frequencies, and with them every angle
         # t·w_i (an error of order t·w_i·2^-8 for bfloat16): keep them float64 whatever the module's dtype.
         exact = self.frequencies.detach().clone()
         grad = None if self.frequencies.grad is None else self.frequencies.grad.detach().clone()
-        module = super()._apply(fn, recurse)
+        super()._apply(fn, recurse)
         if self.frequencies.dtype != torch.float64:
             self.frequencies.data = exact.to(self.frequencies.device)
             if grad is not None:
                 self.frequencies.grad = grad.to(self.frequencies.device)
-        return module
+        return self
 
-    def _encode(self, positions, *, offset, dtype, device):
+    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+                ) -> torch.Tensor:
         return F.waves(positions, self.frequencies.to(device), self._columns, dtype=dtype, offset=offset)

@@ -133,7 +133,8 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
     r = cos.shape[-1]
     if torch.compiler.is_compiling():
         if layout == "adjacent" and not torch.compiler.is_exporting():
-            return _rotate_op(x, cos, sin, layout, inverse)
+            fused: torch.Tensor = _rotate_op(x, cos, sin, layout, inverse)
+            return fused
         rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
         return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
     out = torch.empty_like(x)
@@ -184,13 +185,13 @@ class _Rotate(torch.autograd.Function):
     """Autograd for :func:`apply_rotary`: the adjoint of a rotation is the rotation by the opposite angle."""
 
     @staticmethod
-    def forward(ctx, x, cos, sin, layout):  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
         ctx.save_for_backward(cos, sin)
         ctx.layout = layout
         return _rotate(x, cos, sin, layout, inverse=False)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
         cos, sin = ctx.saved_tensors
         return _rotate(grad, cos, sin, ctx.layout, inverse=True), None, None, None
 
@@ -218,7 +219,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         )
     if cos.requires_grad or sin.requires_grad:
         raise ValueError("cos and sin must not require grad: apply_rotary differentiates with respect to x only")
-    return _Rotate.apply(x, cos, sin, layout)
+    rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
+    return rotated
 
 
 def _layout_table(t: torch.Tensor, layout: str) -> torch.Tensor:
