@@ -31,7 +31,7 @@ def test_detection_data_pairs_splits_and_normalises_per_channel():
     c = data.channels[1]
     raw = ds.series[3].values
     assert len(c.fit) == 800 and len(c.holdout) == 200 and c.index == 1
-    center, scale = fit_normalisation(raw[:800])
+    center, scale = fit_normalisation(np.concatenate([ds.series[1].values[:800], raw[:800]]))
     np.testing.assert_allclose(c.holdout, (raw[800:] - center) / scale, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(c.test, (ds.series[2].values - center) / scale, rtol=1e-6, atol=1e-6)
 

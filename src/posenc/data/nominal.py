@@ -12,8 +12,9 @@ series ``"<channel>"``. Loaders that provide it:
 
 Per channel, the last ``holdout`` fraction of the training array is held out: the detector is
 not trained on it, and its errors calibrate the channel's score scale and threshold. Values are
-normalised per channel with :func:`posenc.data.fit_normalisation` fitted on the channel's
-training part only.
+normalised with :func:`posenc.data.fit_normalisation` (robust) fitted on the training parts of
+all channels together — per channel, a channel whose telemetry is (nearly) constant in training
+would be blown up by a tiny scale.
 """
 
 from __future__ import annotations
@@ -100,17 +101,18 @@ def detection_data(dataset: Dataset, *, window: int, horizon: int = 1, holdout: 
     if not targets or bad:
         raise ValueError(f"targets must be feature indices in [0, {dataset.n_features}), got {targets!r}")
     need = window + horizon
+    cuts = {s.name: round(train[s.name].length * (1 - holdout)) for s in labelled}
+    center, scale = fit_normalisation(np.concatenate([train[s.name].values[:cuts[s.name]] for s in labelled]))
     channels = []
     for index, series in enumerate(labelled):
         values = train[series.name].values
-        cut = round(values.shape[0] * (1 - holdout))
+        cut = cuts[series.name]
         for part, n in (("training part", cut), ("held-out part", values.shape[0] - cut),
                         ("test array", series.length)):
             if n < need:
                 raise ValueError(f"channel {series.name!r}: its {part} has {n} steps, shorter than window + horizon "
                                  f"= {window} + {horizon} = {need} (train array {values.shape[0]} steps, holdout "
                                  f"{holdout}); use a shorter --window or --horizon, or leave the channel out")
-        center, scale = fit_normalisation(values[:cut])
         fit, hold, test = (((x - center) / scale).astype(np.float32) for x in (values[:cut], values[cut:], series.values))
         channels.append(Channel(series.name, index, fit, hold, test, series))
     return DetectionData(dataset.name, channels, dataset.n_features, targets, dataset.description)
