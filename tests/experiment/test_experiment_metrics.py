@@ -50,3 +50,17 @@ def test_best_f1_threshold_ties_go_to_the_higher_threshold():
 def test_bad_input_is_named(y, s, match):
     with pytest.raises(ValueError, match=match):
         binary_metrics(y, s, threshold=0.5)
+
+
+def test_family_auprc_scores_each_family_against_all_negatives():
+    from posenc.experiment.metrics import family_auprc
+
+    y = np.array([0, 0, 1, 1, 0, 1, 0])
+    s = np.array([0.1, 0.5, 0.9, 0.2, 0.3, 0.6, 0.4])
+    fam = np.array(["", "", "a", "b", "", "a", ""])
+    out = family_auprc(y, s, fam)
+    # family a: positives 0.9, 0.6 rank above every negative → AP 1; b: 0.2 is below 3 of the 4 negatives
+    assert out["auprc:a"] == pytest.approx(1.0)
+    assert out["auprc:b"] == pytest.approx(1 / 4)  # the lone positive ranks 4th (below 0.5, 0.4, 0.3)
+    with pytest.raises(ValueError, match="families must have the shape"):
+        family_auprc(y, s, fam[:3])

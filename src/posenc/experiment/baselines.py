@@ -22,7 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from posenc.data.nominal import DetectionData
-from posenc.experiment.metrics import best_f1_threshold, binary_metrics
+from posenc.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 
 NAMES = ("matrix-profile", "max-abs")
 
@@ -120,9 +120,11 @@ def classify_window_scores(name: str, splits: object) -> Callable[[NDArray[np.fl
     raise ValueError(f"baseline must be one of {', '.join(NAMES)}, got {name!r}")
 
 
-def classify_baseline(name: str, splits: object) -> dict[str, float]:
+def classify_baseline(name: str, splits: object, *, families: NDArray | None = None) -> dict[str, float]:
     """Metrics on test of baseline ``name``, thresholded at the F1-best validation score (as the models)."""
     score = classify_window_scores(name, splits)
     val, test = splits.val, splits.test  # type: ignore[attr-defined]
     threshold = best_f1_threshold(val.y, score(val.X))
-    return {**binary_metrics(test.y, score(test.X), threshold=threshold), "threshold": threshold}
+    scores = score(test.X)
+    by_family = family_auprc(test.y, scores, families) if families is not None else {}
+    return {**binary_metrics(test.y, scores, threshold=threshold), **by_family, "threshold": threshold}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from posenc.experiment.compare import BASELINE, Comparison, compare, write
@@ -93,6 +94,16 @@ class Prepared:
     lines: list[str]
 
 
+def test_families(dataset: Any, windows: Any) -> np.ndarray:
+    """The family of each window's first event (synthetic kinds mapped by ``FAMILIES``; ``""`` for none)."""
+    from posenc.data.synthetic import FAMILIES
+
+    kinds = [FAMILIES.get(k, k) if s.event_kinds else "" for s in dataset.series
+             for k in (s.event_kinds or [""] * len(s.events))]
+    table = np.array(kinds + [""], dtype=object)  # index -1 (no event) → ""
+    return table[windows.event].astype(str)
+
+
 class ClassifySource:
     """Labelled windows in blocked splits (:func:`prepare`); baselines per split; flag-all from prevalence."""
 
@@ -104,13 +115,17 @@ class ClassifySource:
         lines = [f"split {k}: " + ", ".join(f"{name} {v['windows']} windows / {v['positives']} positive / "
                                             f"{v['events']} events" for name, v in s.summary.items())
                  for k, s in splits.items()]
-        return Prepared(dataset, splits, ClassifyTask(), METRICS, PAIRED_METRICS, lines)
+        self.families = {k: test_families(dataset, s.test) for k, s in splits.items()}
+        present = sorted({f for fam in self.families.values() for f in fam if f})
+        metrics = METRICS + tuple(f"auprc:{f}" for f in present) if len(present) > 1 else METRICS
+        return Prepared(dataset, splits, ClassifyTask(self.families), metrics, PAIRED_METRICS, lines)
 
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
         from posenc.experiment.baselines import NAMES, classify_baseline
 
-        out = [{"name": BASELINE, "split_seed": k, "test": order_free_baseline(s)} for k, s in prepared.data.items()]
-        out += [{"name": name, "split_seed": k, "test": classify_baseline(name, s)}
+        out = [{"name": BASELINE, "split_seed": k, "test": order_free_baseline(s, families=self.families[k])}
+               for k, s in prepared.data.items()]
+        out += [{"name": name, "split_seed": k, "test": classify_baseline(name, s, families=self.families[k])}
                 for name in NAMES for k, s in prepared.data.items()]
         return out
 

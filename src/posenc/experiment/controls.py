@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from posenc.experiment.metrics import best_f1_threshold, binary_metrics
+from posenc.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
+
 
 def shuffle_time(X: np.ndarray, *, seed: int) -> np.ndarray:
     """A copy of windows ``X: [n, s, F]`` with each window's time steps permuted independently (seeded)."""
@@ -33,18 +34,20 @@ def window_summary(X: np.ndarray) -> np.ndarray:
     )
 
 
-def order_free_baseline(splits: Any, *, seed: int = 0) -> dict[str, float]:
+def order_free_baseline(splits: Any, *, seed: int = 0, families: np.ndarray | None = None) -> dict[str, float]:
     """Fit gradient boosting on summary statistics of ``splits.train``; threshold on val; metrics on test.
 
     Classes are balanced by ``class_weight="balanced"`` (the counterpart of the Transformer's
     ``pos_weight``); early stopping is off so the fit is deterministic.
 
     Returns:
-        ``precision``, ``recall``, ``f1``, ``auprc`` on test and the validation ``threshold``.
+        ``precision``, ``recall``, ``f1``, ``auprc`` on test and the validation ``threshold``, and
+        ``auprc:<family>`` when ``families`` names each test window's event family.
     """
     clf = HistGradientBoostingClassifier(class_weight="balanced", early_stopping=False, random_state=seed)
     clf.fit(window_summary(splits.train.X), splits.train.y)
     val_scores = clf.predict_proba(window_summary(splits.val.X))[:, 1]
     threshold = best_f1_threshold(splits.val.y, val_scores)
     test_scores = clf.predict_proba(window_summary(splits.test.X))[:, 1]
-    return {**binary_metrics(splits.test.y, test_scores, threshold=threshold), "threshold": threshold}
+    by_family = family_auprc(splits.test.y, test_scores, families) if families is not None else {}
+    return {**binary_metrics(splits.test.y, test_scores, threshold=threshold), **by_family, "threshold": threshold}

@@ -58,3 +58,20 @@ def binary_metrics(y: ArrayLike, scores: ArrayLike, *, threshold: float) -> dict
     p, r, f, _ = precision_recall_fscore_support(y, pred, average="binary", zero_division=0)
     return {"precision": float(p), "recall": float(r), "f1": float(f),
             "auprc": float(average_precision_score(y, s)), "accuracy": float(accuracy_score(y, pred))}
+
+
+def family_auprc(y: ArrayLike, scores: ArrayLike, families: ArrayLike) -> dict[str, float]:
+    """``auprc:<family>``: AUPRC of the positives of each family against **all** negatives.
+
+    ``families[i]`` names the family of window ``i``'s event (``""`` for negatives or unknown);
+    a family is reported when at least one positive window has it.
+    """
+    y, s = _labels_and_scores(y, scores)
+    fam = np.asarray(families).astype(str)
+    if fam.shape != y.shape:
+        raise ValueError(f"families must have the shape of y {y.shape}, got {fam.shape}")
+    out = {}
+    for family in sorted(set(fam[y == 1]) - {""}):
+        keep = (y == 0) | (fam == family)
+        out[f"auprc:{family}"] = float(average_precision_score(y[keep], s[keep]))
+    return out

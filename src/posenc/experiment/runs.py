@@ -53,7 +53,7 @@ from posenc.experiment.config import RunConfig
 from posenc.experiment.controls import shuffle_time
 from posenc.experiment.distributed import World
 from posenc.experiment.files import write_atomic, write_text_atomic
-from posenc.experiment.metrics import best_f1_threshold, binary_metrics
+from posenc.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 from posenc.experiment.scale import build_classifier
 from posenc.experiment.train import EpochHook, FitState, fit, predict_scores
 
@@ -254,7 +254,14 @@ class RunTask(Protocol):
 
 
 class ClassifyTask:
-    """Window classification on :class:`posenc.data.Splits` (threshold on validation, metrics on test)."""
+    """Window classification on :class:`posenc.data.Splits` (threshold on validation, metrics on test).
+
+    ``families[split seed]``, when given, names each test window's event family; the test metrics
+    then include ``auprc:<family>`` (:func:`posenc.experiment.metrics.family_auprc`).
+    """
+
+    def __init__(self, families: dict[int, np.ndarray] | None = None) -> None:
+        self.families = families or {}
 
     def fingerprint(self, data: Any) -> str:
         return data_fingerprint(data)
@@ -276,8 +283,14 @@ class ClassifyTask:
         threshold = (0.5 if config.protocol == "dfstrans"
                      else best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device)))
         test = data.test
+        families = self.families.get(config.split_seed)
+
+        def metrics(scores: np.ndarray) -> dict[str, float]:
+            by_family = family_auprc(test.y, scores, families) if families is not None else {}
+            return {**binary_metrics(test.y, scores, threshold=threshold), **by_family}
+
         record: dict[str, Any] = {
-            "test": binary_metrics(test.y, predict_scores(model, test.X, device=device), threshold=threshold),
+            "test": metrics(predict_scores(model, test.X, device=device)),
             "val": binary_metrics(data.val.y, predict_scores(model, data.val.X, device=device), threshold=threshold),
             "threshold": threshold,
             "test_windows": int(data.summary["test"]["windows"]),
@@ -288,7 +301,7 @@ class ClassifyTask:
         if shuffle_control:
             shuffled = shuffle_time(test.X, seed=config.seed)
             shuffled_scores = predict_scores(model, shuffled, device=device)
-            record["shuffled_test"] = binary_metrics(test.y, shuffled_scores, threshold=threshold)
+            record["shuffled_test"] = metrics(shuffled_scores)
         return record
 
 
