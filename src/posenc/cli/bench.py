@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--lags", default=None,
                    help="--dataset probes: distances k, comma-separated (default every k the window holds); "
                         "the task is --dataset-option task=order|lag")
-    p.add_argument("--seeds", type=int, default=5, help="training seeds per (encoding, scale, split) (default 5)")
+    p.add_argument("--seeds", type=int, default=3, help="training seeds per (encoding, scale, split) (default 3)")
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
     p.add_argument("--protocol", default=d.protocol, choices=PROTOCOLS,
                    help="split protocol: blocked (leakage-free, default), random_windows (LEAKY: windows dealt "
