@@ -78,6 +78,15 @@ def test_checkpoint_errors_name_the_problem(bench, tmp_path):
     assert proc.returncode == 2 and "is a run of encoding 't5', not 'learned'" in proc.stderr
     proc = _analyze("learned", "--checkpoint", str(tmp_path))
     assert proc.returncode == 2 and "no config.json" in proc.stderr
+    # a checkpoint of another model next to the learned run's config: named, not a traceback
+    import shutil
+
+    mixed = tmp_path / "mixed"
+    shutil.copytree(_run_dir(bench, "learned"), mixed)
+    shutil.copy(_run_dir(bench, "t5") / "checkpoint.pt", mixed / "checkpoint.pt")
+    proc = _analyze("learned", "--checkpoint", str(mixed))
+    assert proc.returncode == 2 and "holds weights of another model" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_report_with_runs_has_the_trained_section(bench, tmp_path):

@@ -279,9 +279,16 @@ def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
     from posenc import plots
     from posenc.experiment import trained
 
-    results = [trained.analyze_run(d) for d in trained.find_runs(runs_dir)]
+    results, skipped = [], []
+    for directory in trained.find_runs(runs_dir):
+        try:
+            results.append(trained.analyze_run(directory))
+        except ValueError as exc:  # a run this posenc cannot rebuild: say so, keep the others
+            skipped.append(f"<li>{html.escape(str(exc))}</li>")
     if not results:
-        return f"<p>No run directories (config.json + checkpoint.pt) under {html.escape(str(runs_dir))}.</p>", "", []
+        listed = f"<ul class='notes'>{''.join(skipped)}</ul>" if skipped else ""
+        return (f"<p>No analysable run directory (config.json + checkpoint.pt) under "
+                f"{html.escape(str(runs_dir))}.</p>{listed}", "", [])
     rows = []
     for r in results:
         c = r.run.config
@@ -309,6 +316,8 @@ def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
         "relative), <code>relative_share</code> of diag H's relative part against its absolute part "
         "(sinusoidal-type tables only). Rotary and bias encodings do not enter W<sub>Q</sub> W<sub>K</sub>ᵀ "
         "through the tokens: “—”.</p>")
+    if skipped:
+        text += f"<p>Not analysed:</p><ul class='notes'>{''.join(skipped)}</ul>"
     spectra = [(f"{r.run.config.encoding}-{r.run.config.scale} seed {r.run.config.seed}", r.spectra["initial"][0],
                 r.spectra["initial"][1], r.spectra["trained"][1])
                for r in results if r.spectra["initial"] is not None and r.spectra["trained"] is not None

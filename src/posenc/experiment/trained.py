@@ -52,6 +52,9 @@ def read_run(run_dir: Path | str) -> Run:
         config = RunConfig(**resolved["config"])
     except (KeyError, TypeError) as exc:
         raise ValueError(f"{directory / CONFIG} does not hold a run configuration of this posenc: {exc}") from None
+    if config.task != "classify":
+        raise ValueError(f"{directory} is a run of task {config.task!r}; only classifier runs (task 'classify') "
+                         "can be rebuilt for analysis")
     return Run(directory, config, resolved)
 
 
@@ -66,11 +69,12 @@ def find_runs(root: Path | str) -> list[Path]:
 def load_model(run: Run, *, trained: bool = True) -> TransformerClassifier:
     """The run's classifier: initial weights (the run's seed) or, with ``trained``, the checkpoint's."""
     c = run.config
-    torch.manual_seed(c.seed)
-    model = TransformerClassifier(
-        int(run.resolved["n_features"]), c.d_model, c.n_heads, c.n_layers, encoding=c.encoding,
-        encoding_options=run.resolved.get("encoding_options", {}), dropout=c.dropout, max_len=c.window,
-    )
+    with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
+        torch.manual_seed(c.seed)
+        model = TransformerClassifier(
+            int(run.resolved["n_features"]), c.d_model, c.n_heads, c.n_layers, encoding=c.encoding,
+            encoding_options=run.resolved.get("encoding_options", {}), dropout=c.dropout, max_len=c.window,
+        )
     if trained:
         model.load_state_dict(read_checkpoint(run.directory / CHECKPOINT, model)["model"])
     return model.eval()
