@@ -186,7 +186,7 @@ def test_registry_is_open():
 
 
 def test_yarn_attention_factor_formula():
-    """Peng et al. 2023, eq. 22: √(1/t) = 0.1·ln s + 1, written out here."""
+    """YaRN (Peng et al. 2023): √(1/t) = 0.1·ln s + 1, written out here."""
     rope = RotaryEmbedding(16, scaling="yarn", scaling_factor=8.0,
                            scaling_options={"original_max_position_embeddings": 4096})
     assert rope.attention_factor == pytest.approx(0.1 * math.log(8.0) + 1.0, rel=1e-15)

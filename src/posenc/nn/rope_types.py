@@ -13,7 +13,7 @@ name           frequencies (``f`` = factor, ``L`` = original context length)    
 ``ntk``        ``θ_i`` of the base ``ρ·f^(r/(r−2))`` (fixed)                            bloc97 2023 (NTK-aware)
 ``dynamic``    ``θ_i`` of the base ``ρ·(f·n/L − (f − 1))^(r/(r−2))``, ``n`` = the       emozilla 2023 (dynamic NTK,
                longest length seen, ``n ≥ L`` (below ``L``: plain ``θ_i``)              Hugging Face ``dynamic``)
-``yarn``       ``θ_i·(1 − γ_i)/f + θ_i·γ_i`` with the ramp ``γ_i`` between the          Peng et al. 2023, eqs. 17–22
+``yarn``       ``θ_i·(1 − γ_i)/f + θ_i·γ_i`` with the ramp ``γ_i`` between the          Peng et al. 2023 (YaRN)
                dimensions of ``β_fast`` and ``β_slow`` rotations over ``L``;
                ``a = 0.1·ln f + 1`` (or the ``mscale`` ratio)
 ``longrope``   ``θ_i / λ_i`` with ``λ`` = short factors while ``n ≤ L``, long ones       Ding et al. 2024 (LongRoPE)
@@ -178,7 +178,7 @@ def _dynamic(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArr
 
 
 def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    """Peng et al. 2023, eq. 22 (as ``√(1/t) = 0.1·ln s + 1``), scaled by ``mscale`` (DeepSeek-V2)."""
+    """YaRN's attention temperature (Peng et al. 2023): ``√(1/t) = 0.1·ln s + 1``, times ``mscale`` (DeepSeek-V2)."""
     return 1.0 if factor <= 1.0 else 0.1 * mscale * math.log(factor) + 1.0
 
 
@@ -186,7 +186,7 @@ def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[
     f, original = p["factor"], p["original_max_position_embeddings"]
 
     def dimension(rotations: float) -> float:
-        """The (fractional) dimension index whose wavelength fits ``rotations`` times into ``L`` (eq. 19)."""
+        """The (fractional) dimension index whose wavelength fits ``rotations`` times into ``L`` (Peng et al. 2023)."""
         return r * math.log(original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(base))
 
     low, high = dimension(p["beta_fast"]), dimension(p["beta_slow"])

@@ -5,7 +5,7 @@ Pair ``i`` of a query or key at position ``t`` is rotated by the angle ``t·θ_i
     out_a = x_a·cos(tθ_i) − x_b·sin(tθ_i)
     out_b = x_b·cos(tθ_i) + x_a·sin(tθ_i)
 
-so ``⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩`` depends on ``n − m`` only (Su et al. 2021, eq. 16).
+so ``⟨R_m q, R_n k⟩ = ⟨q, R_(n−m) k⟩`` depends on ``n − m`` only (Su et al. 2021).
 ``θ_i = base^(−2i/r)``, ``i < r/2``, over the ``r = rotary_dim`` rotated dimensions (:func:`posenc.spectrum.geometric`); dimensions ``r … d_h − 1`` pass
 through unchanged (partial rotary, GPT-NeoX ``rotary_pct`` / GPT-J ``rotary_dim``).
 
@@ -276,8 +276,8 @@ class RotaryEmbedding(RotaryContract):
         scaling_factor: its ``factor ≥ 1``; only with ``scaling``.
         scaling_options: its other parameters by their Hugging Face names
             (e.g. ``{"original_max_position_embeddings": 4096, "beta_fast": 32}``); only with ``scaling``.
-        xpos_scale_base: ``γ`` of xPos (Sun et al. 2022, eq. 11): queries at position ``t`` are
-            scaled per pair by ``ζ_i^((t−c)/γ)``, keys by ``ζ_i^(−(t−c)/γ)``,
+        xpos_scale_base: ``γ`` of xPos (Sun et al. 2022, "A Length-Extrapolatable Transformer"):
+            queries at position ``t`` are scaled per pair by ``ζ_i^((t−c)/γ)``, keys by ``ζ_i^(−(t−c)/γ)``,
             ``ζ_i = (2i + 0.4r)/(1.4r)``, so the score of ``(m, n)`` decays as ``ζ_i^((m−n)/γ)``.
             ``c`` is the key position at index ``⌊s_k/2⌋`` (per row), which keeps the scales near 1
             and equals ``rotary-embedding-torch``'s centre; it cancels in every score.
@@ -404,7 +404,7 @@ class RotaryEmbedding(RotaryContract):
 
     @property
     def attention_factor(self) -> float:
-        """Factor on the cos/sin tables (1 except for ``yarn``/``longrope``; Peng et al. 2023, eq. 22)."""
+        """Factor on the cos/sin tables (1 except for ``yarn``/``longrope``; Peng et al. 2023, YaRN)."""
         return self._attention_factor
 
     def tables(self, positions: torch.Tensor, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
