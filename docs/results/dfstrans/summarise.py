@@ -1,0 +1,112 @@
+"""Tables of the DFStrans reproduction from finished ``posenc bench`` run directories.
+
+    python docs/results/dfstrans/summarise.py OUT_DFSTRANS OUT_BLOCKED > docs/results/dfstrans/tables.md
+
+Each argument is a ``--out`` folder of ``posenc bench --model spatiotemporal``; every finished run
+(``metrics.json``) is read, with its per-epoch ``log.csv``. Writes ``runs.csv`` (one row per run)
+beside this script and prints the markdown tables: mean ± std per (encoding, scale), then the
+paired differences against ``sinusoidal`` and against ``none`` over the split seeds both hold.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from posenc.experiment import stats
+
+METRICS = ("f1", "precision", "recall", "auprc")
+ORDER = ["none", "sinusoidal", "dft", "dfstrans_dft"]
+
+
+def load(root: Path) -> list[dict]:
+    runs = []
+    for path in sorted(root.glob("runs/*/*/split*-seed*/metrics.json")):
+        record = json.loads(path.read_text())
+        with open(path.parent / "log.csv", newline="") as f:
+            log = list(csv.DictReader(f))
+        config = json.loads((path.parent / "config.json").read_text())["config"]
+        record["protocol"] = config["protocol"]
+        record["row_norm_first"] = float(log[0]["encoding_row_norm"])
+        record["row_norm_last"] = float(log[-1]["encoding_row_norm"])
+        runs.append(record)
+    return runs
+
+
+def _pm(values: list[float]) -> str:
+    a = np.asarray(values, dtype=float)
+    return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if a.size > 1 else f"{a.mean():.3f}"
+
+
+def rows(runs: list[dict]) -> list[tuple[str, str]]:
+    keys = {(r["encoding"], r["scale"]) for r in runs}
+    return sorted(keys, key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[1] != "native", k[1]))
+
+
+def table(runs: list[dict]) -> str:
+    out = ["| encoding | scale | n | F1 | precision | recall | AUPRC | added row norm, epoch 1 → last |",
+           "|---|---|---|---|---|---|---|---|"]
+    for enc, scale in rows(runs):
+        mine = [r for r in runs if (r["encoding"], r["scale"]) == (enc, scale)]
+        norms = (f"{np.median([r['row_norm_first'] for r in mine]):.3g} → "
+                 f"{np.median([r['row_norm_last'] for r in mine]):.3g}") if enc != "none" else "—"
+        out.append(f"| {enc} | {scale} | {len(mine)} | "
+                   + " | ".join(_pm([r["test"][m] for r in mine]) for m in METRICS) + f" | {norms} |")
+    return "\n".join(out)
+
+
+def paired(runs: list[dict], reference: str) -> str:
+    out = [f"| encoding | scale | vs `{reference}` | metric | pairs | mean diff | bootstrap 95% CI | "
+           "p sign-flip | p Wilcoxon |", "|---|---|---|---|---|---|---|---|---|"]
+    for enc, scale in rows(runs):
+        if enc == reference:
+            continue
+        ref_scale = scale if reference != "none" else "native"
+        ref = {r["split_seed"]: r for r in runs if (r["encoding"], r["scale"]) == (reference, ref_scale)}
+        if reference == "sinusoidal" and scale not in {r["scale"] for r in runs if r["encoding"] == reference}:
+            continue
+        mine = {r["split_seed"]: r for r in runs if (r["encoding"], r["scale"]) == (enc, scale)}
+        common = sorted(set(ref) & set(mine))
+        if len(common) < 2:  # one pair tests nothing
+            continue
+        for metric in ("f1", "auprc"):
+            d = np.array([mine[k]["test"][metric] - ref[k]["test"][metric] for k in common])
+            lo, hi = stats.two_stage_bootstrap_ci([d])
+            wil = stats.wilcoxon_p(d)
+            out.append(f"| {enc} | {scale} | {reference}/{ref_scale} | {metric} | {len(d)} | {d.mean():+.4f} | "
+                       f"[{lo:+.4f}, {hi:+.4f}] | {stats.sign_flip_p(d):.3g} | "
+                       f"{'n/a' if np.isnan(wil) else f'{wil:.3g}'} |")
+    return "\n".join(out)
+
+
+def main(roots: list[str]) -> None:
+    everything = []
+    for root in roots:
+        runs = load(Path(root))
+        everything += runs
+        protocol = runs[0]["protocol"]
+        leak = [r["test_events_in_train"] / max(r["test_events"], 1) for r in runs if r["encoding"] == "none"]
+        events = {(r["split_seed"], r["test_events_in_train"], r["test_events"]) for r in runs}
+        print(f"## Protocol `{protocol}`\n")
+        print("Test events that also have instances in training, per split: "
+              + ", ".join(f"split {k}: {a} of {b}" for k, a, b in sorted(events))
+              + f" (mean share {np.mean(leak):.2f}).\n")
+        print(table(runs) + "\n")
+        print(paired(runs, "sinusoidal") + "\n")
+        print(paired(runs, "none") + "\n")
+    fields = ["protocol", "encoding", "scale", "split_seed", "seed", "f1", "precision", "recall", "auprc",
+              "threshold", "best_epoch", "epochs_run", "train_seconds", "windows_per_s", "row_norm_first",
+              "row_norm_last", "test_events", "test_events_in_train"]
+    with open(Path(__file__).with_name("runs.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for r in everything:
+            writer.writerow({k: r["test"][k] if k in METRICS else r[k] for k in fields})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
