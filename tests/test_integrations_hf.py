@@ -95,3 +95,23 @@ def test_bad_use_is_refused():
         HFRotary(RotaryEmbedding(8, layout="adjacent"))
     with pytest.raises(TypeError, match="rope must be a posenc RotaryEmbedding"):
         HFRotary(torch.nn.Identity())
+
+
+def test_swap_covers_gpt_neox_partial_rotary_and_gemma3_layer_types():
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GPTNeoXConfig, GPTNeoXForCausalLM
+
+    torch.manual_seed(3)
+    neox = GPTNeoXForCausalLM(GPTNeoXConfig(
+        hidden_size=64, num_attention_heads=4, intermediate_size=96, num_hidden_layers=2, vocab_size=97,
+        rotary_pct=0.5, max_position_embeddings=64)).eval()
+    gemma = Gemma3ForCausalLM(Gemma3TextConfig(
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=HEAD, intermediate_size=96,
+        num_hidden_layers=6, vocab_size=97, max_position_embeddings=128, sliding_window=8,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}})).eval()
+    ids = torch.randint(0, 97, (2, 30), generator=torch.Generator().manual_seed(4))
+    for model in (neox, gemma):
+        before = logits(model, ids, 5)
+        assert len(swap_rotary(model)) == 1
+        after = logits(model, ids, 5)
+        assert (after - before).abs().max() < 1e-4 * before.abs().max()

@@ -30,26 +30,47 @@ class HFRotary(nn.Module):
     """A drop-in for a transformers rotary module: ``forward(x, position_ids) → (cos, sin)`` ``[b, s, r]``.
 
     Args:
-        rope: a half-split :class:`posenc.nn.RotaryEmbedding` (e.g. ``RotaryEmbedding.from_hf(config)``).
+        rope: a half-split :class:`posenc.nn.RotaryEmbedding` (e.g. ``RotaryEmbedding.from_hf(config)``),
+            or a dict ``{layer_type: RotaryEmbedding}`` for models with one rope per layer type
+            (Gemma 3), which call ``forward(x, position_ids, layer_type=…)``.
     """
 
-    def __init__(self, rope: RotaryEmbedding) -> None:
+    def __init__(self, rope: RotaryEmbedding | dict[str, RotaryEmbedding]) -> None:
         super().__init__()
-        if not isinstance(rope, RotaryEmbedding):
-            raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(rope).__name__}")
-        if rope.layout != "half_split" or rope.xpos_scale_base is not None:
-            raise ValueError(
-                "transformers applies cos/sin with rotate_half to both q and k: rope must have layout='half_split' "
-                f"and no xPos, got layout={rope.layout!r}, xpos_scale_base={rope.xpos_scale_base}"
-            )
-        self.rope = rope
+        ropes = rope if isinstance(rope, dict) else {"": rope}
+        for r in ropes.values():
+            if not isinstance(r, RotaryEmbedding):
+                raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(r).__name__}")
+            if r.layout != "half_split" or r.xpos_scale_base is not None:
+                raise ValueError(
+                    "transformers applies cos/sin with rotate_half to both q and k: rope must have "
+                    f"layout='half_split' and no xPos, got layout={r.layout!r}, xpos_scale_base={r.xpos_scale_base}"
+                )
+        self.ropes = nn.ModuleDict(ropes) if "" not in ropes else None
+        self.rope = ropes.get("")
+
+    @classmethod
+    def from_config(cls, config: object) -> HFRotary:
+        """The posenc rotary for a transformers config, one per layer type when the config has several."""
+        parameters = getattr(config, "rope_parameters", None) or {}
+        layer_types = sorted(k for k, v in parameters.items() if isinstance(v, dict))
+        if layer_types:
+            return cls({t: RotaryEmbedding.from_hf(config, layer_type=t) for t in layer_types})
+        return cls(RotaryEmbedding.from_hf(config))
 
     @torch.no_grad()
-    def forward(self, x: torch.Tensor, position_ids: torch.Tensor, **_: object) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` ``[b, s, r]`` in ``x``'s dtype for ``position_ids [b, s]``."""
+        if self.ropes is None:
+            rope = self.rope
+        elif layer_type in self.ropes:
+            rope = self.ropes[layer_type]
+        else:
+            raise ValueError(f"layer_type must be one of {list(self.ropes)}, got {layer_type!r}")
         positions = position_ids if position_ids.dim() == 2 else position_ids.reshape(1, -1)
-        cos, sin = self.rope.cos_sin(positions.shape[-1], positions=positions, dtype=x.dtype, device=x.device)
-        return cos, sin
+        return rope.cos_sin(positions.shape[-1], positions=positions, dtype=x.dtype, device=x.device)
 
 
 def swap_rotary(model: nn.Module) -> list[str]:
@@ -57,7 +78,7 @@ def swap_rotary(model: nn.Module) -> list[str]:
 
     A rotary module is recognised by its class name ending in ``RotaryEmbedding`` and its ``config``
     (the model config it was built from), from which :meth:`RotaryEmbedding.from_hf` reads the rope
-    type. Raises ``ValueError`` if ``model`` has none.
+    type (one per layer type where the config has several). Raises ``ValueError`` if ``model`` has none.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -66,7 +87,7 @@ def swap_rotary(model: nn.Module) -> list[str]:
         for child_name, child in list(module.named_children()):
             if type(child).__name__.endswith("RotaryEmbedding") and hasattr(child, "config"):
                 device = next((b.device for b in child.buffers()), torch.device("cpu"))
-                setattr(module, child_name, HFRotary(RotaryEmbedding.from_hf(child.config)).to(device))
+                setattr(module, child_name, HFRotary.from_config(child.config).to(device))
                 swapped.append(f"{name}.{child_name}" if name else child_name)
     if not swapped:
         raise ValueError(f"{type(model).__name__} has no transformers rotary embedding (a *RotaryEmbedding with a config)")
