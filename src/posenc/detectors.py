@@ -26,6 +26,7 @@ from torch import nn
 
 from posenc import _validate
 from posenc.nn import TransformerEncoder
+from posenc.nn.contracts import EncodingContract
 
 DETECTORS = ("forecast", "reconstruct")
 
@@ -54,7 +55,7 @@ class SequenceDetector(nn.Module):
         *,
         kind: str = "forecast",
         horizon: int = 1,
-        encoding: str | nn.Module | None = "sinusoidal",
+        encoding: str | EncodingContract | None = "sinusoidal",
         encoding_options: Mapping[str, Any] | None = None,
         dropout: float = 0.1,
         max_len: int = 512,

@@ -23,7 +23,7 @@ from torch import nn
 
 from posenc import _validate
 from posenc.nn import MultiHeadAttention, TransformerEncoder, build_encoding
-from posenc.nn.contracts import InputContract
+from posenc.nn.contracts import EncodingContract, InputContract
 
 
 class TransformerClassifier(nn.Module):
@@ -47,7 +47,7 @@ class TransformerClassifier(nn.Module):
         n_heads: int,
         n_layers: int,
         *,
-        encoding: str | nn.Module | None = "sinusoidal",
+        encoding: str | EncodingContract | None = "sinusoidal",
         encoding_options: Mapping[str, Any] | None = None,
         dropout: float = 0.1,
         max_len: int = 512,
@@ -195,7 +195,7 @@ class SpatioTemporalClassifier(nn.Module):
         h = self.features(x)
         b, W, F, d = h.shape
         per_sensor = h.transpose(1, 2).reshape(b * F, W, d)  # tokens = windows of one sensor
-        if self.family == "input":
+        if isinstance(self.encoding, InputContract):
             per_sensor = self.encoding(per_sensor)
             if self.input_projection is not None:
                 per_sensor = self.input_projection(per_sensor)
@@ -221,7 +221,7 @@ def added_row_norm(encoding: nn.Module | None, length: int) -> float:
     Reads the encoding's current table (:meth:`posenc.nn.input.InputEncoding.table`, scale applied),
     so an encoding whose table changes while training (``dfstrans_dft``) reports its present state.
     """
-    if encoding is None or not hasattr(encoding, "table"):
+    if not isinstance(encoding, InputContract):
         return float("nan")
     with torch.no_grad():
         return float(encoding.table(length, dtype=torch.float64).norm(dim=-1).mean())

@@ -30,6 +30,7 @@ def offset(k: object, *, length: int, name: str = "k") -> int:
     """Return ``k`` as an int shift with ``1 ≤ k ≤ length − 1`` (a pair ``t, t+k`` must exist)."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise TypeError(f"{name} must be an int offset, got {k!r} ({type(k).__name__})")
+    k = int(k)
     if not 1 <= k <= length - 1:
         raise ValueError(
             f"{name} must lie in 1…{length - 1} for a table of {length} positions "

@@ -27,7 +27,7 @@ from posenc.analysis.fourier import column_bins
 def dft_basis(dim: int) -> NDArray[np.float64]:
     """``Φ[t, l] = φ_l(t)``: the orthonormal real DFT basis of eq. 12 on ``t = 0 … d−1``, ``[d, d]``."""
     dim = _validate.positive_int("dim", dim)
-    return tables.dft(dim, dim)
+    return np.asarray(tables.dft(dim, dim), dtype=np.float64)
 
 
 def one_hot(position: int, dim: int) -> NDArray[np.float64]:

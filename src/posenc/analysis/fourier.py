@@ -73,7 +73,7 @@ def dft_distribution(dim: int) -> NDArray[np.float64]:
     Returns ``[⌊d/2⌋ + 1]`` weights summing to 1.
     """
     row = tables.dft(1, dim)[0]
-    return np.bincount(column_bins(dim), weights=row**2, minlength=dim // 2 + 1)
+    return np.bincount(column_bins(dim), weights=row**2, minlength=dim // 2 + 1).astype(np.float64)
 
 
 def low_pass_count(frequencies: ArrayLike, *, dim: int) -> int:

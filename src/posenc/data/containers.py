@@ -115,13 +115,14 @@ class Series:
     def from_labels(cls, name: str, values: ArrayLike, labels: ArrayLike, *,
                     train_only: bool = False) -> Series:
         """A series whose events are the maximal runs of anomalous steps in ``labels[T]``."""
-        labels = np.asarray(labels)
-        if labels.dtype != np.bool_:
-            if labels.size and not np.isin(labels, (0, 1)).all():
-                bad = labels.ravel()[~np.isin(labels.ravel(), (0, 1))][0]
+        flags = np.asarray(labels)
+        if flags.dtype != np.bool_:
+            if flags.size and not np.isin(flags, (0, 1)).all():
+                bad = flags.ravel()[~np.isin(flags.ravel(), (0, 1))][0]
                 raise ValueError(f"series {name!r} labels must be 0 or 1, got {bad!r}")
-            labels = labels.astype(bool)
-        return cls(name, values, labels, label_runs(labels), [], train_only)
+            flags = flags.astype(bool)
+        array = _validate.finite_array(f"series {name!r} values", values, ndim=2)
+        return cls(name, array, flags, label_runs(flags), [], train_only)
 
     @property
     def length(self) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -95,9 +96,9 @@ def load_table(path: str | Path, *, label_column: str | int | None = None,
     series: list[Series] = []
     for file in files:
         if file.suffix == ".csv":
-            item = _read_csv(file, "label" if label_column is None else label_column, ignore_columns)
+            item = _read_csv(file, "label" if label_column is None else cast(str, label_column), ignore_columns)
         else:
-            item = _read_npy(file, -1 if label_column is None else label_column, ignore_columns)
+            item = _read_npy(file, -1 if label_column is None else cast(int, label_column), ignore_columns)
         if series and item.n_features != series[0].n_features:
             raise DataFormatError(f"{file}: {item.n_features} features, but {files[0]} has "
                                   f"{series[0].n_features}; every file must have the same feature count")

@@ -90,7 +90,8 @@ def load_path(path: str | Path, **options: Any) -> Dataset:
     """Load the dataset at ``path`` with its detected layout; ``options`` go to that loader."""
     path = Path(path)
     layout = detect_layout(path)
-    loader = {"telemanom": load_telemanom, "smd": load_smd, "table": load_table}[layout]
+    loaders: dict[str, Callable[..., Dataset]] = {"telemanom": load_telemanom, "smd": load_smd, "table": load_table}
+    loader = loaders[layout]
     return _call(loader, f"the {layout} loader", path, **options)
 
 
@@ -123,4 +124,4 @@ def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> 
     if not Path(spec).exists():
         raise ValueError(f"unknown dataset {str(spec)!r}: expected one of {', '.join(DATASETS)} or an "
                          "existing path (a telemanom or SMD folder, or .csv/.npy files with a label column)")
-    return load_path(spec, **options)
+    return load_path(Path(spec), **options)

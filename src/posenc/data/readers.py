@@ -72,7 +72,7 @@ def _load_text(path: Path, *, what: str, dtype: type, header: bool) -> np.ndarra
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": checked below
-            array = np.loadtxt(path, delimiter=",", ndmin=2, dtype=dtype, skiprows=int(header), quotechar='"')
+            array: np.ndarray = np.loadtxt(path, delimiter=",", ndmin=2, dtype=dtype, skiprows=int(header), quotechar='"')
     except ValueError as exc:
         problem = "ragged rows" if "number of columns" in str(exc) else "unreadable value"
         raise DataFormatError(f"{path}: {problem}: {exc}") from None

@@ -81,4 +81,5 @@ def load_smd(root: str | Path, *, machines: Sequence[str] | None = None,
                                  train_only=True))
     description = (f"SMD (OmniAnomaly layout) from {root}: {len(found)} machines, labelled test files"
                    + ("; plus the train files as nominal-only training series" if include_train else ""))
+    assert n_features is not None  # at least one machine was read, or we raised above
     return Dataset("smd", series, n_features, description)

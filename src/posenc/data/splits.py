@@ -291,8 +291,8 @@ def _blocked_indices(dataset: Dataset, *, window: int, stride: int, purge: int, 
             begin = b + purge if previous is not None and previous[0] == t else b
             merged.append([t, begin, e, int(k)])
         previous = (t, int(k))
-    for t, begin, end, k in merged:
-        segments[SPLIT_NAMES[k]].extend((m, begin, end) for m in timelines[t])
+    for t, begin, end, part in merged:
+        segments[SPLIT_NAMES[part]].extend((m, begin, end) for m in timelines[t])
 
     indices = {name: window_index(dataset, segments[name], window=window, stride=stride)
                for name in SPLIT_NAMES}

@@ -173,8 +173,8 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
             break
         if busy[step]:
             continue
-        channel = int(spike_rng.integers(n_sensors))
-        sensors[step, channel] += spike_rng.choice([-1.0, 1.0]) * SPIKE_SIZE * sensor_std[channel]
+        sensor = int(spike_rng.integers(n_sensors))
+        sensors[step, sensor] += spike_rng.choice([-1.0, 1.0]) * SPIKE_SIZE * sensor_std[sensor]
         busy[max(0, step - MARGIN):step + MARGIN + 1] = True
         events.append((int(step), int(step)))
         kinds.append("spike")

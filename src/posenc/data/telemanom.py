@@ -200,4 +200,5 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
     description = (f"telemanom {label} from {root}: {len(by_channel)} channels, labelled test arrays "
                    f"(inclusive ranges from {LABELS_FILE})"
                    + ("; plus the train arrays as nominal-only training series" if include_train else ""))
+    assert n_features is not None  # at least one channel was read, or we raised above
     return Dataset(label.lower(), series, n_features, description)

@@ -316,7 +316,7 @@ def detection_fingerprint(data: DetectionData) -> str:
         for name, array in (("fit", c.fit), ("holdout", c.holdout), ("test", c.test), ("labels", c.series.labels)):
             a = np.ascontiguousarray(array)
             digest.update(f"{c.name}.{name}:{a.dtype.str}:{a.shape};".encode())
-            digest.update(a.reshape(-1).view(np.uint8))
+            digest.update(a.reshape(-1).view(np.uint8).tobytes())
     return digest.hexdigest()
 
 

@@ -113,9 +113,9 @@ def detection_metrics(channels: Sequence[ScoredChannel], *, threshold: float, wi
         pa_tp += int((adjusted & ch.labels).sum())
         pa_fp += int((adjusted & ~ch.labels).sum())
         pa_fn += int((~adjusted & ch.labels).sum())
-        y, s = _windows(ch, window, stride)
+        y, scores = _windows(ch, window, stride)
         ys.append(y)
-        ss.append(np.ones_like(s) if flag_all else s)
+        ss.append(np.ones_like(scores) if flag_all else scores)
         fams.append(_window_families(ch, window, stride))
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / n_events if n_events else 0.0

@@ -31,7 +31,7 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` with a temporary sibling path, flush it to disk, then move it onto ``path``."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

@@ -98,7 +98,7 @@ def data_fingerprint(splits: Any) -> str:
         for field in dataclasses.fields(windows):
             array = np.ascontiguousarray(getattr(windows, field.name))
             digest.update(f"{part}.{field.name}:{array.dtype.str}:{array.shape};".encode())
-            digest.update(array.reshape(-1).view(np.uint8))
+            digest.update(array.reshape(-1).view(np.uint8).tobytes())
     return digest.hexdigest()
 
 

@@ -158,8 +158,8 @@ def fit(
     val_loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, dtype=torch.float64))
     X = torch.as_tensor(train.X)
     y = torch.as_tensor(train.y, dtype=torch.float32)
-    sampler = DistributedSampler(
-        range(len(X)), num_replicas=world.size, rank=world.rank, shuffle=True, seed=config.seed
+    sampler: DistributedSampler[int] = DistributedSampler(
+        range(len(X)), num_replicas=world.size, rank=world.rank, shuffle=True, seed=config.seed  # type: ignore[arg-type]
     )
     net = wrap_model(model, world, device)
     while not state.stopped and state.epoch < config.epochs:

@@ -79,7 +79,7 @@ def _check_attn_bias(attn_bias: torch.Tensor | None, b: int, h: int, s: int) -> 
         got = attn_bias.dtype if isinstance(attn_bias, torch.Tensor) else type(attn_bias).__name__
         raise TypeError(f"attn_bias must be a float tensor broadcastable to [b, h, s, s], got {got}")
     try:
-        torch.broadcast_shapes(attn_bias.shape, (b, h, s, s))  # type: ignore[no-untyped-call]
+        torch.broadcast_shapes(attn_bias.shape, (b, h, s, s))
     except RuntimeError:
         raise ValueError(
             f"attn_bias must broadcast to [b={b}, h={h}, s={s}, s={s}], got {list(attn_bias.shape)}"

@@ -97,8 +97,10 @@ class InputContract(EncodingContract):
         """Width of the encoded tokens (``d_model`` when added; more when concatenated)."""
 
     @abc.abstractmethod
-    def table(self, length: int) -> torch.Tensor:
-        """``[length, dim]`` rows for positions ``0 … length−1``."""
+    def table(
+        self, length: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+    ) -> torch.Tensor:
+        """``[length, dim]`` rows for positions ``0 … length−1`` (what :meth:`forward` adds)."""
 
     def analysis_view(self, *, name: str, dim: int, seed: int) -> EncodingView:
         """The rows :meth:`table` returns, as NumPy."""
