@@ -46,7 +46,7 @@ def test_options_reach_the_module_and_are_recorded_per_run(tmp_path, capsys):
         (["--encoding-option", "nope=1"], "--encoding-option nope=1: no encoding of none, sinusoidal, rope takes"),
         (["--encoding-option", "rope.nope=1"], "encoding 'rope' has no option 'nope'; its options: base, rotary_dim"),
         (["--encoding-option", "alibi.layout=adjacent"], "'alibi' is not among --encodings"),
-        (["--encoding-option", "rope.max_len=4"], "encoding option 'max_len' is set by the model"),
+        (["--encoding-option", "rope.max_len=4"], "'max_len' comes from the bench's size flags (--d-model, --heads, --window)"),
         (["--encoding-option", "layout=adjacent"], "sinusoidal, rope all take 'layout'; name one as ENCODING.layout"),
         (["--encoding-option", "rope.layout=sideways"], "layout must be one of 'adjacent', 'half_split'; got 'sideways'"),
     ],

@@ -74,8 +74,8 @@ def resolve_encoding_options(
         name, dot, key = item.rpartition(".")
         item = f"{item}={value if isinstance(value, str) else json.dumps(value)}"
         if key in registry.MODEL_SIZES:
-            raise ValueError(f"--encoding-option {item}: encoding option {key!r} is set by the model's sizes "
-                             f"({', '.join(registry.MODEL_SIZES)}); use the bench's own flags")
+            raise ValueError(f"--encoding-option {item}: {key!r} comes from the bench's size flags "
+                             "(--d-model, --heads, --window), not from --encoding-option")
         targets = [name] if dot else [e for e in encodings if key in registry.get(e).option_names()]
         if dot and name not in encodings:
             raise ValueError(f"--encoding-option {item}: {name!r} is not among --encodings ({', '.join(encodings)})")
