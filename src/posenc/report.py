@@ -273,6 +273,12 @@ TRAINED_KEYS: tuple[str, ...] = (
 )
 """The columns of the trained-encodings table (all criteria are in the JSON)."""
 
+FORM_MEANINGS: dict[str, str] = {
+    "diagonal_share": "‖diag H‖ / ‖H‖_F of the first layer's query–key form H (Su's premise: a dominant diagonal)",
+    "form_toeplitz_error": "how far p_mᵀ H p_n is from depending on m − n only (0 = purely relative)",
+    "relative_share": "‖relative‖ / (‖relative‖ + ‖absolute‖) of diag H's parts (sinusoidal-type tables)",
+}
+
 
 def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
     """The trained-encodings section and, when a run has a sinusoidal-type additive encoding, its Su figure."""
@@ -301,7 +307,9 @@ def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
         where = html.escape(str(r.run.directory.relative_to(runs_dir)))
         rows.append(f"<tr><th class='left run'>{html.escape(c.encoding)}-{html.escape(c.scale)}<br><small>S = {c.window}, "
                     f"d = {c.d_model}; {where}</small></th>{''.join(cells)}</tr>")
-    head = "".join(f"<th><code>{html.escape(k).replace('_', '_<wbr>')}</code></th>" for k in TRAINED_KEYS)
+    meaning = {**analysis.MEANINGS, **FORM_MEANINGS}
+    head = "".join(f"<th title='{html.escape(meaning[k])}'><code>{html.escape(k).replace('_', '_<wbr>')}</code></th>"
+                   for k in TRAINED_KEYS)
     table = (f"<div class='wide'><table class='scores'><thead><tr><th class='left'>run</th>{head}</tr></thead>"
              f"<tbody>{''.join(rows)}</tbody></table></div>")
     text = (
