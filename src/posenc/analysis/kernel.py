@@ -175,7 +175,8 @@ def riemann_limit(frequencies: ArrayLike) -> float:
     Beyond it the sum ``Σ_i cos(x w_i)`` samples ``cos(x θ(u))`` less than twice per period,
     stops being a Riemann sum of Su's integral and no longer decays: for the paper's
     ``10000^(−2i/d)`` the largest step is the first, ``1 − 10000^(−2/d)``, so ``x ≈ 88.9`` at
-    ``d = 512`` and ``x ≈ 23.4`` at ``d = 128``. A single frequency has no neighbour: ``inf``.
+    ``d = 512`` and ``x ≈ 23.4`` at ``d = 128`` (the continuum step ``θ'(0)·2/d = 2 ln ρ / d`` gives
+    the slightly smaller ``π d / (2 ln ρ)`` = 87.3 at ``d = 512``). A single frequency has no neighbour: ``inf``.
     """
     w = spectrum.custom(frequencies)
     steps = np.abs(np.diff(w))
