@@ -20,6 +20,8 @@ Nothing here imports transformers: the model is only walked and one attribute re
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -63,12 +65,12 @@ class HFRotary(nn.Module):
         self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` ``[b, s, r]`` in ``x``'s dtype for ``position_ids [b, s]``."""
-        if self.ropes is None:
-            rope = self.rope
-        elif layer_type in self.ropes:
-            rope = self.ropes[layer_type]
-        else:
-            raise ValueError(f"layer_type must be one of {list(self.ropes)}, got {layer_type!r}")
+        rope = self.rope
+        if self.ropes is not None:
+            if layer_type is None or layer_type not in self.ropes:
+                raise ValueError(f"layer_type must be one of {list(self.ropes)}, got {layer_type!r}")
+            rope = cast(RotaryEmbedding, self.ropes[layer_type])
+        rope = cast(RotaryEmbedding, rope)
         positions = position_ids if position_ids.dim() == 2 else position_ids.reshape(1, -1)
         return rope.cos_sin(positions.shape[-1], positions=positions, dtype=x.dtype, device=x.device)
 
