@@ -23,6 +23,7 @@ def bench(tmp_path: Path, *extra: str) -> int:
     return main(["bench", *TINY, "--out", str(tmp_path), *extra])
 
 
+@pytest.mark.slow  # trains 6 runs, twice the wall time of most files
 def test_tiny_benchmark_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     assert bench(tmp_path, "--encodings", "sinusoidal,dft") == 0
     out = capsys.readouterr().out
@@ -187,6 +188,7 @@ def test_interrupted_benchmark_resumes_without_losing_finished_runs(tmp_path, ca
 DETECT = ["--task", "detect", "--dataset-option", "nominal_length=1024", "--horizon", "2"]
 
 
+@pytest.mark.slow  # trains detectors end to end
 def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     """``--task detect`` on synthetic data in seconds: both detectors, paired tests, shuffle control, flag-all, resume."""
     args = [*DETECT, "--detector", "forecast,reconstruct", "--encodings", "rope", "--epochs", "1", "--no-baseline"]

@@ -14,6 +14,9 @@ from posenc import analysis
 torch = pytest.importorskip("torch")
 
 
+pytestmark = pytest.mark.slow  # the module fixture trains a small benchmark
+
+
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")

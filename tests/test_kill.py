@@ -69,6 +69,7 @@ def _unchanged(before: dict, after: dict) -> None:
     assert not lost and not repeated, (lost, repeated)
 
 
+@pytest.mark.slow  # trains and kills benchmark processes
 def test_sigkill_at_random_moments_loses_and_repeats_no_run(tmp_path):
     reference, out = tmp_path / "whole", tmp_path / "killed"
     started = time.perf_counter()
