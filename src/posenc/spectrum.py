@@ -1,24 +1,24 @@
 """Frequency schedules and column layouts: the one mechanism behind every sinusoidal encoding.
 
-Almost every encoding of the seeds is a set of angular frequencies ``w_i`` placed in a
+Almost every sinusoidal encoding in the literature is a set of angular frequencies ``w_i`` placed in a
 column layout (DESIGN "The one idea"). This module owns both:
 
 * **schedules** return the float64 angular frequencies ``w_i`` of a ``dim``-dimensional
   encoding, one per (sin, cos) pair, ``n_pairs(dim) = ⌈dim/2⌉`` of them;
 * **layouts** place ``sin(t·w_i)`` and ``cos(t·w_i)`` into columns.
 
-Schedules (SPEC §1):
+Schedules (docs/theory.md §3):
 
 ========================  ==========================================================  ==========================
 name                      formula                                                     source
 ========================  ==========================================================  ==========================
-``geometric``             ``w_i = ρ^(−2i/d)``                                          Vaswani §3.5; seed denk-*
-``su``                    ``w_i = θ(2i/d)`` for any ``θ: [0,1] → ℝ``                   seed su-* (eq. of θ_t)
-``exponential``           ``θ(x) = ρ^(−x)`` (``su`` with the paper's θ; any ρ)          seed su-*
-``power_law``             ``θ(x) = x^α``                                               seed su-*
-``linear``                ``θ(x) = x``                                                 seed su-*
+``geometric``             ``w_i = ρ^(−2i/d)``                                          Vaswani et al. 2017, §3.5
+``su``                    ``w_i = θ(2i/d)`` for any ``θ: [0,1] → ℝ``                   Su 2021 (θ_t)
+``exponential``           ``θ(x) = ρ^(−x)`` (``su`` with the paper's θ; any ρ)          Su 2021
+``power_law``             ``θ(x) = x^α``                                               Su 2021
+``linear``                ``θ(x) = x``                                                 Su 2021
 ``tensor2tensor``         ``w_k = t_min·exp(−k·ln(t_max/t_min)/(d/2 − 1))``            tensor2tensor / fairseq
-``dft``                   ``ω_k = 2πk/d``                                              seed ide-* eq. 21
+``dft``                   ``ω_k = 2πk/d``                                              Idé et al. 2024, eq. 11
 ========================  ==========================================================  ==========================
 
 ALiBi's head slopes (Press et al. 2022) are also a geometric schedule and live here too.
@@ -44,20 +44,20 @@ LAYOUTS: tuple[str, ...] = ("interleaved", "interleaved_cos_first", "split")
 For ``dim = 6`` (pairs ``i = 0, 1, 2``)::
 
     interleaved            sin0 cos0 sin1 cos1 sin2 cos2    (Vaswani; the default)
-    interleaved_cos_first  cos0 sin0 cos1 sin1 cos2 sin2    (Su, seed su-*)
+    interleaved_cos_first  cos0 sin0 cos1 sin1 cos2 sin2    (Su 2021)
     split                  sin0 sin1 sin2 cos0 cos1 cos2    (tensor2tensor / fairseq)
 
-For odd ``dim`` the cosine of the last pair is dropped (SPEC §1), wherever it would stand.
+For odd ``dim`` the cosine of the last pair is dropped, wherever it would stand.
 """
 
 
 def n_pairs(dim: int) -> int:
-    """Number of (sin, cos) pairs of a ``dim``-dimensional table: ``⌈dim/2⌉`` (SPEC §1)."""
+    """Number of (sin, cos) pairs of a ``dim``-dimensional table: ``⌈dim/2⌉``."""
     return (_validate.size("dim", dim) + 1) // 2
 
 
 def geometric(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
-    """The paper's schedule ``w_i = base^(−2i/d)``, ``i = 0 … ⌈d/2⌉−1`` (SPEC §1, Vaswani §3.5).
+    """The paper's schedule ``w_i = base^(−2i/d)``, ``i = 0 … ⌈d/2⌉−1`` (Vaswani et al. 2017, §3.5).
 
     Computed as ``exp(−(2i/d)·ln base)`` in float64.
     """
@@ -68,7 +68,7 @@ def geometric(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
 
 
 def su(dim: int, theta: Callable[[NDArray[np.float64]], ArrayLike]) -> NDArray[np.float64]:
-    """Su's general schedule ``w_i = θ(2i/d)`` for a function ``θ`` on ``[0, 1)`` (seed su-*).
+    """Su's general schedule ``w_i = θ(2i/d)`` for a function ``θ`` on ``[0, 1)`` (Su 2021).
 
     ``theta`` receives the float64 array ``x_i = 2i/d`` and must return finite values of the
     same shape.
@@ -84,7 +84,7 @@ def su(dim: int, theta: Callable[[NDArray[np.float64]], ArrayLike]) -> NDArray[n
 
 
 def exponential(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
-    """Su's ``θ(x) = base^(−x)``; ``base = 10000`` is the paper's, Su also shows ``1000`` (seed su-*).
+    """Su's ``θ(x) = base^(−x)``; ``base = 10000`` is the paper's, Su also shows ``1000`` (Su 2021).
 
     Identical to :func:`geometric`; kept as a named schedule so Su's comparison reads as he wrote it.
     """
@@ -92,18 +92,18 @@ def exponential(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
 
 
 def power_law(dim: int, alpha: float = 2.0) -> NDArray[np.float64]:
-    """Su's power-law schedule ``θ(x) = x^α`` (seed su-*, "power functions θ_t = t^α").
+    """Su's power-law schedule ``θ(x) = x^α`` (Su 2021, "power functions θ_t = t^α").
 
     As Su writes it: the frequencies *increase* from ``w_0 = 0`` (a constant pair), unlike the
     paper's decreasing ``10000^(−x)``; only the set of frequencies matters for the inner
-    product ``Σ_i cos(x θ_i)`` of SPEC §3.
+    product ``Σ_i cos(x θ_i)`` (Su 2021; docs/theory.md §5).
     """
     alpha = _validate.positive_float("alpha", alpha)
     return su(dim, lambda x: x**alpha)
 
 
 def linear(dim: int) -> NDArray[np.float64]:
-    """Su's linear schedule ``θ(x) = x`` (the ``θ_t = t`` curve of seed su-*)."""
+    """Su's linear schedule ``θ(x) = x`` (the ``θ_t = t`` curve of Su 2021)."""
     return su(dim, lambda x: x)
 
 
@@ -132,7 +132,7 @@ def tensor2tensor(
 
 
 def dft(dim: int) -> NDArray[np.float64]:
-    """DFT frequencies ``ω_k = 2πk/d`` for ``k = 0 … ⌊d/2⌋`` (seed ide-*, eqs. 9–12 and 21).
+    """DFT frequencies ``ω_k = 2πk/d`` for ``k = 0 … ⌊d/2⌋`` (Idé, Labaien & Chen 2024, eqs. 11 and 21).
 
     ``k = 0`` is the constant term ``a_0``; for even ``d`` the last, ``k = d/2``, is the
     Nyquist frequency ``π`` of ``b_0 = cos(πt)/√d``.
@@ -207,7 +207,7 @@ def layout_columns(dim: int, layout: str = "interleaved") -> tuple[NDArray[np.in
 
 
 def layout_permutation(dim: int, source: str, target: str) -> NDArray[np.intp]:
-    """Column permutation ``p`` with ``table_in_target = table_in_source[:, p]`` (SPEC §1)."""
+    """Column permutation ``p`` with ``table_in_target = table_in_source[:, p]``."""
     src_sin, src_cos = layout_columns(dim, source)
     dst_sin, dst_cos = layout_columns(dim, target)
     perm = np.empty(dim, dtype=np.intp)

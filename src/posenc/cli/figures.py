@@ -1,4 +1,4 @@
-"""``posenc figures --out DIR [--format png svg]``: write every seed figure (:data:`posenc.plots.FIGURES`)."""
+"""``posenc figures --out DIR [--format png svg]``: write every figure of the papers (:data:`posenc.plots.FIGURES`)."""
 
 from __future__ import annotations
 

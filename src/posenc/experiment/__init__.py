@@ -1,4 +1,4 @@
-"""The experiment of the faithful-PE paper (SPEC §8), done properly: train, evaluate, compare.
+"""The experiment of the faithful-PE paper (Idé, Labaien & Chen 2024, §5), done properly: train, evaluate, compare.
 
 One job per module; what ``posenc bench`` runs, in order:
 

@@ -4,7 +4,7 @@
 any training**: unknown encodings or scale policies (in :class:`BenchPlan`), an unknown
 dataset (``load_dataset``), a window longer than a series or a split without positives
 (``make_splits`` — all split seeds are made first), and a DFT encoding whose window exceeds
-its dimension (SPEC §4).
+its dimension (Idé, Labaien & Chen 2024, Theorem 1: faithful only for positions < d).
 """
 
 from __future__ import annotations

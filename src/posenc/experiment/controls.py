@@ -1,4 +1,4 @@
-"""Controls that say whether order matters for a task at all (issue 6 §2).
+"""Controls that say whether order matters for a task at all.
 
 * **Time-shuffle control**: score a trained model on test windows whose time steps are
   randomly permuted (each window its own permutation, seeded); the drop in F1/AUPRC

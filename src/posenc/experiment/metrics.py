@@ -1,7 +1,7 @@
 """Binary classification metrics (scikit-learn) and the validation-chosen decision threshold.
 
 The threshold is chosen on the *validation* set only, as the score that maximises F1
-there; the test set is then scored at that fixed threshold (issue 5: "never on test").
+there; the test set is then scored at that fixed threshold (never on test).
 AUPRC is scikit-learn's average precision, ``Σ_n (R_n − R_{n−1}) P_n`` — threshold-free.
 """
 

@@ -1,4 +1,4 @@
-"""The positional probe suite (issue 6 §4): accuracy against lag ``k``, one curve per encoding.
+"""The positional probe suite: accuracy against lag ``k``, one curve per encoding.
 
 Each probe window's label depends only on the order or lag of two pulses ``k`` steps apart
 (:mod:`posenc.data.probes`; the two classes hold the same rows pair by pair), so an
@@ -6,7 +6,7 @@ order-free model is at chance and what a model gets right it gets from position.
 encoding (× scale policy), distance ``k`` and seed one classifier is trained on that ``k``'s
 training windows — the same training, threshold rule and run directories as the benchmark
 (:func:`posenc.experiment.runs.execute`, subset ``k<k>``) — and its test accuracy recorded.
-This is the experimental counterpart of the Fourier analysis (SPEC §5): a low-pass encoding
+This is the experimental counterpart of the Fourier analysis (Idé, Labaien & Chen 2024, §3): a low-pass encoding
 should fail at short lags, a faithful one should not. Compare encodings at ``matched`` scale.
 """
 

@@ -10,17 +10,17 @@ common — input checks, ``mode`` (add or concatenate), ``scale`` (fixed or lear
 ========================================  ===================================================  ===========================
 class                                     row of position ``t``                                source
 ========================================  ===================================================  ===========================
-:class:`SinusoidalEncoding`               ``sin/cos(t·w_i)``, any schedule and layout          Vaswani §3.5; SPEC §1
-:class:`DFTEncoding`                      DFT of the one-hot at ``t`` (``t < dim``)             seed ide-* eq. 21; SPEC §4
-:class:`LearnedEncoding`                  a trainable vector per position (``t < max_len``)     Gehring et al. 2017; SPEC §7
-:class:`LearnableFrequencyEncoding`       ``sin/cos(t·w_i)`` with trainable ``w_i``             Lin et al. 2021; seed su-*
+:class:`SinusoidalEncoding`               ``sin/cos(t·w_i)``, any schedule and layout          Vaswani et al. 2017, §3.5
+:class:`DFTEncoding`                      DFT of the one-hot at ``t`` (``t < dim``)             Idé et al. 2024, eq. 21
+:class:`LearnedEncoding`                  a trainable vector per position (``t < max_len``)     Gehring et al. 2017
+:class:`LearnableFrequencyEncoding`       ``sin/cos(t·w_i)`` with trainable ``w_i``             Lin et al. 2021; Su 2021
 ========================================  ===================================================  ===========================
 
 **Scale.** ``scale = 1`` (the default) adds each paper's encoding unscaled. The magnitudes differ:
 a sinusoidal row has norm ``√(d/2)`` (even ``d``; entries O(1)), a DFT row has norm 1 (entries
 O(1/√d)) — so at equal ``scale`` the DFT encoding is ``√(d/2)`` times weaker relative to the
 tokens. Pass ``scale=math.sqrt(d/2)`` to give it the sinusoidal norm, or ``unit_norm=True`` to
-give every encoding norm ``scale`` (SPEC §4: the choice must be visible, not a hidden constant).
+give every encoding norm ``scale`` (a DFT row has norm 1, a sinusoidal row √(d/2): the choice must be visible, not a hidden constant).
 
 **Tables** of fixed encodings are cached per dtype and device as a non-persistent buffer that
 grows on demand (doubling) up to :attr:`InputEncoding.max_cached_elements`; beyond that a window
@@ -202,7 +202,7 @@ class InputEncoding(InputContract):
 
 
 class SinusoidalEncoding(InputEncoding):
-    """Sinusoidal encoding (Vaswani et al. 2017 §3.5; SPEC §1), added to ``[b, s, d_model]`` tokens.
+    """Sinusoidal encoding (Vaswani et al. 2017, §3.5), added to ``[b, s, d_model]`` tokens.
 
     ``PE[t, 2i] = sin(t·w_i)``, ``PE[t, 2i+1] = cos(t·w_i)``, ``w_i = base^(−2i/d)`` in the
     ``"interleaved"`` layout; ``"interleaved_cos_first"`` (Su) and ``"split"`` (tensor2tensor /
@@ -254,7 +254,7 @@ class SinusoidalEncoding(InputEncoding):
 
 
 class DFTEncoding(InputEncoding):
-    """Faithful DFT encoding (Idé, Labaien & Chen; seed ide-* eqs. 17–21, SPEC §4).
+    """Faithful DFT encoding (Idé, Labaien & Chen 2024, eqs. 17–21).
 
     Row ``s`` is the DFT of the one-hot at ``s`` on the lattice ``0 … dim−1``, in the paper's order
     ``(a_0, a_1 … a_K, b_1 … b_K, b_0)`` with ``a_0 = 1/√d``, ``a_k = √(2/d)·cos(ω_k s)``,
@@ -309,7 +309,7 @@ class DFTEncoding(InputEncoding):
                 raise ValueError(
                     f"positions must lie in 0…dim-1 = 0…{self.dim - 1} for the DFT encoding, got up to "
                     f"{offset + s - 1} (offset={offset}, s={s}): position t+{self.dim} has the same encoding as t "
-                    f"(seed ide-*, Theorem 1 holds only on the lattice); use dim >= sequence length, or "
+                    f"(Idé, Labaien & Chen 2024: Theorem 1 holds only on the lattice); use dim >= sequence length, or "
                     f"alias=True to wrap positions mod dim"
                 )
             positions = torch.arange(offset, offset + s, device=device)
@@ -318,7 +318,7 @@ class DFTEncoding(InputEncoding):
 
 
 class LearnedEncoding(InputEncoding):
-    """Learned absolute encoding: one trainable vector per position (Gehring et al. 2017; SPEC §7).
+    """Learned absolute encoding: one trainable vector per position (Gehring et al. 2017).
 
     ``weight [max_len, dim]`` is initialised from ``N(0, init_std²)``; positions must lie in
     ``0 … max_len−1`` (a clear ``ValueError`` otherwise — a learned table cannot extrapolate).
@@ -371,7 +371,7 @@ class LearnedEncoding(InputEncoding):
 
 
 class LearnableFrequencyEncoding(InputEncoding):
-    """Sinusoidal encoding whose frequencies are trainable (Lin et al. 2021; Su, seed su-*; SPEC §1, §7).
+    """Sinusoidal encoding whose frequencies are trainable (Lin et al. 2021; Su 2021).
 
     Rows are those of :class:`SinusoidalEncoding` with ``w_i`` a float64 parameter initialised
     from a schedule of :mod:`posenc.spectrum` (``"geometric"`` with ``base``, ``"exponential"``,
