@@ -80,7 +80,7 @@ def positions(value: ArrayLike | int, *, name: str = "positions") -> NDArray[np.
     """
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return np.arange(size(name, value), dtype=np.float64)
-    if isinstance(value, (bool, str, bytes)) or isinstance(value, numbers.Real):
+    if isinstance(value, (bool, str, bytes, numbers.Real)):
         raise UsageTypeError(
             f"{name} must be an int S (meaning 0…S-1) or a 1-D sequence of numbers, got {value!r}"
         )

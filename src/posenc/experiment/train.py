@@ -34,6 +34,7 @@ from posenc.errors import UsageError
 from posenc.experiment.config import RunConfig
 from posenc.experiment.distributed import World, wrap_model
 
+
 class TrainingDiverged(UsageError, FloatingPointError):
     """The training loss became NaN or infinite — almost always a learning rate too large for the model."""
 
