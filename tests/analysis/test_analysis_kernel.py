@@ -55,7 +55,7 @@ def test_decay_integral_of_linear_theta_is_sinc():
 
 def test_decay_integral_matches_mpmath_for_the_papers_theta():
     for xi in (10.0, 100.0):
-        ref = mpmath.quad(lambda u: mpmath.cos(xi * mpmath.power(10000, -u)), [0, 0.25, 0.5, 1])
+        ref = mpmath.quad(lambda u, xi=xi: mpmath.cos(xi * mpmath.power(10000, -u)), [0, 0.25, 0.5, 1])
         got = analysis.decay_integral(analysis.SU_SCHEDULES["10000^-x"], [xi], dim=2)[0]
         assert got == pytest.approx(float(ref), abs=1e-8)
 

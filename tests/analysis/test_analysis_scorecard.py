@@ -41,7 +41,7 @@ def test_sinusoidal_and_dft_numbers():
     assert dft["decoding_accuracy_inverse_dft"] == 1.0
     assert dft["first_repeat"] == 256 and sin["first_repeat"] is None
     assert sin["unique"] and dft["unique"] and sin["extrapolates"]
-    assert -1.0 <= sin["value_min"] and sin["value_max"] <= 1.0
+    assert sin["value_min"] >= -1.0 and sin["value_max"] <= 1.0
 
 
 def test_dft_beyond_d_is_not_unique():

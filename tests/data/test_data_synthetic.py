@@ -8,15 +8,7 @@ import numpy as np
 import pytest
 
 from posenc.data import SPLIT_NAMES, load_dataset, make_splits, make_synthetic
-from posenc.data.synthetic import (
-    FAMILIES,
-    LAG,
-    ORDER_LAG,
-    RESPONSE,
-    SHIFT_SIZE,
-    SPIKE_SIZE,
-    TIMING_LAGS,
-)
+from posenc.data.synthetic import FAMILIES, LAG, ORDER_LAG, RESPONSE, SHIFT_SIZE, SPIKE_SIZE, TIMING_LAGS
 from posenc.experiment.config import RunConfig
 
 SMALL = {"n_series": 3, "length": 4096}

@@ -9,7 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from posenc.experiment.compare import BASELINE, NO_SKILL, NOT_ABOVE_NO_SKILL, compare, from_json, markdown, write
+from posenc.experiment.compare import (
+    BASELINE,
+    NO_SKILL,
+    NOT_ABOVE_NO_SKILL,
+    compare,
+    from_json,
+    markdown,
+    write,
+)
 from posenc.experiment.stats import sign_flip_p
 
 

@@ -46,7 +46,7 @@ def test_same_seed_gives_identical_results_other_seed_does_not(tmp_path, tiny_sp
     assert _result(a) == _result(b)
     assert _log(run_dir(tmp_path / "a", tiny_config)) == _log(run_dir(tmp_path / "b", tiny_config))
     other = dataclasses.replace(tiny_config, seed=1)
-    c = execute(other, tiny_splits, root=tmp_path / "c", device=CPU, progress=False)
+    execute(other, tiny_splits, root=tmp_path / "c", device=CPU, progress=False)
     assert _log(run_dir(tmp_path / "c", other)) != _log(run_dir(tmp_path / "a", tiny_config))
 
 

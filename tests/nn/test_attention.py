@@ -9,7 +9,12 @@ import torch
 
 from posenc import registry
 from posenc.nn import (
-    ALiBiBias, MultiHeadAttention, RotaryEmbedding, ShawRelativeBias, SinusoidalEncoding, TransformerEncoder,
+    ALiBiBias,
+    MultiHeadAttention,
+    RotaryEmbedding,
+    ShawRelativeBias,
+    SinusoidalEncoding,
+    TransformerEncoder,
     available_encodings,
 )
 
@@ -130,7 +135,7 @@ def test_shaw_with_values_equals_the_written_out_formula():
     x = torch.randn(2, S, D, dtype=F64)
     got = mha(x)
     q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
-    clip = lambda i, j: min(max(j - i, -2), 2) + 2  # noqa: E731
+    clip = lambda i, j: min(max(j - i, -2), 2) + 2
     a_k = torch.stack([torch.stack([shaw.keys[clip(i, j)] for j in range(S)]) for i in range(S)])  # [s, s, d_h]
     a_v = torch.stack([torch.stack([shaw.values[clip(i, j)] for j in range(S)]) for i in range(S)])
     scores = (q @ k.transpose(-1, -2) + torch.einsum("bhid,ijd->bhij", q, a_k)) / math.sqrt(D // H)

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from posenc import registry
-from posenc.nn import ALiBiBias, RotaryEmbedding, ShawRelativeBias, T5RelativeBias, available_encodings, build_encoding
+from posenc.nn import (
+    ALiBiBias,
+    RotaryEmbedding,
+    ShawRelativeBias,
+    T5RelativeBias,
+    available_encodings,
+    build_encoding,
+)
 
 
 def test_available_encodings_are_the_registry_names():

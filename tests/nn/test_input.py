@@ -7,8 +7,6 @@ and, at large positions, against mpmath.
 
 from __future__ import annotations
 
-import math
-
 import mpmath
 import numpy as np
 import pytest

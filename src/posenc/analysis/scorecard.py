@@ -278,7 +278,7 @@ def score_view(
         "repeat_horizon": 4 * max(length, view.dim),
     }
     measures: dict[str, Callable[[], Value]] = {}
-    for kind, builder, available in (
+    for _kind, builder, available in (
         ("table", _table_criteria, view.table is not None),
         ("bias", _bias_criteria, view.bias is not None),
         ("frequency", _frequency_criteria, view.frequencies is not None),

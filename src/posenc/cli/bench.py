@@ -27,7 +27,14 @@ from posenc import _validate, registry
 from posenc.data.splits import PROTOCOLS
 from posenc.errors import UsageError
 from posenc.experiment.config import (
-    DETECTORS, MODELS, MONITORS, SCALE_POLICIES, TASKS, BenchPlan, RunConfig, resolve_encoding_options,
+    DETECTORS,
+    MODELS,
+    MONITORS,
+    SCALE_POLICIES,
+    TASKS,
+    BenchPlan,
+    RunConfig,
+    resolve_encoding_options,
 )
 
 DEFAULT_ENCODINGS = "none,sinusoidal,dft,rope,alibi"

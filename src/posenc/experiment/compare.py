@@ -348,7 +348,7 @@ def _csv(comparison: Comparison) -> str:
         cells: list[Any] = [r.model, r.encoding, r.scale, r.n]
         cells += [v for m in metrics for v in ((r.mean[m], r.std[m]) if m in r.mean else ("", ""))]
         cells += [drop.get(m, "") for m in paired_metrics]
-        cells += [v for m in paired_metrics for v in (vs[m] if m in vs else ("", "", ""))]
+        cells += [v for m in paired_metrics for v in vs.get(m, ("", "", ""))]
         for m in paired_metrics:
             t = tests.get((r.model, r.encoding, r.scale, m))
             cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_wilcoxon] if t else [""] * 5
