@@ -137,3 +137,14 @@ def test_truthy_stand_ins_are_refused_for_booleans(tmp_path, value):
     ds = Dataset("d", [Series.from_events("s", rng.normal(size=(400, 2)), [(50, 60), (200, 210), (330, 340)])], 2, "")
     with pytest.raises(TypeError, match="group_events must be True or False"):
         make_splits(ds, window=8, stride=4, group_events=value)
+
+
+def test_labels_file_with_a_byte_order_mark_or_not_utf8(tmp_path):
+    root = _msl(tmp_path)
+    text = (root / LABELS).read_bytes()
+    (root / LABELS).write_bytes(b"\xef\xbb\xbf" + text)  # as spreadsheet programs save CSV
+    assert [s.name for s in load_telemanom(root).series] == ["A-1", "B-2"]
+    (root / LABELS).write_bytes(text.replace(b"MSL", b"MS\xff", 1))
+    with pytest.raises(DataFormatError, match="not UTF-8 text") as info:
+        load_telemanom(root)
+    assert str(info.value).startswith(str(root / LABELS))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -124,14 +124,27 @@ def _is_number(cell: str) -> bool:
     return True
 
 
+def _csv_lines(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, cells)`` of each non-blank line of a UTF-8 CSV file (a leading byte-order mark is dropped)."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            for cells in reader:
+                if cells:
+                    yield reader.line_num, cells
+    except UnicodeDecodeError as exc:
+        raise DataFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise DataFormatError(f"{path}: not readable as CSV ({exc})") from None
+
+
 def read_header(path: Path, *, what: str) -> list[str]:
-    """The column names on the first line of a CSV file."""
+    """The column names on the first line of a CSV file (unique; :class:`DataFormatError` otherwise)."""
     require_file(path, what)
-    with path.open(newline="") as handle:
-        names = next(csv.reader(handle), [])
-    if not names:
+    first = next(_csv_lines(path), None)
+    if first is None:
         raise DataFormatError(f"{path}: empty file; expected a header line of column names")
-    names = [name.strip() for name in names]
+    names = [name.strip() for name in first[1]]
     check_column_names(path, names)
     return names
 
@@ -142,19 +155,13 @@ def read_csv_rows(path: Path, *, what: str) -> list[dict[str, str]]:
     Raises :class:`DataFormatError` naming the file and line for a short or long row, and for
     repeated column names (blank lines are skipped).
     """
-    require_file(path, what)
-    with path.open(newline="") as handle:
-        reader = csv.reader(handle)
-        names = [name.strip() for name in next(reader, [])]
-        check_column_names(path, names)
-        rows = []
-        for cells in reader:
-            if not cells:
-                continue
-            if len(cells) != len(names):
-                raise DataFormatError(f"{path}: line {reader.line_num}: {len(cells)} cells, but the header has "
-                                      f"{len(names)} columns ({', '.join(names)})")
-            rows.append(dict(zip(names, cells)))
+    names = read_header(path, what=what)
+    rows = []
+    for line, cells in list(_csv_lines(path))[1:]:
+        if len(cells) != len(names):
+            raise DataFormatError(f"{path}: line {line}: {len(cells)} cells, but the header has "
+                                  f"{len(names)} columns ({', '.join(names)})")
+        rows.append(dict(zip(names, cells)))
     return rows
 
 
