@@ -136,3 +136,9 @@ def test_bench_setting_errors_name_the_flag_typed(capsys, tmp_path, extra, flag)
 def test_unknown_dataset_option_lists_the_loader_options(capsys, tmp_path):
     err = _error(capsys, ["bench", *TINY, "--out", str(tmp_path), "--dataset-option", "colour=1"])
     assert "'colour' is not an option of the synthetic dataset" in err and "n_series" in err
+
+
+def test_bench_model_too_large_for_memory_is_refused_before_building_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(_validate, "available_memory", lambda: 8 * 2**30)
+    err = _error(capsys, ["bench", *TINY, "--out", str(tmp_path), "--d-model", "100000", "--heads", "2"])
+    assert "--d-model 100000" in err and "GiB" in err and not (tmp_path / "runs").exists()

@@ -273,6 +273,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # RunConfig and BenchPlan name their fields: say the flags the user typed
         raise UsageError(flag_names(str(exc), args)) from None
     check_device(args.device)
+    # each layer holds about 12·d² weights (attention 4·d², feed-forward 8·d²); training keeps four
+    # float32 copies (weights, gradients, two AdamW moments)
+    _validate.fits_in_memory(f"a model of --d-model {args.d_model} × --layers {args.layers}",
+                             4 * 4 * 12 * args.layers * args.d_model**2, advice="lower --d-model or --layers")
     out = _validate.output_path("--out", args.out if args.out is not None else Path("posenc-bench"), folder=True)
     torch.set_num_threads(args.threads)
     world = init_world()
