@@ -1,7 +1,7 @@
 """Anomaly classifiers built from :mod:`posenc.nn` parts.
 
 ``TransformerClassifier`` is a window classifier for comparing encodings (the time-series
-classification task of Idé, Labaien & Chen 2023, §5): each time step's feature vector is projected to ``d_model``, the
+classification task of Idé, Labaien & Chen 2024, §5): each time step's feature vector is projected to ``d_model``, the
 encoder (with any registered positional encoding) mixes the time steps, the outputs are
 **mean-pooled over time** and a linear head gives one logit per window.
 
@@ -98,7 +98,7 @@ def _conv_block(channels_in: int, channels_out: int, groups: int) -> list[nn.Mod
 class SpatioTemporalClassifier(nn.Module):
     """Multivariate segments ``[b, n_windows·window_length, n_sensors]`` → anomaly logits ``[b]``.
 
-    The DFStrans architecture of Labaien, Idé, Chen, Zugasti & Lecuona (2023), batched::
+    The DFStrans architecture of Labaien et al. (2023), batched::
 
         x [b, W·L, F] → windows [b, W, L, F]
         per-sensor CNN: 3 × (Conv1d k=5 → ReLU → MaxPool 2 → BatchNorm), its own weights per sensor
@@ -134,7 +134,7 @@ class SpatioTemporalClassifier(nn.Module):
         window_length: int = 16,
         d_model: int = 16,
         n_heads: int = 2,
-        encoding: str | nn.Module | None = "sinusoidal",
+        encoding: str | EncodingContract | None = "sinusoidal",
         encoding_options: Mapping[str, Any] | None = None,
         dropout: float = 0.1,
         dim_feedforward: int | None = None,
@@ -224,4 +224,4 @@ def added_row_norm(encoding: nn.Module | None, length: int) -> float:
     if not isinstance(encoding, InputContract):
         return float("nan")
     with torch.no_grad():
-        return float(encoding.table(length, dtype=torch.float64).norm(dim=-1).mean())
+        return float(encoding.table(length).double().norm(dim=-1).mean())

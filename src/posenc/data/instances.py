@@ -1,6 +1,6 @@
 """The DFStrans evaluation protocol: random stratified splits of non-overlapping segments (LEAKY by design).
 
-Labaien, Idé, Chen, Zugasti & Lecuona (2023) evaluate their model on *instances*:
+Labaien et al. (2023) evaluate their model on *instances*:
 
 1. every series is cut into non-overlapping segments of ``segment`` steps (a shorter tail is
    dropped); an instance is anomalous if any of its steps is;

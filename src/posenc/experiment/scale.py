@@ -3,7 +3,7 @@
 An input encoding is summed with the model's tokens (the projected inputs of the transformer,
 the CNN features of the spatio-temporal model), so its norm relative to theirs decides how much
 it disturbs them: the sinusoidal row has norm ``√(d/2)``, the DFT row norm 1 (Idé, Labaien &
-Chen 2023, eq. 21). To tell what an encoding *is* from how *large* it is, each additive
+Chen 2024, eq. 21). To tell what an encoding *is* from how *large* it is, each additive
 encoding runs under a policy (options of the input-encoding modules, ``out = x + scale·row/‖row‖``):
 
 ========  ===================================================  =================================

@@ -1,9 +1,9 @@
 """The DFT encoding exactly as the DFStrans companion code implements it — a reproduction, not a recommendation.
 
-Labaien, Idé, Chen, Zugasti & Lecuona (2023), the companion paper of Idé, Labaien & Chen
-(2023), published their model with a ``DFTEncoding`` module (repository ``dfstrans/DFStrans``,
-``positional_encodings.py``). That module is **not** the faithful DFT encoding of Idé et al.
-eqs. 17–21 (:class:`posenc.nn.DFTEncoding`). :class:`DFStransDFTEncoding` reproduces what it
+Labaien et al. (2023), the companion paper of Idé, Labaien & Chen (2024), published their model
+with a ``DFTEncoding`` module (repository ``dfstrans/DFStrans``, ``positional_encodings.py``).
+That module is **not** the faithful DFT encoding of Idé, Labaien & Chen (2024), eqs. 17–21
+(:class:`posenc.nn.DFTEncoding`). :class:`DFStransDFTEncoding` reproduces what it
 does, so that the published results can be explained:
 
 * **Table.** Row of position ``t`` (``d`` even, ``k = 0 … d/2 − 1``, ``ω_k = 2πk/d``)::
@@ -54,8 +54,12 @@ class DFStransDFTEncoding(InputEncoding):
 
     Every forward call multiplies the stored rows ``1 … s`` by ``√(1/d)`` (first and last) or
     ``√(2/d)`` (the others) **in place** and adds the result. Explicit ``positions`` and a nonzero
-    ``offset`` are refused: the published module has neither.
+    ``offset`` are refused: the published module has neither. :meth:`table` ``(s)`` reads, without
+    decaying, the stored rows of positions ``1 … s`` — what the last call of length ``s`` added.
     """
+
+    stored: torch.Tensor
+    calls: torch.Tensor
 
     def __init__(
         self,
@@ -102,7 +106,8 @@ class DFStransDFTEncoding(InputEncoding):
         factors[-1] = math.sqrt(1 / self.dim) if s > 1 else 1 / self.dim  # s = 1: first and last, scaled twice
         return factors
 
-    def _rows(self, s, positions, offset, *, dtype, device, cache=True):
+    def _rows(self, s: int, positions: torch.Tensor | None, offset: int, *, dtype: torch.dtype,
+              device: torch.device, cache: bool = True) -> torch.Tensor:
         if positions is not None or offset != 0:
             raise ValueError(
                 "the DFStrans DFT encoding always uses positions 1 … s of its stored table; "
