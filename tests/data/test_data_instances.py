@@ -103,3 +103,4 @@ def test_too_few_positives_names_the_option_and_counts():
         instance_splits(dataset(), segment=SEG, anomaly_percent=0.5)
     with pytest.raises(ValueError, match="segment=500 is longer than every series"):
         instance_splits(dataset(), segment=500)
+

@@ -160,7 +160,8 @@ def _test_splits(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for r in runs:
         splits.setdefault(r["split_seed"], {"split_seed": r["split_seed"], "test_windows": r["test_windows"],
                                             "test_positive_windows": r["test_positive_windows"],
-                                            "test_events": r["test_events"]})
+                                            "test_events": r["test_events"],
+                                            "test_events_in_train": r.get("test_events_in_train", 0)})
     return [splits[k] for k in sorted(splits)]
 
 
@@ -314,7 +315,9 @@ def markdown(comparison: Comparison) -> str:
             )
     lines += ["", "Test splits: " + "; ".join(
         f"split {s['split_seed']}: {s['test_windows']} windows, {s['test_positive_windows']} positive, "
-        f"{s['test_events']} events" for s in comparison.test_splits
+        f"{s['test_events']} events" + (f" ({s['test_events_in_train']} also in training: LEAKY)"
+                                        if s.get("test_events_in_train") else "")
+        for s in comparison.test_splits
     )]
     lines += ["", "mean ± std over split seeds × seeds (ddof=1). " + stats.METHOD_NOTE]
     meta = comparison.meta
