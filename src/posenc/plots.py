@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from matplotlib.figure import Figure
 
 from posenc import analysis, spectrum, tables
 
-LINES = ({"color": "black", "linestyle": "-"}, {"color": "0.35", "linestyle": "--"},
+LINES: tuple[dict[str, Any], ...] = ({"color": "black", "linestyle": "-"}, {"color": "0.35", "linestyle": "--"},
          {"color": "0.55", "linestyle": ":"}, {"color": "black", "linestyle": "-."},
          {"color": "0.45", "linestyle": (0, (5, 1, 1, 1, 1, 1))})
 """Line styles distinguishable in grey, cycled over curves."""
@@ -118,10 +119,10 @@ def su_decay(
         ax.axvline(limit, color="0.4", linewidth=0.8, linestyle=":", label=f"phase step > π from x = {limit:.1f}")
         ax.set(xlabel="relative distance x = m − n", ylabel="Re ∫₀¹ exp(i x θ(u)) du",
                title=f"Long-range decay, 0 ≤ x ≤ {top}")
-    x = np.arange(0, short + 1, 2)
+    x = np.arange(0, short + 1, 2, dtype=np.float64)
     axes[0].plot(x, analysis.frequency_kernel(paper, x) / terms, "o", color="black", markersize=2.5,
                  label=f"sum Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}")
-    x = np.arange(0, long + 1)
+    x = np.arange(0, long + 1, dtype=np.float64)
     axes[1].plot(x, analysis.frequency_kernel(paper, x) / terms, color="black", linewidth=0.5, alpha=0.8,
                  label=f"sum, d = {dim}")
     axes[0].legend(fontsize=7)

@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 Family = Literal["none", "input", "rotary", "bias", "query_bias"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 
-Rows = Callable[[int], NDArray[np.floating[Any]]]
+Rows = Callable[[int], NDArray[np.float64]]
 
 MODEL_SIZES: tuple[str, ...] = ("d_model", "n_heads", "head_dim", "max_len")
 """Constructor parameters the model fills in from its sizes; every other parameter is an option."""

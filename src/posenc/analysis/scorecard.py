@@ -105,7 +105,9 @@ class Scorecard:
 
 def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[[], Value]]:
     S = p["length"]
-    E = view.table(S)
+    table = view.table
+    assert table is not None  # only called for views with a table
+    E = table(S)
     gram = kernel.gram(E)
     bound = 1e-9 * float(np.linalg.norm(E, axis=1).max())
 
@@ -129,7 +131,7 @@ def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable
 
     def first_repeat() -> int:
         try:
-            rows = view.table(p["repeat_horizon"])
+            rows = table(p["repeat_horizon"])
         except ValueError:
             rows = E  # it cannot produce more positions than S
         gap = np.linalg.norm(rows[1:] - rows[0], axis=1)
@@ -141,7 +143,7 @@ def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable
     @functools.cache
     def longer() -> NDArray[np.float64] | None:
         try:
-            return view.table(2 * S)
+            return table(2 * S)
         except ValueError:
             return None
 
@@ -155,7 +157,8 @@ def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable
     def extrapolation_distance() -> float:
         rows = longer()
         if rows is None:
-            view.table(2 * S)  # raises the encoding's own reason
+            table(2 * S)  # raises the encoding's own reason
+        assert rows is not None
         return min_pairwise_distance(rows)
 
     def inverse_dft() -> float:
@@ -183,7 +186,9 @@ def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable
 
 def _bias_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[[], Value]]:
     S = p["length"]
-    B = view.bias(S)
+    bias = view.bias
+    assert bias is not None  # only called for views with a bias
+    B = bias(S)
 
     def decay() -> float:
         far = (np.arange(S) >= S // 2)
@@ -191,7 +196,7 @@ def _bias_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[
         return float(max(factors))
 
     def extrapolates() -> bool:
-        longer = view.bias(2 * S)
+        longer = bias(2 * S)
         return bool(longer.shape[-1] == 2 * S and np.isfinite(longer).all())
 
     return {
@@ -206,8 +211,11 @@ def _bias_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[
 
 def _frequency_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[[], Value]]:
     w, d = view.frequencies, p["dim"]
+    assert w is not None  # only called for views with frequencies
 
     def width() -> float:
+        if view.weights is None:
+            raise ValueError("the view gives no weights on the DFT bins to reconstruct with")
         f = faithfulness.one_hot(d // 2, d)
         return faithfulness.peak(faithfulness.reconstruct(f, view.weights)).width
 

@@ -36,7 +36,7 @@ def _sinusoidal(info: EncodingInfo, dim: int, base: float, layout: str, note: st
     freq = spectrum.geometric(dim, base)
     return EncodingView(
         info.name, info.family, dim,
-        table=lambda n: tables.sinusoidal(n, dim, base=base, layout=layout),
+        table=lambda n: np.asarray(tables.sinusoidal(n, dim, base=base, layout=layout), dtype=np.float64),
         frequencies=freq,
         operator=(lambda k: shift_operator(k, dim=dim, base=base, layout=layout)) if dim % 2 == 0 else None,
         weights=frequency_distribution(freq, dim=dim),
@@ -76,7 +76,7 @@ def dft_view(info: EncodingInfo, *, dim: int, length: int, base: float, n_heads:
     """:func:`posenc.tables.dft` (Idé, Labaien & Chen, eq. 21), aliased beyond ``d``, with eq. 22 weights."""
     return EncodingView(
         info.name, info.family, dim,
-        table=lambda n: tables.dft(n, dim, alias=True),
+        table=lambda n: np.asarray(tables.dft(n, dim, alias=True), dtype=np.float64),
         frequencies=spectrum.dft(dim),
         operator=lambda k: dft_shift_operator(k, dim=dim),
         weights=dft_distribution(dim),
