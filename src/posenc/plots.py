@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure

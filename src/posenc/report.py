@@ -403,7 +403,7 @@ def write_report(
                                for k, v in params.items()) + "</table>"
          + _scorecard_table(cards, failed) + _notes_html(cards, failed)),
     ]
-    trained_figure, run_records = "", []
+    trained_figure, run_records = "", list[dict[str, Any]]()
     if runs is not None:
         text, trained_figure, run_records = _trained_html(Path(runs))
         sections.append(("trained", "Trained encodings: initial vs trained", text))

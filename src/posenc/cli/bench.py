@@ -282,11 +282,11 @@ def run(args: argparse.Namespace) -> int:
     world = init_world()
     try:
         if plan.base.dataset == "probes":
-            result = run_probes(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
-            table = probe_markdown(result, n_seeds=plan.seeds)
+            probed = run_probes(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
+            table, paths = probe_markdown(probed, n_seeds=plan.seeds), probed.paths
         else:
             result = run_bench(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
-            table = markdown(result.comparison)
+            table, paths = markdown(result.comparison), result.paths
     except TrainingDiverged as exc:
         raise UsageError(str(exc).replace(f"lr={exc.lr}", f"--lr {args.lr}").replace("smaller lr", "smaller --lr")
                          ) from None
@@ -295,5 +295,5 @@ def run(args: argparse.Namespace) -> int:
     if world.is_main:
         print()
         print(table)
-        print("written: " + ", ".join(str(p) for p in result.paths.values()))
+        print("written: " + ", ".join(str(p) for p in paths.values()))
     return 0

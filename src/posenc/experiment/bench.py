@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from posenc.experiment.controls import order_free_baseline
 from posenc.experiment.distributed import World, select_device
 from posenc.experiment.runs import ClassifyTask, RunTask, execute
 from posenc.experiment.train import EpochHook
+
+if TYPE_CHECKING:
+    from posenc.data import Dataset
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     base = plan.base
     positions = base.n_windows if base.model == "spatiotemporal" else base.window  # what the encoding indexes
     check_faithful_window(plan.encodings, window=positions, d_model=base.d_model)
-    dataset = load_dataset(base.dataset, **base.dataset_options)
+    dataset = cast("Dataset", load_dataset(base.dataset, **base.dataset_options))  # probes take their own runner
     splits = {
         k: make_splits(dataset, window=base.window, stride=base.stride, seed=k, protocol=base.protocol,
                        anomaly_percent=base.anomaly_percent) for k in range(plan.splits)
@@ -151,7 +154,7 @@ class DetectSource:
         if base.dataset in NOMINAL_OPTIONS:
             key, value = NOMINAL_OPTIONS[base.dataset]
             options.setdefault(key, value)
-        dataset = load_dataset(base.dataset, **options)
+        dataset = cast("Dataset", load_dataset(base.dataset, **options))
         data = detection_data(dataset, window=base.window, horizon=base.horizon, holdout=base.holdout)
         fit_steps = sum(len(c.fit) for c in data.channels)
         lines = [(f"detect: {data.n_channels} channels, {fit_steps} nominal training steps "

@@ -26,7 +26,7 @@ import hashlib
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -340,7 +340,8 @@ class DetectTask:
     def evaluate(self, model: nn.Module, data: DetectionData, config: RunConfig, *, device: torch.device,
                  shuffle_control: bool) -> dict[str, Any]:
         hold = _holdout_loss(model, _Pool.of([c.holdout for c in data.channels]), config, list(data.targets), device)
-        record = evaluate_detector(model, data, config, device=device, shuffle_control=shuffle_control)
+        record = evaluate_detector(cast(SequenceDetector, model), data, config, device=device,
+                                   shuffle_control=shuffle_control)
         return {**record, "detector": config.detector, "val": {"holdout_loss": hold}}
 
 

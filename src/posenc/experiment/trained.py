@@ -179,7 +179,8 @@ def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysi
     """Score the run's encoding at initialisation and after training, at the run's window length."""
     run = read_run(run_dir)
     c = run.config
-    cards, forms, spectra, diagonals, freqs = {}, {}, {}, {}, {}
+    cards, forms, diagonals, freqs = {}, {}, {}, {}
+    spectra: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]] | None] = {}
     for state in ("initial", "trained"):
         model = load_model(run, trained=state == "trained")
         view = encoding_view(model, name=c.encoding, state=state, seed=c.seed)
