@@ -427,3 +427,15 @@ def test_encoder_with_batched_positions_equals_a_loop_over_rows(encoding):
     for row in range(3):
         alone = model(x[row: row + 1], positions=positions[row])
         torch.testing.assert_close(batched[row: row + 1], alone, rtol=0, atol=1e-12)
+
+
+def test_rotation_tables_changed_in_place_or_replaced_are_never_served_stale():
+    cos, sin = RotaryEmbedding(8, layout="adjacent").cos_sin(5, dtype=F64)
+    x = torch.randn(2, 5, 8, dtype=F64)
+    first = apply_rotary(x, cos, sin, layout="adjacent")
+    torch.testing.assert_close(apply_rotary(x, cos, sin, layout="adjacent"), first, rtol=0, atol=0)
+    sin.neg_()  # in place: the inverse rotation now
+    torch.testing.assert_close(apply_rotary(first, cos, sin, layout="adjacent"), x, rtol=0, atol=1e-12)
+    for _ in range(3):  # fresh tables (possibly at a freed table's address) each time
+        c, s = torch.ones(5, 8, dtype=F64), torch.zeros(5, 8, dtype=F64)
+        torch.testing.assert_close(apply_rotary(x, c, s, layout="adjacent"), x, rtol=0, atol=0)

@@ -28,6 +28,7 @@ al. 2023), ``"ntk"`` (bloc97 2023), and Hugging Face's ``"dynamic"``, ``"yarn"``
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -89,12 +90,29 @@ def _rotation_expr(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout
 
 def _rotor(cos: torch.Tensor, sin: torch.Tensor, inverse: bool, work: torch.dtype) -> torch.Tensor | None:
     """``[s, r/2]`` complex ``c ± i·s`` of an ``adjacent`` rotation table (both columns of every pair
-    equal), in the complex dtype of ``work``; ``None`` for other tables."""
+    equal), in the complex dtype of ``work``; ``None`` for other tables.
+
+    The last few results are kept while their ``cos``/``sin`` tensors are alive and unmodified
+    (checked by identity and version counter), so a module's cached tables are checked and
+    converted once, not at every call.
+    """
+    key = (inverse, work)
+    for entry in _ROTORS:
+        ref_cos, ref_sin, versions, entry_key, rotor = entry
+        if entry_key == key and ref_cos() is cos and ref_sin() is sin and versions == (cos._version, sin._version):
+            return rotor
     (c_a, c_b), (s_a, s_b) = _pairs(cos, "adjacent"), _pairs(sin, "adjacent")
-    if not (torch.equal(c_a, c_b) and torch.equal(s_a, s_b)):
-        return None
-    s_a = s_a.to(work)
-    return torch.complex(c_a.to(work), -s_a if inverse else s_a)
+    rotor = None
+    if torch.equal(c_a, c_b) and torch.equal(s_a, s_b):
+        s_a = s_a.to(work)
+        rotor = torch.complex(c_a.to(work), -s_a if inverse else s_a)
+    _ROTORS.insert(0, (weakref.ref(cos), weakref.ref(sin), (cos._version, sin._version), key, rotor))
+    del _ROTORS[4:]
+    return rotor
+
+
+_ROTORS: list[tuple] = []
+"""Recent :func:`_rotor` results: ``(weakref cos, weakref sin, versions, (inverse, work), rotor)``."""
 
 
 def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor) -> None:
