@@ -77,6 +77,7 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
         freqs = torch.repeat_interleave(angles.float(), 2, dim=-1)[None]  # [1, s, d], adjacent pairs
         fns["x-transformers apply_rotary_pos_emb (adjacent)"] = lambda q, k: (xt_apply(q, freqs), xt_apply(k, freqs))
     if compile_:
+        torch._dynamo.config.recompile_limit = 64  # every shape, dtype and grad mode gets its own graph
         for layout in ("half_split", "adjacent"):
             eager = fns[f"posenc apply_rotary {layout}"]
             fns[f"posenc {layout} under torch.compile"] = torch.compile(eager, dynamic=False)

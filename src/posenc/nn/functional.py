@@ -198,12 +198,12 @@ def _block_bytes(total: int) -> int:
 
     One thread: :data:`_BLOCK_BYTES`, so that every pass stays in the cache. More threads: each
     operation is one parallel region whose threads meet at a barrier, and on a busy machine a thread
-    that is not scheduled keeps the others spinning there; so few regions (at most 8 blocks, and
-    none below 16 MB unless the whole work is smaller) rather than many cache-sized ones.
+    that is not scheduled keeps the others waiting there; so at most two blocks (scratch of about
+    the float32 table's size) rather than many cache-sized ones.
     """
     if torch.get_num_threads() <= 1:
         return _BLOCK_BYTES
-    return max(16 * _BLOCK_BYTES, -(-total // 8))
+    return max(_BLOCK_BYTES, -(-total // 2))
 
 
 def _expi_doubling(start: float, step: float, n: int, w: torch.Tensor) -> torch.Tensor:

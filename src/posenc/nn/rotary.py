@@ -172,9 +172,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
         _rotate_complex_into(outs, xs, rotor)
         return out
     row_bytes = r * max(x.element_size(), 4)
-    chunk = _CHUNK_BYTES  # more threads: few large parallel regions, not many small ones (functional._block_bytes)
+    chunk = _CHUNK_BYTES  # more threads: one parallel region per pass, not one per block (functional._block_bytes)
     if torch.get_num_threads() > 1:
-        chunk = max(16 * _CHUNK_BYTES, -(-xs.numel() * max(x.element_size(), 4) // 8))
+        chunk = max(_CHUNK_BYTES, xs.numel() * max(x.element_size(), 4))
     seq_step = max(1, min(xs.shape[-2], chunk // row_bytes))
     lead_step = max(1, chunk // (row_bytes * seq_step))
     for i0 in range(0, xs.shape[0], lead_step):
