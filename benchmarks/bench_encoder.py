@@ -32,6 +32,10 @@ def main() -> None:
         label: TransformerEncoder(D, HEADS, LAYERS, encoding=name, encoding_options=opts, max_len=S)
         for label, (name, opts) in configs.items()
     }
+    # T5 with its bias frozen: what a learned mask costs scaled_dot_product_attention (it must return
+    # the mask's gradient, so it leaves its fused kernel)
+    models["t5 (bias frozen)"] = TransformerEncoder(D, HEADS, LAYERS, encoding="t5", max_len=S)
+    models["t5 (bias frozen)"].encoding.requires_grad_(False)
 
     def step(model: TransformerEncoder) -> None:
         model.zero_grad(set_to_none=True)
