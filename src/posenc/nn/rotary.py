@@ -97,21 +97,22 @@ def _rotor(cos: torch.Tensor, sin: torch.Tensor, inverse: bool, work: torch.dtyp
     converted once, not at every call.
     """
     key = (inverse, work)
-    for entry in _ROTORS:
-        ref_cos, ref_sin, versions, entry_key, rotor = entry
-        if entry_key == key and ref_cos() is cos and ref_sin() is sin and versions == (cos._version, sin._version):
-            return rotor
+    versions = (int(cos._version), int(sin._version))
+    for ref_cos, ref_sin, entry_versions, entry_key, cached in _ROTORS:
+        if entry_key == key and ref_cos() is cos and ref_sin() is sin and entry_versions == versions:
+            return cached
     (c_a, c_b), (s_a, s_b) = _pairs(cos, "adjacent"), _pairs(sin, "adjacent")
-    rotor = None
+    rotor: torch.Tensor | None = None
     if torch.equal(c_a, c_b) and torch.equal(s_a, s_b):
         s_a = s_a.to(work)
         rotor = torch.complex(c_a.to(work), -s_a if inverse else s_a)
-    _ROTORS.insert(0, (weakref.ref(cos), weakref.ref(sin), (cos._version, sin._version), key, rotor))
+    _ROTORS.insert(0, (weakref.ref(cos), weakref.ref(sin), versions, key, rotor))
     del _ROTORS[4:]
     return rotor
 
 
-_ROTORS: list[tuple] = []
+_ROTORS: list[tuple[weakref.ref[torch.Tensor], weakref.ref[torch.Tensor], tuple[int, int], tuple[bool, torch.dtype],
+                    torch.Tensor | None]] = []
 """Recent :func:`_rotor` results: ``(weakref cos, weakref sin, versions, (inverse, work), rotor)``."""
 
 
