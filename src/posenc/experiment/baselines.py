@@ -1,6 +1,6 @@
 """Baselines with no training, for both tasks: the matrix profile and the largest ``|value|``.
 
-* **Matrix profile** (Yeh et al. 2016, ICDM, "Matrix profile I"; the AB-join of Zhu et al. 2016):
+* **Matrix profile** (Yeh et al. 2016, ICDM, "Matrix profile I", its AB-join similarity join):
   the distance of each test subsequence of ``window`` steps to its nearest subsequence of a
   reference series — the channel's nominal training data. Computed with ``stumpy.aamp``
   (non-normalised Euclidean distance, so level shifts count; vectorised, no Python loop per

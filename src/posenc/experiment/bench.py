@@ -146,6 +146,9 @@ class DetectSource:
         from posenc.experiment.events import DETECT_METRICS, DETECT_PAIRED
 
         base = plan.base
+        if base.model != "transformer":
+            raise ValueError(f"--model {base.model} applies to the classify task; --task detect builds its own "
+                             "forecaster/reconstructor (--detector)")
         if plan.splits != 1:
             raise ValueError(f"--splits applies to the classify task; detect trains on the nominal training arrays "
                              f"and tests on the test arrays, so use --splits 1 (got {plan.splits})")
