@@ -203,7 +203,10 @@ def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     assert data["metrics"][:3] == ["event_precision", "event_recall", "event_f1"]
     runs = data["runs"]
     assert len(runs) == 12 and all("shuffled_test" in r and r["detector"] in ("forecast", "reconstruct") for r in runs)
-    assert {r["test"]["events"] for r in runs} == {20.0}
+    from posenc.data import make_synthetic
+
+    n_events = sum(len(s.events) for s in make_synthetic(n_series=2, length=1024).series)
+    assert {r["test"]["events"] for r in runs} == {float(n_events)}
     assert len(list((tmp_path / "runs" / "synthetic" / "detect-reconstruct").rglob("metrics.json"))) == 6
     assert bench(tmp_path, *args) == 0
     assert capsys.readouterr().out.count("(finished earlier, skipped)") == 12
