@@ -55,7 +55,7 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
     try:
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
     except ImportError:
-        print("  transformers not installed (pip install 'posenc[peers]'): skipped")
+        print("  transformers not installed (pip install 'posenc[test]'): skipped")
     else:
         cos, sin = RotaryEmbedding(d, layout="half_split", max_len=s).cos_sin(s, dtype=dtype)
         fns["HF LLaMA apply_rotary_pos_emb (half_split)"] = (
