@@ -2,7 +2,8 @@
 
 Examples::
 
-    posenc bench                                   # synthetic data, defaults (2 CPU cores: < 3 min)
+    posenc bench                                   # synthetic data, defaults (~4 CPU-minutes)
+    posenc bench --task detect --dataset msl       # unsupervised: train on nominal arrays, score test steps
     posenc bench --dataset msl --seeds 5 --encodings none,sinusoidal,dft,learned,rope,alibi
     posenc bench --dataset msl --scale native,matched --splits 3 --seeds 5
     posenc bench --dataset msl --protocol random_windows   # LEAKY split, to measure leakage
