@@ -228,3 +228,14 @@ def test_detect_bad_input_fails_before_training(tmp_path, capsys, args, message)
     err = capsys.readouterr().err
     assert re.search(message, err), err
     assert not (tmp_path / "runs").exists()
+
+
+def test_model_size_left_to_the_default(tmp_path, capsys):
+    """No --d-model/--heads: the resolved default size is used (and checked against memory), not None."""
+    args = ["bench", "--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=1024",
+            "--window", "16", "--layers", "1", "--epochs", "1", "--seeds", "1", "--encodings", "none",
+            "--no-baseline", "--no-shuffle-control", "--no-progress", "--out", str(tmp_path)]
+    assert main(args) == 0
+    config = json.loads(next((tmp_path / "runs").rglob("config.json")).read_text())
+    from posenc.experiment.config import RunConfig
+    assert config["config"]["d_model"] == RunConfig().d_model

@@ -276,8 +276,9 @@ def run(args: argparse.Namespace) -> int:
     check_device(args.device)
     # each layer holds about 12·d² weights (attention 4·d², feed-forward 8·d²); training keeps four
     # float32 copies (weights, gradients, two AdamW moments)
-    _validate.fits_in_memory(f"a model of --d-model {args.d_model} × --layers {args.layers}",
-                             4 * 4 * 12 * args.layers * args.d_model**2, advice="lower --d-model or --layers")
+    d_model, layers = plan.base.d_model, plan.base.n_layers  # resolved: --d-model may be left to the model's default
+    _validate.fits_in_memory(f"a model of --d-model {d_model} × --layers {layers}",
+                             4 * 4 * 12 * layers * d_model**2, advice="lower --d-model or --layers")
     out = _validate.output_path("--out", args.out if args.out is not None else Path("posenc-bench"), folder=True)
     torch.set_num_threads(args.threads)
     world = init_world()
