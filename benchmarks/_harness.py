@@ -43,12 +43,23 @@ HEAP_PINNED = pin_heap()
 
 def arguments(description: str, *, rounds: int) -> argparse.ArgumentParser:
     """A parser with the options every script shares."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=rounds, help=f"interleaved rounds per block (default {rounds})")
-    parser.add_argument("--threads", default=f"1,{os.cpu_count() or 1}",
-                        help="torch thread counts to measure, comma-separated (default: 1 and all cores)")
-    parser.add_argument("--max-load", type=float, default=float(os.cpu_count() or 1),
-                        help="repeat a block measured above this 1-minute load average (default: the core count)")
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=rounds, help=f"interleaved rounds per block (default {rounds})"
+    )
+    parser.add_argument(
+        "--threads",
+        default=f"1,{os.cpu_count() or 1}",
+        help="torch thread counts to measure, comma-separated (default: 1 and all cores)",
+    )
+    parser.add_argument(
+        "--max-load",
+        type=float,
+        default=float(os.cpu_count() or 1),
+        help="repeat a block measured above this 1-minute load average (default: the core count)",
+    )
     parser.add_argument("--attempts", type=int, default=2, help="attempts per block at most (default 2)")
     return parser
 
@@ -60,11 +71,15 @@ def thread_counts(spec: str) -> list[int]:
 def environment() -> str:
     """One paragraph describing the machine and the settings, printed at the top of every script."""
     lines = [
-        (f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores "
-         f"({_cpu_model()}), heap pinned: {HEAP_PINNED}"),
-        (f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
-         f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS', '(unset)')}; load average at start "
-         + "/".join(f"{x:.2f}" for x in os.getloadavg())),
+        (
+            f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores "
+            f"({_cpu_model()}), heap pinned: {HEAP_PINNED}"
+        ),
+        (
+            f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
+            f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS', '(unset)')}; load average at start "
+            + "/".join(f"{x:.2f}" for x in os.getloadavg())
+        ),
     ]
     versions = []
     for name in ("numpy", "torch"):
@@ -109,8 +124,9 @@ class Block:
         return max(self.load_before, self.load_after)
 
 
-def measure(cases: dict[str, Callable[[], object]], floor: str, *, rounds: int, max_load: float,
-            attempts: int) -> Block:
+def measure(
+    cases: dict[str, Callable[[], object]], floor: str, *, rounds: int, max_load: float, attempts: int
+) -> Block:
     """Time ``cases`` (one of them named ``floor``) in interleaved rounds; repeat while the load is high."""
     best: Block | None = None
     for attempt in range(1, max(1, attempts) + 1):
@@ -141,19 +157,28 @@ def _measure_once(cases: dict[str, Callable[[], object]], floor: str, *, rounds:
     for name in cases:
         rw = [w / f for w, f in zip(wall[name], wall[floor])]
         rc = [c / f if f > 0 else float("nan") for c, f in zip(cpu[name], cpu[floor])]
-        results[name] = Result(statistics.median(wall[name]), statistics.median(cpu[name]),
-                               statistics.median(rw), statistics.median(rc))
+        results[name] = Result(
+            statistics.median(wall[name]),
+            statistics.median(cpu[name]),
+            statistics.median(rw),
+            statistics.median(rc),
+        )
     return Block(results, load_before, os.getloadavg()[0], attempt)
 
 
-def report(title: str, block: Block, *, rounds: int, extra: dict[str, str] | None = None,
-           extra_header: str = "") -> None:
+def report(
+    title: str, block: Block, *, rounds: int, extra: dict[str, str] | None = None, extra_header: str = ""
+) -> None:
     """Print one block: wall and CPU medians, ratios to the floor, and the load it was measured at."""
     print(f"\n{title}")
-    print(f"  median of {rounds} interleaved rounds; load {block.load_before:.2f} → {block.load_after:.2f}"
-          + (f" (attempt {block.attempt})" if block.attempt > 1 else ""))
+    print(
+        f"  median of {rounds} interleaved rounds; load {block.load_before:.2f} → {block.load_after:.2f}"
+        + (f" (attempt {block.attempt})" if block.attempt > 1 else "")
+    )
     print(f"  {'case':46s} {'wall ms':>9s} {'CPU ms':>9s} {'÷floor':>7s} {'÷floor':>7s}  {extra_header}")
     print(f"  {'':46s} {'':>9s} {'':>9s} {'(wall)':>7s} {'(CPU)':>7s}")
     for name, r in block.results.items():
         tail = (extra or {}).get(name, "")
-        print(f"  {name:46s} {r.wall * 1e3:9.3f} {r.cpu * 1e3:9.3f} {r.ratio_wall:7.2f} {r.ratio_cpu:7.2f}  {tail}")
+        print(
+            f"  {name:46s} {r.wall * 1e3:9.3f} {r.cpu * 1e3:9.3f} {r.ratio_wall:7.2f} {r.ratio_cpu:7.2f}  {tail}"
+        )

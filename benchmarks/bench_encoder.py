@@ -41,13 +41,22 @@ def main() -> None:
         model.zero_grad(set_to_none=True)
         model(x).sum().backward()
 
-    cases: dict[str, Callable[[], object]] = {label: (lambda m=model: step(m)) for label, model in models.items()}
+    cases: dict[str, Callable[[], object]] = {
+        label: (lambda m=model: step(m)) for label, model in models.items()
+    }
     for threads in _harness.thread_counts(args.threads):
         torch.set_num_threads(threads)
-        block = _harness.measure(cases, "none", rounds=args.rounds, max_load=args.max_load, attempts=args.attempts)
+        block = _harness.measure(
+            cases, "none", rounds=args.rounds, max_load=args.max_load, attempts=args.attempts
+        )
         tokens = {label: f"{B * S / r.wall:10.0f}" for label, r in block.results.items()}
-        _harness.report(f"encoder forward+backward, {torch.get_num_threads()} thread(s); floor = none", block,
-                        rounds=args.rounds, extra=tokens, extra_header="tokens/s (wall)")
+        _harness.report(
+            f"encoder forward+backward, {torch.get_num_threads()} thread(s); floor = none",
+            block,
+            rounds=args.rounds,
+            extra=tokens,
+            extra_header="tokens/s (wall)",
+        )
 
 
 if __name__ == "__main__":

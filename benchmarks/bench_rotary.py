@@ -35,8 +35,10 @@ def complex_rotary(freqs_cis: torch.Tensor) -> Callable[[torch.Tensor, torch.Ten
     def rotate(q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         q_ = torch.view_as_complex(q.float().reshape(*q.shape[:-1], -1, 2))
         k_ = torch.view_as_complex(k.float().reshape(*k.shape[:-1], -1, 2))
-        return (torch.view_as_real(q_ * freqs_cis).flatten(3).type_as(q),
-                torch.view_as_real(k_ * freqs_cis).flatten(3).type_as(k))
+        return (
+            torch.view_as_real(q_ * freqs_cis).flatten(3).type_as(q),
+            torch.view_as_real(k_ * freqs_cis).flatten(3).type_as(k),
+        )
 
     return rotate
 
@@ -47,19 +49,24 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
     fns: dict[str, Callable] = {}
     for layout in ("half_split", "adjacent"):
         cos, sin = RotaryEmbedding(d, layout=layout, max_len=s).cos_sin(s, dtype=dtype)
-        fns[f"posenc apply_rotary {layout}"] = (
-            lambda q, k, c=cos, n=sin, lay=layout: (apply_rotary(q, c, n, layout=lay), apply_rotary(k, c, n, layout=lay)))
+        fns[f"posenc apply_rotary {layout}"] = lambda q, k, c=cos, n=sin, lay=layout: (
+            apply_rotary(q, c, n, layout=lay),
+            apply_rotary(k, c, n, layout=lay),
+        )
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     angles = torch.outer(torch.arange(s, dtype=torch.float64), theta)
-    fns["complex multiply (Meta LLaMA)"] = complex_rotary(torch.polar(torch.ones_like(angles), angles).to(torch.complex64))
+    fns["complex multiply (Meta LLaMA)"] = complex_rotary(
+        torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
+    )
     try:
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
     except ImportError:
         print("  transformers not installed (pip install 'posenc[test]'): skipped")
     else:
         cos, sin = RotaryEmbedding(d, layout="half_split", max_len=s).cos_sin(s, dtype=dtype)
-        fns["HF LLaMA apply_rotary_pos_emb (half_split)"] = (
-            lambda q, k, c=cos[None], n=sin[None]: apply_rotary_pos_emb(q, k, c, n))
+        fns["HF LLaMA apply_rotary_pos_emb (half_split)"] = lambda q, k, c=cos[None], n=sin[None]: (
+            apply_rotary_pos_emb(q, k, c, n)
+        )
     try:
         from rotary_embedding_torch import RotaryEmbedding as LucidRotary
     except ImportError:
@@ -67,15 +74,20 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
     else:
         lucid = LucidRotary(dim=d)
         lucid.rotate_queries_or_keys(torch.zeros(1, 1, s, d, dtype=dtype))  # fill its cache
-        fns["rotary-embedding-torch (adjacent)"] = (
-            lambda q, k: (lucid.rotate_queries_or_keys(q), lucid.rotate_queries_or_keys(k)))
+        fns["rotary-embedding-torch (adjacent)"] = lambda q, k: (
+            lucid.rotate_queries_or_keys(q),
+            lucid.rotate_queries_or_keys(k),
+        )
     try:
         from x_transformers.x_transformers import apply_rotary_pos_emb as xt_apply
     except ImportError:
         print("  x-transformers not installed (pip install 'posenc[peers]'): skipped")
     else:
         freqs = torch.repeat_interleave(angles.float(), 2, dim=-1)[None]  # [1, s, d], adjacent pairs
-        fns["x-transformers apply_rotary_pos_emb (adjacent)"] = lambda q, k: (xt_apply(q, freqs), xt_apply(k, freqs))
+        fns["x-transformers apply_rotary_pos_emb (adjacent)"] = lambda q, k: (
+            xt_apply(q, freqs),
+            xt_apply(k, freqs),
+        )
     if compile_:
         torch._dynamo.config.recompile_limit = 64  # every shape, dtype and grad mode gets its own graph
         for layout in ("half_split", "adjacent"):
@@ -84,7 +96,9 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
     return fns
 
 
-def forward_backward(fn: Callable, q: torch.Tensor, k: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor) -> None:
+def forward_backward(
+    fn: Callable, q: torch.Tensor, k: torch.Tensor, gq: torch.Tensor, gk: torch.Tensor
+) -> None:
     q.grad = k.grad = None
     out_q, out_k = fn(q, k)
     torch.autograd.backward([out_q, out_k], [gq, gk])
@@ -101,12 +115,21 @@ def run(shape: tuple[int, ...], dtype: torch.dtype, args) -> None:
         label = f"{tuple(shape)} {str(dtype).removeprefix('torch.')}, {torch.get_num_threads()} thread(s)"
         cases: dict[str, Callable[[], object]] = {FLOOR: lambda: (q.clone(), k.clone())}
         cases.update({name: (lambda f=fn: f(q, k)) for name, fn in fns.items()})
-        block = _harness.measure(cases, FLOOR, rounds=args.rounds, max_load=args.max_load, attempts=args.attempts)
+        block = _harness.measure(
+            cases, FLOOR, rounds=args.rounds, max_load=args.max_load, attempts=args.attempts
+        )
         _harness.report(f"forward {label}", block, rounds=args.rounds)
         cases = {FLOOR: lambda: (q.clone(), k.clone())}
-        cases.update({name: (lambda f=fn: forward_backward(f, qg, kg, gq, gk)) for name, fn in fns.items()
-                      if "x-transformers" not in name and "rotary-embedding-torch" not in name})
-        block = _harness.measure(cases, FLOOR, rounds=args.rounds, max_load=args.max_load, attempts=args.attempts)
+        cases.update(
+            {
+                name: (lambda f=fn: forward_backward(f, qg, kg, gq, gk))
+                for name, fn in fns.items()
+                if "x-transformers" not in name and "rotary-embedding-torch" not in name
+            }
+        )
+        block = _harness.measure(
+            cases, FLOOR, rounds=args.rounds, max_load=args.max_load, attempts=args.attempts
+        )
         _harness.report(f"forward+backward {label}", block, rounds=args.rounds)
     torch.set_num_threads(1)
 
@@ -114,8 +137,12 @@ def run(shape: tuple[int, ...], dtype: torch.dtype, args) -> None:
 def main() -> None:
     parser = _harness.arguments(__doc__, rounds=9)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
-    parser.add_argument("--shapes", default="all", choices=["all", "short", "long"],
-                        help="(8,8,2048,64), (1,8,16384,64) or both (default)")
+    parser.add_argument(
+        "--shapes",
+        default="all",
+        choices=["all", "short", "long"],
+        help="(8,8,2048,64), (1,8,16384,64) or both (default)",
+    )
     args = parser.parse_args()
     print(_harness.environment())
     torch.manual_seed(0)

@@ -53,8 +53,10 @@ def main() -> None:
     torch.set_num_threads(1)
     print(_harness.environment())
     print(f"1 thread; median of {args.rounds} interleaved rounds per shape; times in ms, CPU (wall)")
-    print(f"  {'S':>6s} {'d':>5s} {'S·d':>10s} {'numpy':>16s} {'÷floor':>7s} {'ns/entry':>8s} "
-          f"{'torch':>16s} {'÷floor':>7s} {'ns/entry':>8s} {'load':>5s}")
+    print(
+        f"  {'S':>6s} {'d':>5s} {'S·d':>10s} {'numpy':>16s} {'÷floor':>7s} {'ns/entry':>8s} "
+        f"{'torch':>16s} {'÷floor':>7s} {'ns/entry':>8s} {'load':>5s}"
+    )
     points: dict[str, list[tuple[int, float]]] = {"numpy": [], "torch": []}
     for length in LENGTHS:
         for dim in DIMS:
@@ -63,21 +65,27 @@ def main() -> None:
                 continue
             cases = table_cases(length, dim)
             rounds = args.rounds if n >= LARGE else 3 * args.rounds
-            block = _harness.measure(cases, "np floor", rounds=rounds, max_load=args.max_load, attempts=args.attempts)
+            block = _harness.measure(
+                cases, "np floor", rounds=rounds, max_load=args.max_load, attempts=args.attempts
+            )
             r = block.results
             row = f"  {length:6d} {dim:5d} {n:10d}"
             for name, floor in (("numpy", "np floor"), ("torch", "torch floor")):
                 ratio = r[name].cpu / r[floor].cpu
-                row += (f" {r[name].cpu * 1e3:7.2f} ({r[name].wall * 1e3:6.2f}) {ratio:7.2f} "
-                        f"{r[name].cpu * 1e9 / n:8.2f}")
+                row += (
+                    f" {r[name].cpu * 1e3:7.2f} ({r[name].wall * 1e3:6.2f}) {ratio:7.2f} "
+                    f"{r[name].cpu * 1e9 / n:8.2f}"
+                )
                 if n >= LARGE:
                     points[name].append((n, r[name].cpu))
             print(row + f" {block.load:5.1f}")
     for name, pts in points.items():
         if len(pts) >= 2:
-            print(f"{name}: slope of log CPU time on log(S·d) over {len(pts)} tables ≥ 2^20 entries: "
-                  f"{slope(pts):.3f} (1 = linear); ns/entry from {min(t * 1e9 / n for n, t in pts):.2f} "
-                  f"to {max(t * 1e9 / n for n, t in pts):.2f}")
+            print(
+                f"{name}: slope of log CPU time on log(S·d) over {len(pts)} tables ≥ 2^20 entries: "
+                f"{slope(pts):.3f} (1 = linear); ns/entry from {min(t * 1e9 / n for n, t in pts):.2f} "
+                f"to {max(t * 1e9 / n for n, t in pts):.2f}"
+            )
 
 
 if __name__ == "__main__":

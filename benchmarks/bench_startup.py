@@ -24,8 +24,17 @@ COMMANDS = {
     "floor: python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
     "python -c 'import posenc'": [sys.executable, "-c", "import posenc"],
     "posenc --help": [sys.executable, "-m", "posenc", "--help"],
-    "posenc table sinusoidal -S 8 --dim 16": [sys.executable, "-m", "posenc", "table", "sinusoidal",
-                                              "--length", "8", "--dim", "16"],
+    "posenc table sinusoidal -S 8 --dim 16": [
+        sys.executable,
+        "-m",
+        "posenc",
+        "table",
+        "sinusoidal",
+        "--length",
+        "8",
+        "--dim",
+        "16",
+    ],
     "posenc bench --help": [sys.executable, "-m", "posenc", "bench", "--help"],
 }
 HEAVY = ("torch", "scipy", "matplotlib", "sklearn", "pandas")
@@ -43,7 +52,9 @@ def run_once(argv: list[str]) -> tuple[float, float]:
 def heavy_imports(argv: list[str]) -> list[str]:
     """Top-level packages among :data:`HEAVY` that the command imports."""
     proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True)
-    names = {line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+    names = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line
+    }
     return sorted(names & set(HEAVY))
 
 
@@ -68,8 +79,10 @@ def main() -> None:
         rw = statistics.median(w / f for w, f in zip(wall[name], wall[floor]))
         rc = statistics.median(c / f for c, f in zip(cpu[name], cpu[floor]))
         heavy = ", ".join(heavy_imports(argv)) or "none"
-        print(f"  {name:40s} {statistics.median(wall[name]) * 1e3:8.1f} {statistics.median(cpu[name]) * 1e3:8.1f} "
-              f"{rw:7.2f} {rc:7.2f}  {heavy}")
+        print(
+            f"  {name:40s} {statistics.median(wall[name]) * 1e3:8.1f} {statistics.median(cpu[name]) * 1e3:8.1f} "
+            f"{rw:7.2f} {rc:7.2f}  {heavy}"
+        )
 
 
 if __name__ == "__main__":

@@ -72,7 +72,8 @@ def torch_tables(dim: int) -> dict[str, Callable[..., torch.Tensor]]:
 
     tables: dict[str, Callable[..., torch.Tensor]] = {
         "posenc SinusoidalEncoding.table": posenc_table,
-        "tutorial formula (float32 angles)": lambda length, start=0: tutorial(length, dim, start)}
+        "tutorial formula (float32 angles)": lambda length, start=0: tutorial(length, dim, start),
+    }
     try:
         from x_transformers.x_transformers import ScaledSinusoidalEmbedding
     except ImportError:
@@ -130,16 +131,25 @@ def run_shape(length: int, dim: int, args) -> None:
         "posenc.sinusoidal(S, d, dtype=float32)": lambda: posenc.sinusoidal(length, dim, dtype=np.float32),
         "NumPy recipe (float64 table, then cast)": lambda: numpy_recipe(length, dim),
     }
-    block = _harness.measure(numpy_cases, "floor np.copyto(np.empty(S, d), t)", rounds=args.rounds,
-                             max_load=args.max_load, attempts=args.attempts)
+    block = _harness.measure(
+        numpy_cases,
+        "floor np.copyto(np.empty(S, d), t)",
+        rounds=args.rounds,
+        max_load=args.max_load,
+        attempts=args.attempts,
+    )
     posenc_far = far_error(lambda n, s: posenc.sinusoidal(np.arange(s, s + n), dim, dtype=np.float32), dim)
     extra = {
-        "posenc.sinusoidal(S, d, dtype=float32)":
-            f"{peak_ratio(lambda: posenc.sinusoidal(length, dim, dtype=np.float32)):>6s} {posenc_far}",
+        "posenc.sinusoidal(S, d, dtype=float32)": f"{peak_ratio(lambda: posenc.sinusoidal(length, dim, dtype=np.float32)):>6s} {posenc_far}",
         "NumPy recipe (float64 table, then cast)": f"{peak_ratio(lambda: numpy_recipe(length, dim)):>6s}",
     }
-    _harness.report(f"NumPy S={length} d={dim} float32", block, rounds=args.rounds, extra=extra,
-                    extra_header="peak÷out err@1e7")
+    _harness.report(
+        f"NumPy S={length} d={dim} float32",
+        block,
+        rounds=args.rounds,
+        extra=extra,
+        extra_header="peak÷out err@1e7",
+    )
 
     src_t = torch.from_numpy(src)
     tables = torch_tables(dim)
@@ -147,12 +157,23 @@ def run_shape(length: int, dim: int, args) -> None:
     for threads in _harness.thread_counts(args.threads):
         torch.set_num_threads(threads)
         cases: dict[str, Callable[[], object]] = {
-            "floor torch.empty(S, d).copy_(t)": lambda: torch.empty(length, dim).copy_(src_t)}
+            "floor torch.empty(S, d).copy_(t)": lambda: torch.empty(length, dim).copy_(src_t)
+        }
         cases.update({name: (lambda t=table: t(length)) for name, table in tables.items()})
-        block = _harness.measure(cases, "floor torch.empty(S, d).copy_(t)", rounds=args.rounds,
-                                 max_load=args.max_load, attempts=args.attempts)
-        _harness.report(f"torch S={length} d={dim} float32, {torch.get_num_threads()} thread(s)", block,
-                        rounds=args.rounds, extra=errors, extra_header="err@1e7")
+        block = _harness.measure(
+            cases,
+            "floor torch.empty(S, d).copy_(t)",
+            rounds=args.rounds,
+            max_load=args.max_load,
+            attempts=args.attempts,
+        )
+        _harness.report(
+            f"torch S={length} d={dim} float32, {torch.get_num_threads()} thread(s)",
+            block,
+            rounds=args.rounds,
+            extra=errors,
+            extra_header="err@1e7",
+        )
     torch.set_num_threads(1)
 
 

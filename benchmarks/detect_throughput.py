@@ -27,7 +27,9 @@ from posenc.experiment.detect import build_detector, fit_detector
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", default="msl")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--encodings", default="none,sinusoidal,rope")
@@ -35,11 +37,15 @@ def main() -> None:
     torch.set_num_threads(1)
     base = dataclasses.replace(RunConfig(task="detect"), epochs=args.epochs, patience=args.epochs)
     key, value = NOMINAL_OPTIONS.get(args.dataset, ("include_train", True))
-    data = detection_data(load_dataset(args.dataset, **{key: value}), window=base.window, horizon=base.horizon)
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.dataset}: {data.n_channels} channels × "
-          f"{data.n_features} features, window {base.window}, horizon {base.horizon}, d_model {base.d_model}, "
-          f"{base.n_layers} layers, batch {base.batch_size}")
+    data = detection_data(
+        load_dataset(args.dataset, **{key: value}), window=base.window, horizon=base.horizon
+    )
+    print(
+        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, 1 thread, load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.dataset}: {data.n_channels} channels × "
+        f"{data.n_features} features, window {base.window}, horizon {base.horizon}, d_model {base.d_model}, "
+        f"{base.n_layers} layers, batch {base.batch_size}"
+    )
     for encoding in args.encodings.split(","):
         config = dataclasses.replace(base, encoding=encoding)
         model, _ = build_detector(config, data)
@@ -48,8 +54,10 @@ def main() -> None:
         cpu = time.process_time() - cpu
         windows = sum(r["windows_per_s"] * r["train_seconds"] for r in state.history)
         wall_rate = statistics.median(r["windows_per_s"] for r in state.history)
-        print(f"{encoding:<11} {wall_rate:8.0f} windows/s (wall)  {windows / cpu:8.0f} windows per CPU-second "
-              f"(incl. held-out loss)")
+        print(
+            f"{encoding:<11} {wall_rate:8.0f} windows/s (wall)  {windows / cpu:8.0f} windows per CPU-second "
+            f"(incl. held-out loss)"
+        )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,9 @@ from posenc.experiment.train import fit
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--encodings", default="none,sinusoidal,dft,rope,alibi")
@@ -33,9 +35,11 @@ def main() -> None:
     base = dataclasses.replace(RunConfig(), epochs=args.epochs, patience=args.epochs)
     splits = make_splits(load_dataset(base.dataset), window=base.window, stride=base.stride, seed=0)
     device = torch.device(args.device)
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, device {device}; "
-          f"{len(splits.train.y)} training windows of {base.window} × {splits.train.X.shape[2]}, "
-          f"d_model {base.d_model}, {base.n_layers} layers, batch {base.batch_size}")
+    print(
+        f"{platform.processor() or platform.machine()}, torch {torch.__version__}, device {device}; "
+        f"{len(splits.train.y)} training windows of {base.window} × {splits.train.X.shape[2]}, "
+        f"d_model {base.d_model}, {base.n_layers} layers, batch {base.batch_size}"
+    )
     first = None
     for threads in (int(t) for t in args.threads.split(",")):
         torch.set_num_threads(threads)

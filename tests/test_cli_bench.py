@@ -14,9 +14,27 @@ import pytest
 
 from posenc.cli import main
 
-TINY = ["--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=1024",
-        "--window", "16", "--d-model", "16", "--heads", "2", "--layers", "1", "--epochs", "2",
-        "--seeds", "2", "--no-progress"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--dataset-option",
+    "n_series=2",
+    "--dataset-option",
+    "length=1024",
+    "--window",
+    "16",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--epochs",
+    "2",
+    "--seeds",
+    "2",
+    "--no-progress",
+]
 
 
 def bench(tmp_path: Path, *extra: str) -> int:
@@ -29,7 +47,12 @@ def test_tiny_benchmark_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     out = capsys.readouterr().out
     for ext in ("md", "csv", "json", "png"):
         assert (tmp_path / f"results.{ext}").stat().st_size > 0
-    for row in ("| none | native | 2 |", "| sinusoidal | native | 2 |", "| dft | native | 2 |", "| hgb-summary | - | 1 |"):
+    for row in (
+        "| none | native | 2 |",
+        "| sinusoidal | native | 2 |",
+        "| dft | native | 2 |",
+        "| hgb-summary | - | 1 |",
+    ):
         assert row in out
     assert "| dft | native | f1 | 2 |" in out  # the paired test against sinusoidal
     data = json.loads((tmp_path / "results.json").read_text())
@@ -46,8 +69,21 @@ def test_tiny_benchmark_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
 
 
 def test_scale_grid_one_row_per_encoding_and_scale(tmp_path, capsys):
-    assert bench(tmp_path, "--encodings", "dft,alibi", "--scale", "native,matched", "--seeds", "1",
-                 "--epochs", "1", "--no-baseline") == 0
+    assert (
+        bench(
+            tmp_path,
+            "--encodings",
+            "dft,alibi",
+            "--scale",
+            "native,matched",
+            "--seeds",
+            "1",
+            "--epochs",
+            "1",
+            "--no-baseline",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     for row in ("| dft | native |", "| dft | matched |", "| sinusoidal | matched |", "| alibi | native |"):
         assert row in out
@@ -57,8 +93,21 @@ def test_scale_grid_one_row_per_encoding_and_scale(tmp_path, capsys):
 
 def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
     """``--protocol random_windows`` measures leakage: its runs live apart and its table says LEAKY."""
-    assert bench(tmp_path, "--encodings", "sinusoidal", "--seeds", "1", "--epochs", "1", "--no-baseline",
-                 "--protocol", "random_windows") == 0
+    assert (
+        bench(
+            tmp_path,
+            "--encodings",
+            "sinusoidal",
+            "--seeds",
+            "1",
+            "--epochs",
+            "1",
+            "--no-baseline",
+            "--protocol",
+            "random_windows",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "**LEAKY split protocol `random_windows`" in out
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["synthetic-random_windows"]
@@ -79,9 +128,23 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
         (["--dataset", "probes", "--protocol", "random_windows"], "--protocol random_windows does not apply"),
         (["--seeds", "0"], "--seeds must be >= 1, got 0"),
         (["--window", "2000", "--encodings", "rope"], "window=2000 is longer than series"),
-        (["--window", "24", "--encodings", "dft"], "'dft' with window=24: it is faithful .*0 … 15 at d_model=16"),
-        (["--dataset-option", "spikes=0", "--dataset-option", "order=0", "--dataset-option", "timing=0",
-          "--dataset-option", "long_range=0"], "no labelled anomalies"),
+        (
+            ["--window", "24", "--encodings", "dft"],
+            "'dft' with window=24: it is faithful .*0 … 15 at d_model=16",
+        ),
+        (
+            [
+                "--dataset-option",
+                "spikes=0",
+                "--dataset-option",
+                "order=0",
+                "--dataset-option",
+                "timing=0",
+                "--dataset-option",
+                "long_range=0",
+            ],
+            "no labelled anomalies",
+        ),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, capsys, args, message):
@@ -93,13 +156,32 @@ def test_bad_input_fails_before_training(tmp_path, capsys, args, message):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
-                    reason="torchrun not installed beside the interpreter")
+@pytest.mark.skipif(
+    shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+    reason="torchrun not installed beside the interpreter",
+)
 def test_data_parallel_two_cpu_processes(tmp_path):
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", "-m", "posenc", "bench", *TINY,
-           "--encodings", "sinusoidal", "--epochs", "1", "--seeds", "1", "--no-baseline", "--out", str(tmp_path)]
+    cmd = [
+        torchrun,
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "posenc",
+        "bench",
+        *TINY,
+        "--encodings",
+        "sinusoidal",
+        "--epochs",
+        "1",
+        "--seeds",
+        "1",
+        "--no-baseline",
+        "--out",
+        str(tmp_path),
+    ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("| sinusoidal | native | 1 |") == 1  # only rank 0 prints the table
@@ -115,8 +197,22 @@ def test_data_parallel_two_cpu_processes(tmp_path):
 
 
 def test_repeated_splits_pool_splits_and_seeds(tmp_path, capsys):
-    assert bench(tmp_path, "--encodings", "sinusoidal", "--splits", "2", "--seeds", "1", "--epochs", "1",
-                 "--no-baseline", "--no-shuffle-control") == 0
+    assert (
+        bench(
+            tmp_path,
+            "--encodings",
+            "sinusoidal",
+            "--splits",
+            "2",
+            "--seeds",
+            "1",
+            "--epochs",
+            "1",
+            "--no-baseline",
+            "--no-shuffle-control",
+        )
+        == 0
+    )
     data = json.loads((tmp_path / "results.json").read_text())
     assert [s["split_seed"] for s in data["test_splits"]] == [0, 1]
     assert {r["encoding"]: r["n"] for r in data["rows"]} == {"none": 2, "sinusoidal": 2, "flag-all": 2}
@@ -124,9 +220,28 @@ def test_repeated_splits_pool_splits_and_seeds(tmp_path, capsys):
     assert data["rows"][0]["shuffle_drop"] is None
 
 
-PROBE = ["bench", "--dataset", "probes", "--dataset-option", "n_train=64", "--dataset-option", "n_eval=32",
-         "--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1", "--seeds", "1",
-         "--no-progress"]
+PROBE = [
+    "bench",
+    "--dataset",
+    "probes",
+    "--dataset-option",
+    "n_train=64",
+    "--dataset-option",
+    "n_eval=32",
+    "--window",
+    "8",
+    "--d-model",
+    "8",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--epochs",
+    "1",
+    "--seeds",
+    "1",
+    "--no-progress",
+]
 
 
 def test_probe_suite_accuracy_against_lag(tmp_path, capsys):
@@ -192,18 +307,34 @@ DETECT = ["--task", "detect", "--dataset-option", "nominal_length=1024", "--hori
 @pytest.mark.slow  # trains detectors end to end
 def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     """``--task detect`` on synthetic data in seconds: both detectors, paired tests, shuffle control, flag-all, resume."""
-    args = [*DETECT, "--detector", "forecast,reconstruct", "--encodings", "rope", "--epochs", "1", "--no-baseline"]
+    args = [
+        *DETECT,
+        "--detector",
+        "forecast,reconstruct",
+        "--encodings",
+        "rope",
+        "--epochs",
+        "1",
+        "--no-baseline",
+    ]
     assert bench(tmp_path, *args) == 0
     out = capsys.readouterr().out
-    for row in ("| forecast | none | native | 2 |", "| forecast | rope | native | 2 |",
-                "| reconstruct | sinusoidal | native | 2 |", "| — | flag-all | - | 1 |",
-                "| forecast | rope | native | event_f1 | 2 |", "| reconstruct | none | native | auprc | 2 |"):
+    for row in (
+        "| forecast | none | native | 2 |",
+        "| forecast | rope | native | 2 |",
+        "| reconstruct | sinusoidal | native | 2 |",
+        "| — | flag-all | - | 1 |",
+        "| forecast | rope | native | event_f1 | 2 |",
+        "| reconstruct | none | native | auprc | 2 |",
+    ):
         assert row in out, row
     assert "event F1" in out and "point-adjusted F1 (inflated)" in out and "flags every test step" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["metrics"][:3] == ["event_precision", "event_recall", "event_f1"]
     runs = data["runs"]
-    assert len(runs) == 12 and all("shuffled_test" in r and r["detector"] in ("forecast", "reconstruct") for r in runs)
+    assert len(runs) == 12 and all(
+        "shuffled_test" in r and r["detector"] in ("forecast", "reconstruct") for r in runs
+    )
     from posenc.data import make_synthetic
 
     n_events = sum(len(s.events) for s in make_synthetic(n_series=2, length=1024).series)
@@ -217,8 +348,14 @@ def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     "args, message",
     [
         (["--horizon", "16"], "--horizon must be < --window, got --horizon 16 with --window 16"),
-        (["--dataset-option", "nominal_length=0"], "needs nominal training arrays.*msl: --dataset-option include_train"),
-        (["--dataset-option", "nominal_length=600", "--window", "119", "--encodings", "rope"], "'synthetic-0': its held-out part has 120 steps"),
+        (
+            ["--dataset-option", "nominal_length=0"],
+            "needs nominal training arrays.*msl: --dataset-option include_train",
+        ),
+        (
+            ["--dataset-option", "nominal_length=600", "--window", "119", "--encodings", "rope"],
+            "'synthetic-0': its held-out part has 120 steps",
+        ),
         (["--splits", "2"], "--splits applies to the classify task"),
         (["--detector", "lstm"], "--detector: unknown 'lstm'; valid: forecast, reconstruct"),
     ],
@@ -232,10 +369,32 @@ def test_detect_bad_input_fails_before_training(tmp_path, capsys, args, message)
 
 def test_model_size_left_to_the_default(tmp_path, capsys):
     """No --d-model/--heads: the resolved default size is used (and checked against memory), not None."""
-    args = ["bench", "--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=1024",
-            "--window", "16", "--layers", "1", "--epochs", "1", "--seeds", "1", "--encodings", "none",
-            "--no-baseline", "--no-shuffle-control", "--no-progress", "--out", str(tmp_path)]
+    args = [
+        "bench",
+        "--dataset",
+        "synthetic",
+        "--dataset-option",
+        "n_series=2",
+        "--dataset-option",
+        "length=1024",
+        "--window",
+        "16",
+        "--layers",
+        "1",
+        "--epochs",
+        "1",
+        "--seeds",
+        "1",
+        "--encodings",
+        "none",
+        "--no-baseline",
+        "--no-shuffle-control",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     config = json.loads(next((tmp_path / "runs").rglob("config.json")).read_text())
     from posenc.experiment.config import RunConfig
+
     assert config["config"]["d_model"] == RunConfig().d_model

@@ -12,9 +12,29 @@ import pytest
 from posenc.cli import main
 from posenc.experiment.config import RunConfig
 
-TINY = ["--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=512",
-        "--window", "16", "--d-model", "16", "--heads", "2", "--layers", "1", "--epochs", "1",
-        "--seeds", "1", "--no-progress", "--no-baseline", "--no-shuffle-control"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--dataset-option",
+    "n_series=2",
+    "--dataset-option",
+    "length=512",
+    "--window",
+    "16",
+    "--d-model",
+    "16",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--epochs",
+    "1",
+    "--seeds",
+    "1",
+    "--no-progress",
+    "--no-baseline",
+    "--no-shuffle-control",
+]
 
 
 def _configs(root: Path, encoding: str) -> list[dict]:
@@ -23,14 +43,26 @@ def _configs(root: Path, encoding: str) -> list[dict]:
 
 
 def test_options_reach_the_module_and_are_recorded_per_run(tmp_path, capsys):
-    args = ["bench", *TINY, "--encodings", "rope,t5", "--out", str(tmp_path),
-            "--encoding-option", "rope.layout=adjacent", "--encoding-option", "num_buckets=8"]
+    args = [
+        "bench",
+        *TINY,
+        "--encodings",
+        "rope,t5",
+        "--out",
+        str(tmp_path),
+        "--encoding-option",
+        "rope.layout=adjacent",
+        "--encoding-option",
+        "num_buckets=8",
+    ]
     assert main(args) == 0
     (rope,), (t5,) = _configs(tmp_path, "rope"), _configs(tmp_path, "t5")
     assert rope["config"]["encoding_options"] == {"layout": "adjacent"}
     assert t5["config"]["encoding_options"] == {"num_buckets": 8}  # a bare KEY only t5 takes; VALUE as JSON
     assert rope["encoding_options"] == {"layout": "adjacent"} and t5["encoding_options"] == {"num_buckets": 8}
-    assert "encoding_options" not in _configs(tmp_path, "sinusoidal")[0]["config"]  # none given: identity unchanged
+    assert (
+        "encoding_options" not in _configs(tmp_path, "sinusoidal")[0]["config"]
+    )  # none given: identity unchanged
     capsys.readouterr()
     # other options are another run: a directory of its own, trained, not skipped
     args[args.index("rope.layout=adjacent")] = "rope.layout=half_split"
@@ -43,12 +75,27 @@ def test_options_reach_the_module_and_are_recorded_per_run(tmp_path, capsys):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--encoding-option", "nope=1"], "--encoding-option nope=1: no encoding of none, sinusoidal, rope takes"),
-        (["--encoding-option", "rope.nope=1"], "encoding 'rope' has no option 'nope'; its options: base, rotary_dim"),
+        (
+            ["--encoding-option", "nope=1"],
+            "--encoding-option nope=1: no encoding of none, sinusoidal, rope takes",
+        ),
+        (
+            ["--encoding-option", "rope.nope=1"],
+            "encoding 'rope' has no option 'nope'; its options: base, rotary_dim",
+        ),
         (["--encoding-option", "alibi.layout=adjacent"], "'alibi' is not among --encodings"),
-        (["--encoding-option", "rope.max_len=4"], "'max_len' comes from the bench's size flags (--d-model, --heads, --window)"),
-        (["--encoding-option", "layout=adjacent"], "sinusoidal, rope all take 'layout'; name one as ENCODING.layout"),
-        (["--encoding-option", "rope.layout=sideways"], "layout must be one of 'adjacent', 'half_split'; got 'sideways'"),
+        (
+            ["--encoding-option", "rope.max_len=4"],
+            "'max_len' comes from the bench's size flags (--d-model, --heads, --window)",
+        ),
+        (
+            ["--encoding-option", "layout=adjacent"],
+            "sinusoidal, rope all take 'layout'; name one as ENCODING.layout",
+        ),
+        (
+            ["--encoding-option", "rope.layout=sideways"],
+            "layout must be one of 'adjacent', 'half_split'; got 'sideways'",
+        ),
     ],
 )
 def test_bad_options_fail_before_training(tmp_path, capsys, options, message):
@@ -76,7 +123,10 @@ def test_the_default_output_path_names_the_dataset_once(tmp_path, monkeypatch):
 
 
 def test_run_identity_includes_the_options():
-    plain, adjacent = RunConfig(encoding="rope"), RunConfig(encoding="rope", encoding_options={"layout": "adjacent"})
+    plain, adjacent = (
+        RunConfig(encoding="rope"),
+        RunConfig(encoding="rope", encoding_options={"layout": "adjacent"}),
+    )
     assert plain.encoding_label == "rope" and adjacent.encoding_label == 'rope+layout="adjacent"'
     assert plain.to_dict() != adjacent.to_dict()
     with pytest.raises(ValueError, match="must be a JSON value"):

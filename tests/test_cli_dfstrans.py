@@ -19,9 +19,28 @@ from posenc.experiment.config import RunConfig
 from posenc.experiment.runs import CHECKPOINT, METRICS, execute, run_dir
 
 DATA = ["--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=2048"]
-TINY = [*DATA, "--model", "spatiotemporal", "--n-windows", "4", "--window-length", "8", "--d-model", "8",
-        "--heads", "2", "--epochs", "3", "--patience", "5", "--seeds", "1", "--no-progress", "--no-baseline",
-        "--no-shuffle-control"]
+TINY = [
+    *DATA,
+    "--model",
+    "spatiotemporal",
+    "--n-windows",
+    "4",
+    "--window-length",
+    "8",
+    "--d-model",
+    "8",
+    "--heads",
+    "2",
+    "--epochs",
+    "3",
+    "--patience",
+    "5",
+    "--seeds",
+    "1",
+    "--no-progress",
+    "--no-baseline",
+    "--no-shuffle-control",
+]
 
 
 def bench(out: Path, *extra: str) -> int:
@@ -48,7 +67,9 @@ def test_reproduction_runs_logs_the_decay_and_is_skipped_on_rerun(tmp_path, caps
     record = json.loads((runs / "dfstrans_dft-native" / "split0-seed0" / METRICS).read_text())
     assert record["threshold"] == 0.5
     leaked = record["test_events_in_train"]  # the leakage indicator is printed with the test split when > 0
-    assert (f"events ({leaked} also in training: LEAKY)" in out) if leaked else ("also in training" not in out)
+    assert (
+        (f"events ({leaked} also in training: LEAKY)" in out) if leaked else ("also in training" not in out)
+    )
     config = json.loads((runs / "dfstrans_dft-native" / "split0-seed0" / "config.json").read_text())["config"]
     assert config["model"] == "spatiotemporal" and config["window"] == config["stride"] == 32
 
@@ -58,9 +79,21 @@ def test_reproduction_runs_logs_the_decay_and_is_skipped_on_rerun(tmp_path, caps
 
 def test_interrupted_run_resumes_with_the_decayed_table(tmp_path):
     """The decayed table is state: a resumed run must end exactly where an uninterrupted one does."""
-    config = RunConfig(dataset="synthetic", window=32, stride=32, model="spatiotemporal", n_windows=4,
-                       window_length=8, d_model=8, n_heads=2, encoding="dfstrans_dft", epochs=3, patience=5,
-                       protocol="dfstrans", monitor="loss")
+    config = RunConfig(
+        dataset="synthetic",
+        window=32,
+        stride=32,
+        model="spatiotemporal",
+        n_windows=4,
+        window_length=8,
+        d_model=8,
+        n_heads=2,
+        encoding="dfstrans_dft",
+        epochs=3,
+        patience=5,
+        protocol="dfstrans",
+        monitor="loss",
+    )
     splits = make_splits(load_dataset("synthetic", n_series=2, length=2048), window=32, protocol="dfstrans")
     cpu = torch.device("cpu")
     full = execute(config, splits, root=tmp_path / "full", device=cpu, progress=False)
@@ -91,12 +124,23 @@ def test_blocked_protocol_with_the_spatiotemporal_model(tmp_path, capsys):
     [
         (["--window", "30"], r"--window 30 must equal --n-windows × --window-length = 4 × 8 = 32"),
         (["--window-length", "7", "--window", "28"], r"--window-length must be >= 8.*7 leaves 0 features"),
-        (["--protocol", "dfstrans", "--anomaly-percent", "0"], r"--anomaly-percent must be in \(0, 100\], got 0"),
+        (
+            ["--protocol", "dfstrans", "--anomaly-percent", "0"],
+            r"--anomaly-percent must be in \(0, 100\], got 0",
+        ),
         (["--protocol", "dfstrans", "--anomaly-percent", "120"], r"--anomaly-percent must be in \(0, 100\]"),
-        (["--protocol", "dfstrans", "--anomaly-percent", "0.5"], r"anomaly_percent=0.5: fewer than 2 positive"),
-        (["--d-model", "9", "--heads", "3", "--window-length", "16", "--window", "64"],
-         r"--d-model must be a multiple of --window-length // 8 = 2"),
-        (["--encodings", "dft", "--n-windows", "12", "--window", "96"], r"--n-windows 12: encoding 'dft' is faithful only for 8 positions at --d-model 8"),
+        (
+            ["--protocol", "dfstrans", "--anomaly-percent", "0.5"],
+            r"anomaly_percent=0.5: fewer than 2 positive",
+        ),
+        (
+            ["--d-model", "9", "--heads", "3", "--window-length", "16", "--window", "64"],
+            r"--d-model must be a multiple of --window-length // 8 = 2",
+        ),
+        (
+            ["--encodings", "dft", "--n-windows", "12", "--window", "96"],
+            r"--n-windows 12: encoding 'dft' is faithful only for 8 positions at --d-model 8",
+        ),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, capsys, args, message):
@@ -123,8 +167,18 @@ def test_default_model_stays_the_transformer():
 def test_the_comparison_table_prints_the_leakage_indicator():
     from posenc.experiment.compare import compare, markdown
 
-    record = {"dataset": "toy", "subset": "", "encoding": "none", "scale": "native", "split_seed": 0, "seed": 0,
-              "test": {"f1": 0.5, "precision": 0.5, "recall": 0.5, "auprc": 0.5, "accuracy": 0.5},
-              "test_windows": 10, "test_positive_windows": 3, "test_events": 4, "test_events_in_train": 3}
+    record = {
+        "dataset": "toy",
+        "subset": "",
+        "encoding": "none",
+        "scale": "native",
+        "split_seed": 0,
+        "seed": 0,
+        "test": {"f1": 0.5, "precision": 0.5, "recall": 0.5, "auprc": 0.5, "accuracy": 0.5},
+        "test_windows": 10,
+        "test_positive_windows": 3,
+        "test_events": 4,
+        "test_events_in_train": 3,
+    }
     assert "4 events (3 also in training: LEAKY)" in markdown(compare([record]))
     assert "also in training" not in markdown(compare([{**record, "test_events_in_train": 0}]))

@@ -16,9 +16,31 @@ import posenc
 from posenc import _validate, cli
 from posenc.cli import COMMANDS, build_parser, main
 
-TINY = ["--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=1024",
-        "--window", "16", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "1", "--seeds", "1",
-        "--encodings", "none", "--no-baseline", "--no-shuffle-control", "--no-progress"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--dataset-option",
+    "n_series=2",
+    "--dataset-option",
+    "length=1024",
+    "--window",
+    "16",
+    "--d-model",
+    "8",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--epochs",
+    "1",
+    "--seeds",
+    "1",
+    "--encodings",
+    "none",
+    "--no-baseline",
+    "--no-shuffle-control",
+    "--no-progress",
+]
 
 
 def _error(capsys, argv) -> str:
@@ -57,12 +79,17 @@ def test_bench_diverging_lr_names_the_flag(capsys, tmp_path):
     assert "--lr 1000000.0" in err and "smaller --lr" in err
 
 
-@pytest.mark.parametrize("argv, what", [
-    (["analyze", "sinusoidal", "--length", "60000", "--dim", "8"], "--length"),
-    (["report", "--out", "OUT", "--length", "60000"], "--length"),
-    (["table", "sinusoidal", "--length", "1000000000", "--dim", "64"], "--length"),
-])
-def test_requests_that_cannot_fit_in_memory_are_refused_before_allocating(capsys, tmp_path, monkeypatch, argv, what):
+@pytest.mark.parametrize(
+    "argv, what",
+    [
+        (["analyze", "sinusoidal", "--length", "60000", "--dim", "8"], "--length"),
+        (["report", "--out", "OUT", "--length", "60000"], "--length"),
+        (["table", "sinusoidal", "--length", "1000000000", "--dim", "64"], "--length"),
+    ],
+)
+def test_requests_that_cannot_fit_in_memory_are_refused_before_allocating(
+    capsys, tmp_path, monkeypatch, argv, what
+):
     monkeypatch.setattr(_validate, "available_memory", lambda: 8 * 2**30)
     err = _error(capsys, [a.replace("OUT", str(tmp_path / "r")) for a in argv])
     assert what in err and "GiB" in err and "8 GiB" in err
@@ -103,9 +130,11 @@ def test_usage_errors_are_value_errors_and_public():
 
 
 def test_help_lists_every_command_without_importing_heavy_modules():
-    code = ("import sys\nfrom posenc.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('torch', 'scipy', 'matplotlib', 'sklearn', 'posenc.cli.bench', "
-            "'posenc.cli.analyze') if m in sys.modules))\n")
+    code = (
+        "import sys\nfrom posenc.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('torch', 'scipy', 'matplotlib', 'sklearn', 'posenc.cli.bench', "
+        "'posenc.cli.analyze') if m in sys.modules))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]"
     for name in COMMANDS:
@@ -119,16 +148,20 @@ def test_each_command_registers_itself_with_the_listed_help(name):
     assert sub.choices[name].prog == f"{parser.prog} {name}"
     listed = {c.dest: c.help for c in sub._choices_actions}
     assert listed[name] == COMMANDS[name]
-    assert {m.name for m in __import__("pkgutil").iter_modules(cli.__path__) if not m.name.startswith("_")} \
-        == set(COMMANDS)
+    assert {
+        m.name for m in __import__("pkgutil").iter_modules(cli.__path__) if not m.name.startswith("_")
+    } == set(COMMANDS)
 
 
-@pytest.mark.parametrize("extra, flag", [
-    (["--batch-size", "0"], "--batch-size must be a positive int"),
-    (["--heads", "3"], "--d-model must be divisible by --heads"),
-    (["--weight-decay", "nan"], "--weight-decay must be a finite number"),
-    (["--dropout", "1"], "--dropout must be"),
-])
+@pytest.mark.parametrize(
+    "extra, flag",
+    [
+        (["--batch-size", "0"], "--batch-size must be a positive int"),
+        (["--heads", "3"], "--d-model must be divisible by --heads"),
+        (["--weight-decay", "nan"], "--weight-decay must be a finite number"),
+        (["--dropout", "1"], "--dropout must be"),
+    ],
+)
 def test_bench_setting_errors_name_the_flag_typed(capsys, tmp_path, extra, flag):
     assert flag in _error(capsys, ["bench", *TINY, "--out", str(tmp_path), *extra])
 

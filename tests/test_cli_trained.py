@@ -21,10 +21,34 @@ pytestmark = pytest.mark.slow  # the module fixture trains a small benchmark
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     subprocess.run(
-        [sys.executable, "-m", "posenc", "bench", "--epochs", "1", "--seeds", "1", "--encodings",
-         "learned,learnable_frequency,t5", "--d-model", "8", "--heads", "2", "--layers", "1", "--no-baseline",
-         "--no-shuffle-control", "--no-progress", "--out", str(out)],
-        check=True, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "posenc",
+            "bench",
+            "--epochs",
+            "1",
+            "--seeds",
+            "1",
+            "--encodings",
+            "learned,learnable_frequency,t5",
+            "--d-model",
+            "8",
+            "--heads",
+            "2",
+            "--layers",
+            "1",
+            "--no-baseline",
+            "--no-shuffle-control",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return out
 
 
@@ -33,8 +57,13 @@ def _run_dir(bench, encoding):
 
 
 def _analyze(*args):
-    return subprocess.run([sys.executable, "-m", "posenc", "analyze", *args], capture_output=True, text=True,
-                          check=False, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "posenc", "analyze", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
 
 
 def test_trained_learned_table_is_scored_from_the_checkpoint(bench):
@@ -57,9 +86,11 @@ def test_trained_learned_table_is_scored_from_the_checkpoint(bench):
     g = state["encoder.layers.0.norm1.weight"].double().numpy()
     H = (W[:8] * g).T @ (W[8:16] * g) / np.sqrt(4)
     assert data["attention_form"]["trained"]["diagonal_share"] == pytest.approx(
-        np.linalg.norm(np.diag(H)) / np.linalg.norm(H), rel=1e-9)
+        np.linalg.norm(np.diag(H)) / np.linalg.norm(H), rel=1e-9
+    )
     assert data["attention_form"]["trained"]["form_toeplitz_error"] == pytest.approx(
-        analysis.toeplitz_deviation(E @ H @ E.T), rel=1e-9)
+        analysis.toeplitz_deviation(E @ H @ E.T), rel=1e-9
+    )
 
 
 def test_trained_frequencies_and_t5_bias(bench):
@@ -93,8 +124,13 @@ def test_checkpoint_errors_name_the_problem(bench, tmp_path):
 
 
 def test_report_with_runs_has_the_trained_section(bench, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "posenc", "report", "--out", str(tmp_path), "--runs", str(bench)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "posenc", "report", "--out", str(tmp_path), "--runs", str(bench)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "<section id='trained'>" in page and "Trained encodings: initial vs trained" in page

@@ -37,11 +37,20 @@ def test_gpt_j_rotate_every_two_is_adjacent():
 
 
 def test_gpt_neox_partial_rotary_is_half_split():
-    neox = pytest.importorskip("transformers.models.gpt_neox.modeling_gpt_neox", reason="GPT-NeoX is the peer")
+    neox = pytest.importorskip(
+        "transformers.models.gpt_neox.modeling_gpt_neox", reason="GPT-NeoX is the peer"
+    )
     from transformers import GPTNeoXConfig
 
-    config = GPTNeoXConfig(hidden_size=64, num_attention_heads=4, intermediate_size=32, num_hidden_layers=1,
-                           vocab_size=10, rotary_pct=0.25, rotary_emb_base=10000)
+    config = GPTNeoXConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        vocab_size=10,
+        rotary_pct=0.25,
+        rotary_emb_base=10000,
+    )
     torch.manual_seed(1)
     q = torch.randn(1, 4, 20, 16)
     cos, sin = neox.GPTNeoXRotaryEmbedding(config)(q, torch.arange(20)[None])
@@ -51,7 +60,9 @@ def test_gpt_neox_partial_rotary_is_half_split():
 
 
 def test_roformer_is_adjacent_with_the_geometric_schedule():
-    roformer = pytest.importorskip("transformers.models.roformer.modeling_roformer", reason="RoFormer is the peer")
+    roformer = pytest.importorskip(
+        "transformers.models.roformer.modeling_roformer", reason="RoFormer is the peer"
+    )
     torch.manual_seed(2)
     s, d = 25, 16
     table = roformer.RoFormerSinusoidalPositionalEmbedding(s, d).create_weight()[None, None]
@@ -74,15 +85,20 @@ def test_marian_table_is_split_with_the_paper_schedule(dim):
 def test_t5_buckets_equal_transformers(bidirectional, num_buckets, max_distance):
     t5 = pytest.importorskip("transformers.models.t5.modeling_t5", reason="T5 is the peer")
     relative = torch.arange(-400, 401)
-    theirs = t5.T5Attention._relative_position_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets,
-                                                      max_distance=max_distance)
-    ours = t5_bucket(relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
+    theirs = t5.T5Attention._relative_position_bucket(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    ours = t5_bucket(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     assert torch.equal(ours, theirs)
 
 
 def test_fairseq_recipe_left_padded_batch_through_m2m100():
     """fairseq: split layout, t2t grid, positions from padding_idx + 1, padding rows zero."""
-    m2m = pytest.importorskip("transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100")
+    m2m = pytest.importorskip(
+        "transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100"
+    )
     padding_idx, dim = 1, 10
     ids = torch.tensor([[5, 6, 7, 8, 9], [padding_idx, padding_idx, 7, 8, 9]])
     theirs = m2m.M2M100SinusoidalPositionalEmbedding(16, dim, padding_idx)(ids).double().numpy()
@@ -93,7 +109,9 @@ def test_fairseq_recipe_left_padded_batch_through_m2m100():
 
 
 def test_positional_encodings_1d_is_interleaved_and_rounds_odd_d_up():
-    pe = pytest.importorskip("positional_encodings.torch_encodings", reason="positional-encodings is the peer")
+    pe = pytest.importorskip(
+        "positional_encodings.torch_encodings", reason="positional-encodings is the peer"
+    )
     for dim in (16, 15):
         theirs = pe.PositionalEncoding1D(dim)(torch.zeros(1, 30, dim))[0].double().numpy()
         frequencies = spectrum.geometric(dim + dim % 2)  # odd d: the schedule of d + 1 (its channel count)

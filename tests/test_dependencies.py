@@ -41,7 +41,9 @@ def test_the_core_works_without_the_extras():
 @pytest.mark.parametrize("name", ["rope", "t5"])
 def test_an_encoding_whose_view_needs_torch_fails_by_naming_it(name):
     """rope's view is NumPy (it runs); t5's needs its module, and the error names the missing package."""
-    done = _run(f"from posenc.cli import main\nraise SystemExit(main(['analyze', '{name}', '--dim', '8', '--length', '8']))")
+    done = _run(
+        f"from posenc.cli import main\nraise SystemExit(main(['analyze', '{name}', '--dim', '8', '--length', '8']))"
+    )
     if name == "rope":
         assert done.returncode == 0, done.stderr[-2000:]
     else:

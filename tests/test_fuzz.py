@@ -24,8 +24,27 @@ import posenc
 from posenc import analysis, spectrum
 from posenc.nn import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 
-BAD_NUMBERS = [0, -1, -3, 0.5, 2.5, float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 2**53 + 1, 2**63,
-               1e-300, True, False, "3", None, [], np.float64("nan")]
+BAD_NUMBERS = [
+    0,
+    -1,
+    -3,
+    0.5,
+    2.5,
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    1e308,
+    -1e308,
+    2**53 + 1,
+    2**63,
+    1e-300,
+    True,
+    False,
+    "3",
+    None,
+    [],
+    np.float64("nan"),
+]
 ANY_BAD = st.sampled_from(BAD_NUMBERS)
 BAD_VALUES = [float("nan"), float("inf"), -float("inf"), 1e308, -1e308, 2.0**60, -5.0, 0.5]
 
@@ -40,28 +59,41 @@ class Arg:
 
 def _arrays(shape: st.SearchStrategy, *, elements: st.SearchStrategy | None = None) -> st.SearchStrategy:
     elements = elements or st.floats(-10, 10)
-    return shape.flatmap(lambda s: st.lists(elements, min_size=int(np.prod(s)), max_size=int(np.prod(s))).map(
-        lambda v, s=s: np.asarray(v, dtype=np.float64).reshape(s)))
+    return shape.flatmap(
+        lambda s: st.lists(elements, min_size=int(np.prod(s)), max_size=int(np.prod(s))).map(
+            lambda v, s=s: np.asarray(v, dtype=np.float64).reshape(s)
+        )
+    )
 
 
 def _bad_arrays(ndim: int) -> st.SearchStrategy:
-    shapes = st.one_of(st.just((0,) * ndim), st.tuples(*[st.integers(1, 4)] * max(ndim, 1)),
-                       st.tuples(*[st.integers(1, 3)] * (ndim + 1)), st.just(()))
+    shapes = st.one_of(
+        st.just((0,) * ndim),
+        st.tuples(*[st.integers(1, 4)] * max(ndim, 1)),
+        st.tuples(*[st.integers(1, 3)] * (ndim + 1)),
+        st.just(()),
+    )
     poisoned = st.tuples(shapes, st.sampled_from(BAD_VALUES)).map(
-        lambda sv: np.full(sv[0], sv[1]) if np.prod(sv[0]) else np.zeros(sv[0]))
+        lambda sv: np.full(sv[0], sv[1]) if np.prod(sv[0]) else np.zeros(sv[0])
+    )
     return st.one_of(poisoned, st.sampled_from(["abc", None, 3.5, [[1, 2], [3]], np.array(["a", "b"])]))
 
 
-POSITIONS = Arg(st.one_of(st.integers(1, 12), _arrays(st.tuples(st.integers(1, 12)),
-                                                      elements=st.integers(0, 1000).map(float))),
-                _bad_arrays(1) | st.sampled_from(BAD_NUMBERS))
+POSITIONS = Arg(
+    st.one_of(
+        st.integers(1, 12), _arrays(st.tuples(st.integers(1, 12)), elements=st.integers(0, 1000).map(float))
+    ),
+    _bad_arrays(1) | st.sampled_from(BAD_NUMBERS),
+)
 DIM = Arg(st.integers(1, 16))
 BASE = Arg(st.floats(1.5, 1e6))
 TABLE = Arg(_arrays(st.tuples(st.integers(2, 8), st.integers(1, 6))), _bad_arrays(2))
 SQUARE = Arg(st.integers(2, 8).flatmap(lambda n: _arrays(st.just((n, n)))), _bad_arrays(2))
 FREQS = Arg(_arrays(st.tuples(st.integers(1, 6)), elements=st.floats(1e-4, 3.0)), _bad_arrays(1))
-DISTANCES = Arg(st.one_of(st.integers(1, 10), _arrays(st.tuples(st.integers(1, 6)), elements=st.floats(0, 50))),
-                _bad_arrays(1) | st.sampled_from(BAD_NUMBERS))
+DISTANCES = Arg(
+    st.one_of(st.integers(1, 10), _arrays(st.tuples(st.integers(1, 6)), elements=st.floats(0, 50))),
+    _bad_arrays(1) | st.sampled_from(BAD_NUMBERS),
+)
 
 
 def _n_or(positions: Any) -> int:
@@ -89,75 +121,147 @@ def _module(factory: Callable[[int], torch.nn.Module]):
     return call
 
 
-_GOOD_X = st.tuples(st.integers(0, 3), st.integers(0, 6), st.sampled_from([torch.float32, torch.float64,
-                                                                             torch.bfloat16, torch.float16]))
-_BAD_X = st.one_of(
-    st.tuples(st.integers(0, 3), st.integers(0, 6), st.sampled_from([3, 5]), st.just(torch.float32)),  # wrong d
-    st.tuples(st.integers(0, 3), st.integers(0, 6), st.just(4), st.sampled_from([torch.int64, torch.bool])),
-).map(lambda t: torch.zeros(t[:3], dtype=t[3])) | st.sampled_from([None, 3.0, np.zeros((2, 3, 4)), torch.zeros(3, 4)])
-MODULE_ARGS = {"d_model": Arg(st.just(4)), "x": Arg(_GOOD_X.map(lambda t: torch.randn(t[0], t[1], 4).to(t[2])), _BAD_X)}
-def MODULE_SHAPE(k: dict[str, Any]) -> tuple[int, ...]:
-    return tuple(k["x"].shape)
-
-TARGETS = {
-    "sinusoidal": Target(lambda positions, dim, base: posenc.sinusoidal(positions, dim, base=base),
-                         {"positions": POSITIONS, "dim": DIM, "base": BASE}, lambda k: (_n_or(k["positions"]), k["dim"])),
-    "dft": Target(lambda positions, dim: posenc.dft(positions, dim, alias=True),
-                  {"positions": POSITIONS, "dim": DIM}, lambda k: (_n_or(k["positions"]), k["dim"])),
-    "geometric": Target(lambda dim, base: spectrum.geometric(dim, base), {"dim": DIM, "base": BASE},
-                        lambda k: ((k["dim"] + 1) // 2,)),
-    "power_law": Target(lambda dim, alpha: spectrum.power_law(dim, alpha), {"dim": DIM, "alpha": Arg(st.floats(0.5, 4))},
-                        lambda k: ((k["dim"] + 1) // 2,)),
-    "alibi_slopes": Target(lambda n_heads: spectrum.alibi_slopes(n_heads), {"n_heads": Arg(st.integers(1, 16))},
-                           lambda k: (k["n_heads"],)),
-    "sinusoidal-options": Target(
-        lambda positions, dim, layout, dtype: posenc.sinusoidal(positions, dim, layout=layout, dtype=dtype),
-        {"positions": POSITIONS, "dim": DIM, "layout": Arg(st.sampled_from(spectrum.LAYOUTS), ANY_BAD | st.just("x")),
-         "dtype": Arg(st.sampled_from([np.float64, np.float32, "float32"]),
-                      st.sampled_from([np.int64, "int8", bool, "nope", object]))},
-        lambda k: (_n_or(k["positions"]), k["dim"])),
-    "sinusoidal-frequencies": Target(
-        lambda positions, frequencies: posenc.sinusoidal(positions, 8, frequencies=frequencies),
-        {"positions": POSITIONS, "frequencies": Arg(_arrays(st.just((4,)), elements=st.floats(1e-4, 3.0)),
-                                                    _bad_arrays(1))},
-        lambda k: (_n_or(k["positions"]), 8)),
-    "table_spectrum": Target(lambda E: analysis.table_spectrum(E), {"E": TABLE}, lambda k: None),
-    "kernel_by_distance": Target(lambda M: analysis.kernel_by_distance(M), {"M": SQUARE}, lambda k: None),
-    "nearest_neighbour_accuracy": Target(lambda E, noise: analysis.nearest_neighbour_accuracy(E, noise=noise),
-                                         {"E": TABLE, "noise": Arg(st.floats(0, 2))}, lambda k: None),
-    "low_pass_count": Target(lambda frequencies, dim: analysis.low_pass_count(frequencies, dim=dim),
-                             {"frequencies": FREQS, "dim": DIM}, lambda k: None),
-    "frequency_distribution": Target(
-        lambda frequencies, dim, bandwidth: analysis.frequency_distribution(frequencies, dim=dim, bandwidth=bandwidth),
-        {"frequencies": FREQS, "dim": DIM, "bandwidth": Arg(st.floats(1e-3, 2.0))}, lambda k: None),
-    "peak": Target(lambda f: dataclasses.astuple(analysis.peak(f)),
-                   {"f": Arg(_arrays(st.tuples(st.integers(2, 12)), elements=st.floats(0.1, 5)), _bad_arrays(1))},
-                   lambda k: None),
-    "gram": Target(lambda E: analysis.gram(E), {"E": TABLE}, lambda k: (k["E"].shape[0],) * 2),
-    "min_pairwise_distance": Target(lambda E: analysis.min_pairwise_distance(E), {"E": TABLE}, lambda k: None),
-    "toeplitz_deviation": Target(lambda M: analysis.toeplitz_deviation(M), {"M": SQUARE}, lambda k: None),
-    "linear_shift_residual": Target(lambda E, k: analysis.linear_shift_residual(E, k),
-                                    {"E": TABLE, "k": Arg(st.integers(1, 3))}, lambda k: None),
-    "frequency_kernel": Target(lambda frequencies, distances: analysis.frequency_kernel(frequencies, distances),
-                               {"frequencies": FREQS, "distances": DISTANCES},
-                               lambda k: (_n_or(k["distances"]),)),
-    "shift_operator": Target(lambda k, dim: analysis.shift_operator(k, dim=dim),
-                             {"k": Arg(st.integers(-5, 5)), "dim": DIM}, lambda k: (k["dim"], k["dim"])),
-    "SinusoidalEncoding": Target(_module(lambda d: SinusoidalEncoding(d)), MODULE_ARGS, MODULE_SHAPE),
-    "DFTEncoding": Target(_module(lambda d: DFTEncoding(d, alias=True)), MODULE_ARGS, MODULE_SHAPE),
-    "LearnedEncoding": Target(_module(lambda d: LearnedEncoding(d, max_len=8)), MODULE_ARGS, MODULE_SHAPE),
-    "SinusoidalEncoding-concat": Target(_module(lambda d: SinusoidalEncoding(d, mode="concat", dim=3)), MODULE_ARGS,
-                                        lambda k: (*k["x"].shape[:2], 7)),
-    "LearnableFrequencyEncoding": Target(_module(lambda d: LearnableFrequencyEncoding(d)), MODULE_ARGS, MODULE_SHAPE),
-    **{f"{name}-positions": Target(
-        lambda positions, factory=factory: _module(factory)(4, _tokens(positions), _tensor(positions)),
-        {"positions": POSITIONS}, lambda k: (2, _n_or(k["positions"]), 4))
-       for name, factory in {"SinusoidalEncoding": lambda d: SinusoidalEncoding(d),
-                             "DFTEncoding": lambda d: DFTEncoding(d, alias=True),
-                             "LearnedEncoding": lambda d: LearnedEncoding(d, max_len=2000)}.items()},
+_GOOD_X = st.tuples(
+    st.integers(0, 3),
+    st.integers(0, 6),
+    st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]),
+)
+_BAD_X = (
+    st.one_of(
+        st.tuples(
+            st.integers(0, 3), st.integers(0, 6), st.sampled_from([3, 5]), st.just(torch.float32)
+        ),  # wrong d
+        st.tuples(
+            st.integers(0, 3), st.integers(0, 6), st.just(4), st.sampled_from([torch.int64, torch.bool])
+        ),
+    ).map(lambda t: torch.zeros(t[:3], dtype=t[3]))
+    | st.sampled_from([None, 3.0, np.zeros((2, 3, 4)), torch.zeros(3, 4)])
+)
+MODULE_ARGS = {
+    "d_model": Arg(st.just(4)),
+    "x": Arg(_GOOD_X.map(lambda t: torch.randn(t[0], t[1], 4).to(t[2])), _BAD_X),
 }
 
 
+def MODULE_SHAPE(k: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(k["x"].shape)
+
+
+TARGETS = {
+    "sinusoidal": Target(
+        lambda positions, dim, base: posenc.sinusoidal(positions, dim, base=base),
+        {"positions": POSITIONS, "dim": DIM, "base": BASE},
+        lambda k: (_n_or(k["positions"]), k["dim"]),
+    ),
+    "dft": Target(
+        lambda positions, dim: posenc.dft(positions, dim, alias=True),
+        {"positions": POSITIONS, "dim": DIM},
+        lambda k: (_n_or(k["positions"]), k["dim"]),
+    ),
+    "geometric": Target(
+        lambda dim, base: spectrum.geometric(dim, base),
+        {"dim": DIM, "base": BASE},
+        lambda k: ((k["dim"] + 1) // 2,),
+    ),
+    "power_law": Target(
+        lambda dim, alpha: spectrum.power_law(dim, alpha),
+        {"dim": DIM, "alpha": Arg(st.floats(0.5, 4))},
+        lambda k: ((k["dim"] + 1) // 2,),
+    ),
+    "alibi_slopes": Target(
+        lambda n_heads: spectrum.alibi_slopes(n_heads),
+        {"n_heads": Arg(st.integers(1, 16))},
+        lambda k: (k["n_heads"],),
+    ),
+    "sinusoidal-options": Target(
+        lambda positions, dim, layout, dtype: posenc.sinusoidal(positions, dim, layout=layout, dtype=dtype),
+        {
+            "positions": POSITIONS,
+            "dim": DIM,
+            "layout": Arg(st.sampled_from(spectrum.LAYOUTS), ANY_BAD | st.just("x")),
+            "dtype": Arg(
+                st.sampled_from([np.float64, np.float32, "float32"]),
+                st.sampled_from([np.int64, "int8", bool, "nope", object]),
+            ),
+        },
+        lambda k: (_n_or(k["positions"]), k["dim"]),
+    ),
+    "sinusoidal-frequencies": Target(
+        lambda positions, frequencies: posenc.sinusoidal(positions, 8, frequencies=frequencies),
+        {
+            "positions": POSITIONS,
+            "frequencies": Arg(_arrays(st.just((4,)), elements=st.floats(1e-4, 3.0)), _bad_arrays(1)),
+        },
+        lambda k: (_n_or(k["positions"]), 8),
+    ),
+    "table_spectrum": Target(lambda E: analysis.table_spectrum(E), {"E": TABLE}, lambda k: None),
+    "kernel_by_distance": Target(lambda M: analysis.kernel_by_distance(M), {"M": SQUARE}, lambda k: None),
+    "nearest_neighbour_accuracy": Target(
+        lambda E, noise: analysis.nearest_neighbour_accuracy(E, noise=noise),
+        {"E": TABLE, "noise": Arg(st.floats(0, 2))},
+        lambda k: None,
+    ),
+    "low_pass_count": Target(
+        lambda frequencies, dim: analysis.low_pass_count(frequencies, dim=dim),
+        {"frequencies": FREQS, "dim": DIM},
+        lambda k: None,
+    ),
+    "frequency_distribution": Target(
+        lambda frequencies, dim, bandwidth: analysis.frequency_distribution(
+            frequencies, dim=dim, bandwidth=bandwidth
+        ),
+        {"frequencies": FREQS, "dim": DIM, "bandwidth": Arg(st.floats(1e-3, 2.0))},
+        lambda k: None,
+    ),
+    "peak": Target(
+        lambda f: dataclasses.astuple(analysis.peak(f)),
+        {"f": Arg(_arrays(st.tuples(st.integers(2, 12)), elements=st.floats(0.1, 5)), _bad_arrays(1))},
+        lambda k: None,
+    ),
+    "gram": Target(lambda E: analysis.gram(E), {"E": TABLE}, lambda k: (k["E"].shape[0],) * 2),
+    "min_pairwise_distance": Target(
+        lambda E: analysis.min_pairwise_distance(E), {"E": TABLE}, lambda k: None
+    ),
+    "toeplitz_deviation": Target(lambda M: analysis.toeplitz_deviation(M), {"M": SQUARE}, lambda k: None),
+    "linear_shift_residual": Target(
+        lambda E, k: analysis.linear_shift_residual(E, k),
+        {"E": TABLE, "k": Arg(st.integers(1, 3))},
+        lambda k: None,
+    ),
+    "frequency_kernel": Target(
+        lambda frequencies, distances: analysis.frequency_kernel(frequencies, distances),
+        {"frequencies": FREQS, "distances": DISTANCES},
+        lambda k: (_n_or(k["distances"]),),
+    ),
+    "shift_operator": Target(
+        lambda k, dim: analysis.shift_operator(k, dim=dim),
+        {"k": Arg(st.integers(-5, 5)), "dim": DIM},
+        lambda k: (k["dim"], k["dim"]),
+    ),
+    "SinusoidalEncoding": Target(_module(lambda d: SinusoidalEncoding(d)), MODULE_ARGS, MODULE_SHAPE),
+    "DFTEncoding": Target(_module(lambda d: DFTEncoding(d, alias=True)), MODULE_ARGS, MODULE_SHAPE),
+    "LearnedEncoding": Target(_module(lambda d: LearnedEncoding(d, max_len=8)), MODULE_ARGS, MODULE_SHAPE),
+    "SinusoidalEncoding-concat": Target(
+        _module(lambda d: SinusoidalEncoding(d, mode="concat", dim=3)),
+        MODULE_ARGS,
+        lambda k: (*k["x"].shape[:2], 7),
+    ),
+    "LearnableFrequencyEncoding": Target(
+        _module(lambda d: LearnableFrequencyEncoding(d)), MODULE_ARGS, MODULE_SHAPE
+    ),
+    **{
+        f"{name}-positions": Target(
+            lambda positions, factory=factory: _module(factory)(4, _tokens(positions), _tensor(positions)),
+            {"positions": POSITIONS},
+            lambda k: (2, _n_or(k["positions"]), 4),
+        )
+        for name, factory in {
+            "SinusoidalEncoding": lambda d: SinusoidalEncoding(d),
+            "DFTEncoding": lambda d: DFTEncoding(d, alias=True),
+            "LearnedEncoding": lambda d: LearnedEncoding(d, max_len=2000),
+        }.items()
+    },
+}
 
 
 def _tokens(positions: Any) -> torch.Tensor:
@@ -177,8 +281,10 @@ def _tensor(positions: Any) -> Any:
 
 @st.composite
 def _call(draw, target: Target) -> dict[str, Any]:
-    return {name: draw(arg.bad) if draw(st.integers(0, 3)) == 0 else draw(arg.good)
-            for name, arg in target.args.items()}
+    return {
+        name: draw(arg.bad) if draw(st.integers(0, 3)) == 0 else draw(arg.good)
+        for name, arg in target.args.items()
+    }
 
 
 def _finite(result: Any) -> bool:
@@ -199,7 +305,9 @@ def test_public_api_returns_finite_documented_shapes_or_names_the_bad_parameter(
             message = str(exc)
             # a bad pool also holds some valid values, and a sensible value can be refused in combination:
             # the message must name one of the call's parameters
-            assert any(s in message for s in kwargs), f"{name}({kwargs!r}) raised {exc!r}, naming no parameter"
+            assert any(s in message for s in kwargs), (
+                f"{name}({kwargs!r}) raised {exc!r}, naming no parameter"
+            )
             return
         assert _finite(result), f"{name}({kwargs!r}) returned non-finite values"
         expected = target.shape(kwargs)

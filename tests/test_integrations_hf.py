@@ -19,10 +19,19 @@ ROPE_PARAMETERS = {
     "linear": {"rope_type": "linear", "factor": 4.0},
     "dynamic": {"rope_type": "dynamic", "factor": 4.0},
     "yarn": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32},
-    "longrope": {"rope_type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(HEAD // 2)],
-                 "long_factor": [1.0 + 0.5 * i for i in range(HEAD // 2)], "original_max_position_embeddings": 32},
-    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 16},
+    "longrope": {
+        "rope_type": "longrope",
+        "short_factor": [1.0 + 0.1 * i for i in range(HEAD // 2)],
+        "long_factor": [1.0 + 0.5 * i for i in range(HEAD // 2)],
+        "original_max_position_embeddings": 32,
+    },
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
 }
 
 
@@ -30,8 +39,14 @@ def tiny_llama(parameters: dict) -> LlamaForCausalLM:
     """Two layers, 4 heads of 16, random weights: no download."""
     torch.manual_seed(0)
     config = LlamaConfig(
-        hidden_size=4 * HEAD, num_attention_heads=4, num_key_value_heads=2, intermediate_size=96, num_hidden_layers=2,
-        vocab_size=97, max_position_embeddings=64, rope_parameters={**parameters, "rope_theta": 500.0},
+        hidden_size=4 * HEAD,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        vocab_size=97,
+        max_position_embeddings=64,
+        rope_parameters={**parameters, "rope_theta": 500.0},
         initializer_range=0.2,
     )
     return LlamaForCausalLM(config).eval()
@@ -47,7 +62,9 @@ def logits(model, ids: torch.Tensor, start: int) -> torch.Tensor:
 def test_swapped_llama_gives_the_same_logits_for_every_rope_type(name):
     model = tiny_llama(ROPE_PARAMETERS[name])
     ids = torch.randint(0, 97, (2, 40), generator=torch.Generator().manual_seed(1))
-    theirs = [logits(model, ids, start) for start in (0, 60, 0)]  # inside, beyond (dynamic/longrope switch), back
+    theirs = [
+        logits(model, ids, start) for start in (0, 60, 0)
+    ]  # inside, beyond (dynamic/longrope switch), back
     assert swap_rotary(model) == ["model.rotary_emb"]
     assert isinstance(model.model.rotary_emb, HFRotary)
     ours = [logits(model, ids, start) for start in (0, 60, 0)]
@@ -101,14 +118,34 @@ def test_swap_covers_gpt_neox_partial_rotary_and_gemma3_layer_types():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GPTNeoXConfig, GPTNeoXForCausalLM
 
     torch.manual_seed(3)
-    neox = GPTNeoXForCausalLM(GPTNeoXConfig(
-        hidden_size=64, num_attention_heads=4, intermediate_size=96, num_hidden_layers=2, vocab_size=97,
-        rotary_pct=0.5, max_position_embeddings=64)).eval()
-    gemma = Gemma3ForCausalLM(Gemma3TextConfig(
-        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=HEAD, intermediate_size=96,
-        num_hidden_layers=6, vocab_size=97, max_position_embeddings=128, sliding_window=8,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}})).eval()
+    neox = GPTNeoXForCausalLM(
+        GPTNeoXConfig(
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            vocab_size=97,
+            rotary_pct=0.5,
+            max_position_embeddings=64,
+        )
+    ).eval()
+    gemma = Gemma3ForCausalLM(
+        Gemma3TextConfig(
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=HEAD,
+            intermediate_size=96,
+            num_hidden_layers=6,
+            vocab_size=97,
+            max_position_embeddings=128,
+            sliding_window=8,
+            rope_parameters={
+                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            },
+        )
+    ).eval()
     ids = torch.randint(0, 97, (2, 30), generator=torch.Generator().manual_seed(4))
     for model in (neox, gemma):
         before = logits(model, ids, 5)

@@ -26,15 +26,40 @@ import posenc.experiment.bench  # noqa: F401 — the children fork with everythi
 from posenc.cli import bench as bench_command  # noqa: F401
 from posenc.cli import main
 
-TINY = ["bench", "--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=512",
-        "--window", "8", "--d-model", "8", "--heads", "2", "--layers", "1", "--epochs", "2", "--seeds", "4",
-        "--encodings", "none,sinusoidal", "--no-baseline", "--no-shuffle-control", "--no-progress"]
+TINY = [
+    "bench",
+    "--dataset",
+    "synthetic",
+    "--dataset-option",
+    "n_series=2",
+    "--dataset-option",
+    "length=512",
+    "--window",
+    "8",
+    "--d-model",
+    "8",
+    "--heads",
+    "2",
+    "--layers",
+    "1",
+    "--epochs",
+    "2",
+    "--seeds",
+    "4",
+    "--encodings",
+    "none,sinusoidal",
+    "--no-baseline",
+    "--no-shuffle-control",
+    "--no-progress",
+]
 TRIALS = 24
 RUNS = 8  # 2 encodings × 4 seeds
 RESULT = ("test", "val", "threshold", "best_epoch", "epochs_run")
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32" or "fork" not in multiprocessing.get_all_start_methods(),
-                                reason="needs fork and SIGKILL")
+pytestmark = pytest.mark.skipif(
+    sys.platform == "win32" or "fork" not in multiprocessing.get_all_start_methods(),
+    reason="needs fork and SIGKILL",
+)
 
 
 def _quiet_bench(out: str) -> None:
@@ -45,8 +70,11 @@ def _quiet_bench(out: str) -> None:
 
 
 def _finished(out: Path) -> dict[Path, tuple[int, bytes]]:
-    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "runs").rglob("metrics.json")} \
-        if (out / "runs").is_dir() else {}
+    return (
+        {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in (out / "runs").rglob("metrics.json")}
+        if (out / "runs").is_dir()
+        else {}
+    )
 
 
 def _start(out: Path):
@@ -79,7 +107,9 @@ def test_sigkill_at_random_moments_loses_and_repeats_no_run(tmp_path):
     for _ in range(TRIALS):
         before = _finished(out)
         process = _start(out)
-        process.join(timeout=float(rng.uniform(0.01, 0.06)) * whole_seconds)  # ~0.05-0.25 s on an idle machine
+        process.join(
+            timeout=float(rng.uniform(0.01, 0.06)) * whole_seconds
+        )  # ~0.05-0.25 s on an idle machine
         if process.is_alive():
             os.kill(process.pid, signal.SIGKILL)
             kills += 1
@@ -91,7 +121,10 @@ def test_sigkill_at_random_moments_loses_and_repeats_no_run(tmp_path):
     _unchanged(before, _finished(out))  # the runs finished under fire are skipped, not trained again
     assert not list(out.rglob("*.corrupt-*")), "an interrupted write left a torn file"
     runs = {p.relative_to(out): json.loads(p.read_text()) for p in (out / "runs").rglob("metrics.json")}
-    whole = {p.relative_to(reference): json.loads(p.read_text()) for p in (reference / "runs").rglob("metrics.json")}
+    whole = {
+        p.relative_to(reference): json.loads(p.read_text())
+        for p in (reference / "runs").rglob("metrics.json")
+    }
     assert len(runs) == RUNS and runs.keys() == whole.keys()
     for name, record in runs.items():  # resumed runs end exactly where uninterrupted ones do
         assert {k: record[k] for k in RESULT} == {k: whole[name][k] for k in RESULT}, name

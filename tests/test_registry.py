@@ -25,8 +25,9 @@ class GaussianBias(ScoreBiasContract):
         super().__init__()
         self.n_heads, self.width = n_heads, width
 
-    def bias(self, q_len, k_len, *, q_positions=None, k_positions=None, offset=0, dtype=torch.float32,
-             device=None):
+    def bias(
+        self, q_len, k_len, *, q_positions=None, k_positions=None, offset=0, dtype=torch.float32, device=None
+    ):
         i = torch.arange(q_len, device=device) if q_positions is None else q_positions
         j = torch.arange(k_len, device=device) if k_positions is None else k_positions
         d = (j[..., None, :] - i[..., :, None]).to(torch.float64)
@@ -61,9 +62,28 @@ def test_a_registered_encoding_works_by_name_in_the_encoder(mine):
 
 
 def test_a_registered_encoding_runs_in_the_bench_through_the_cli(mine, tmp_path, capsys):
-    tiny = ["--dataset", "synthetic", "--dataset-option", "n_series=2", "--dataset-option", "length=512",
-            "--window", "16", "--d-model", "16", "--heads", "2", "--layers", "1", "--epochs", "1",
-            "--seeds", "1", "--no-progress", "--no-baseline"]
+    tiny = [
+        "--dataset",
+        "synthetic",
+        "--dataset-option",
+        "n_series=2",
+        "--dataset-option",
+        "length=512",
+        "--window",
+        "16",
+        "--d-model",
+        "16",
+        "--heads",
+        "2",
+        "--layers",
+        "1",
+        "--epochs",
+        "1",
+        "--seeds",
+        "1",
+        "--no-progress",
+        "--no-baseline",
+    ]
     assert main(["bench", *tiny, "--encodings", "mine", "--out", str(tmp_path)]) == 0
     assert "| mine | native | 1 |" in capsys.readouterr().out
     configs = [json.loads(p.read_text()) for p in tmp_path.rglob("config.json")]
@@ -110,12 +130,16 @@ def test_every_builtin_family_is_its_class_family(name):
     info = registry.get(name)
     cls = info.module_class()
     assert cls.family == info.family
-    assert info.scales == issubclass(cls, InputContract)  # posenc's input encodings all take the scale options
+    assert info.scales == issubclass(
+        cls, InputContract
+    )  # posenc's input encodings all take the scale options
 
 
 def test_importing_the_registry_and_the_analysis_does_not_import_torch():
-    code = ("import sys, posenc, posenc.registry, posenc.analysis, posenc.analysis.views; "
-            "bad = [m for m in sys.modules if m == 'torch' or m.startswith('posenc.nn')]; print(bad)")
+    code = (
+        "import sys, posenc, posenc.registry, posenc.analysis, posenc.analysis.views; "
+        "bad = [m for m in sys.modules if m == 'torch' or m.startswith('posenc.nn')]; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

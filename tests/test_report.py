@@ -52,8 +52,13 @@ def test_seed_claims_match_the_papers_and_the_issue_numbers():
         return np.abs(total - integral).max() / (d / 2)
 
     assert claims["sum vs integral: max |Σ − (d/2)∫| / (d/2), d = 512, x ≤ 1024"].measured == pytest.approx(
-        gap(512, 1024), rel=1e-9)
-    assert round(gap(512, 1024), 3) == 0.055 and round(gap(512, 10_000), 3) == 0.094 and round(gap(128, 128), 3) == 0.078
+        gap(512, 1024), rel=1e-9
+    )
+    assert (
+        round(gap(512, 1024), 3) == 0.055
+        and round(gap(512, 10_000), 3) == 0.094
+        and round(gap(128, 128), 3) == 0.078
+    )
     assert "88.9" in claims["sum vs integral: max |Σ − (d/2)∫| / (d/2), d = 512, x ≤ 1024"].note
 
 
@@ -70,7 +75,8 @@ def test_dft_ripple_is_peak_over_d_minus_1_and_explained():
 
 def test_rst_inline_renders_markup():
     assert report.rst_inline("row ``PE[t]`` of :func:`posenc.x` <b>") == (
-        "row <code>PE[t]</code> of <code>posenc.x</code> &lt;b&gt;")
+        "row <code>PE[t]</code> of <code>posenc.x</code> &lt;b&gt;"
+    )
 
 
 def test_report_has_references_no_raw_markup_and_one_line_per_reason(tmp_path):
@@ -84,7 +90,7 @@ def test_report_has_references_no_raw_markup_and_one_line_per_reason(tmp_path):
     assert cited == listed and {"ide", "su", "denk", "kazemnejad", "vaswani"} <= cited  # cited ⇔ listed
     assert "prefers-color-scheme: dark" in page
     assert page.count("Sizes:") == len(plots.FIGURES)
-    notes = page[page.index("Why a cell is"):page.index("What was measured")]
+    notes = page[page.index("Why a cell is") : page.index("What was measured")]
     cards = json.loads((tmp_path / "scorecards.json").read_text())["scorecards"]
     empty = [(c["family"], c["notes"][k]) for c in cards for k, v in c["values"].items() if v is None]
     assert notes.count("<li>") == len(set(empty)) < len(empty) / 3  # one line per family and reason
@@ -102,13 +108,27 @@ def test_report_renders_in_headless_chromium(tmp_path):
     page = report.write_report(tmp_path)
     for scheme in ("light", "dark"):
         shot = tmp_path / f"{scheme}.png"
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--blink-settings=preferredColorScheme={0 if scheme == 'dark' else 1}",
-                        f"--screenshot={shot}", "--window-size=1280,2400", page.as_uri()],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--blink-settings=preferredColorScheme={0 if scheme == 'dark' else 1}",
+                f"--screenshot={shot}",
+                "--window-size=1280,2400",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         assert shot.stat().st_size > 20_000  # a rendered page, not a blank one
     image = pytest.importorskip("PIL.Image")
-    light, dark = (np.asarray(image.open(tmp_path / f"{s}.png").convert("L"), dtype=float) for s in ("light", "dark"))
+    light, dark = (
+        np.asarray(image.open(tmp_path / f"{s}.png").convert("L"), dtype=float) for s in ("light", "dark")
+    )
     assert light[5, 5] > 200 and dark[5, 5] < 60  # the page follows prefers-color-scheme
     # the same layout in both: text and figures at the same places (the row profiles of ink match)
     ink_light, ink_dark = (np.abs(np.diff(a, axis=1)).sum(axis=1) > 0 for a in (light, dark))

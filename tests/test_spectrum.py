@@ -22,10 +22,14 @@ def test_largest_period_for_d512_is_the_published_60611():
     assert 2 * math.pi / w[-1] == pytest.approx(60611.477, abs=1e-3)  # seed notes-*
 
 
-def get_timing_signal_1d_frequencies(channels: int, min_timescale: float, max_timescale: float) -> list[float]:
+def get_timing_signal_1d_frequencies(
+    channels: int, min_timescale: float, max_timescale: float
+) -> list[float]:
     """tensor2tensor's ``get_timing_signal_1d`` (common_attention.py) transcribed: ``inv_timescales``."""
     num_timescales = channels // 2
-    log_timescale_increment = math.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
+    log_timescale_increment = math.log(float(max_timescale) / float(min_timescale)) / max(
+        num_timescales - 1, 1
+    )
     return [min_timescale * math.exp(k * -log_timescale_increment) for k in range(num_timescales)]
 
 
@@ -42,7 +46,9 @@ def test_tensor2tensor_follows_its_code(dim, lo, hi):
 
 
 def test_tensor2tensor_odd_dim_uses_ceil_pairs():
-    np.testing.assert_allclose(spectrum.tensor2tensor(9), get_timing_signal_1d_frequencies(10, 1.0, 1e4), rtol=1e-14)
+    np.testing.assert_allclose(
+        spectrum.tensor2tensor(9), get_timing_signal_1d_frequencies(10, 1.0, 1e4), rtol=1e-14
+    )
 
 
 def test_tensor2tensor_differs_from_the_paper_for_the_same_d():
@@ -53,7 +59,9 @@ def test_tensor2tensor_differs_from_the_paper_for_the_same_d():
 
 
 def test_tensor2tensor_single_pair_is_min_timescale():
-    assert spectrum.tensor2tensor(2, min_timescale=3.0).tolist() == [3.0]  # divisor max(n − 1, 1), as the code
+    assert spectrum.tensor2tensor(2, min_timescale=3.0).tolist() == [
+        3.0
+    ]  # divisor max(n − 1, 1), as the code
 
 
 @pytest.mark.parametrize("dim", [6, 64, 65])
@@ -81,7 +89,9 @@ def test_dft_frequencies(dim):
 
 
 def test_schedule_by_name_and_unknown_name():
-    np.testing.assert_array_equal(spectrum.schedule("geometric", 16, base=100.0), spectrum.geometric(16, 100.0))
+    np.testing.assert_array_equal(
+        spectrum.schedule("geometric", 16, base=100.0), spectrum.geometric(16, 100.0)
+    )
     with pytest.raises(ValueError, match="schedule.*'geometric'"):
         spectrum.schedule("cosine", 16)
 

@@ -37,8 +37,14 @@ def dft_basis(dim):
     """SPEC §4's basis φ_l(t) as a matrix [l, t] (eq. 12), l in the order of e(s)."""
     n_k = (dim - 1) // 2
     rows = [[1 / math.sqrt(dim)] * dim]
-    rows += [[math.sqrt(2 / dim) * math.cos(2 * math.pi * k * t / dim) for t in range(dim)] for k in range(1, n_k + 1)]
-    rows += [[math.sqrt(2 / dim) * math.sin(2 * math.pi * k * t / dim) for t in range(dim)] for k in range(1, n_k + 1)]
+    rows += [
+        [math.sqrt(2 / dim) * math.cos(2 * math.pi * k * t / dim) for t in range(dim)]
+        for k in range(1, n_k + 1)
+    ]
+    rows += [
+        [math.sqrt(2 / dim) * math.sin(2 * math.pi * k * t / dim) for t in range(dim)]
+        for k in range(1, n_k + 1)
+    ]
     if dim % 2 == 0:
         rows.append([(-1) ** t / math.sqrt(dim) for t in range(dim)])
     return np.array(rows)
@@ -71,8 +77,9 @@ def test_sinusoidal_equals_the_formula(dim, layout):
 
 
 def test_sinusoidal_int_positions_and_base():
-    np.testing.assert_allclose(posenc.sinusoidal(80, 256, base=500.0), sinusoidal_formula(range(80), 256, 500.0),
-                               rtol=0, atol=1e-13)
+    np.testing.assert_allclose(
+        posenc.sinusoidal(80, 256, base=500.0), sinusoidal_formula(range(80), 256, 500.0), rtol=0, atol=1e-13
+    )
 
 
 @pytest.mark.parametrize("dim", [6, 7])
@@ -105,7 +112,10 @@ def test_sinusoidal_dtype_is_the_float64_table_rounded(dtype):
 
 def shift_operator(frequencies, k):
     """SPEC §2's T^(k): one 2×2 block Φ per (sin, cos) pair (interleaved layout), built here."""
-    blocks = [np.array([[math.cos(w * k), math.sin(w * k)], [-math.sin(w * k), math.cos(w * k)]]) for w in frequencies]
+    blocks = [
+        np.array([[math.cos(w * k), math.sin(w * k)], [-math.sin(w * k), math.cos(w * k)]])
+        for w in frequencies
+    ]
     t = np.zeros((2 * len(blocks), 2 * len(blocks)))
     for m, block in enumerate(blocks):
         t[2 * m : 2 * m + 2, 2 * m : 2 * m + 2] = block
@@ -212,15 +222,20 @@ def sinusoidal_float64(positions, dim, layout="interleaved"):
     elif layout == "split":
         out[:, :half], out[:, half:] = np.sin(a), np.cos(a[:, : dim // 2])
     else:  # interleaved_cos_first
-        out[:, 0 : 2 * (dim // 2) : 2], out[:, 1::2][:, : dim // 2] = np.cos(a[:, : dim // 2]), np.sin(a[:, : dim // 2])
+        out[:, 0 : 2 * (dim // 2) : 2], out[:, 1::2][:, : dim // 2] = (
+            np.cos(a[:, : dim // 2]),
+            np.sin(a[:, : dim // 2]),
+        )
         if dim % 2:
             out[:, dim - 1] = np.sin(a[:, -1])
     return out
 
 
 @pytest.mark.parametrize("layout", spectrum.LAYOUTS)
-@pytest.mark.parametrize(("positions", "dim"), [(2048, 512), (1000, 33), (9, 4), (np.arange(-700, 300), 66),
-                                                 (np.arange(4096, 7000), 17)])
+@pytest.mark.parametrize(
+    ("positions", "dim"),
+    [(2048, 512), (1000, 33), (9, 4), (np.arange(-700, 300), 66), (np.arange(4096, 7000), 17)],
+)
 def test_ranges_of_positions_match_direct_float64_angles(positions, dim, layout):
     # integer ranges are built by the angle addition formula; they must agree with direct float64 angles
     # to within the float64 rounding of the angle t·w itself (|t·w| < 7000 → ulp ≤ 1e-12)
@@ -229,7 +244,9 @@ def test_ranges_of_positions_match_direct_float64_angles(positions, dim, layout)
     np.testing.assert_allclose(got, sinusoidal_float64(t, dim, layout), rtol=0, atol=2e-12)
     shuffled = np.random.default_rng(0).permutation(t)  # not a range: every angle formed directly
     order = np.argsort(shuffled)
-    np.testing.assert_allclose(posenc.sinusoidal(shuffled, dim, layout=layout)[order], got, rtol=0, atol=2e-12)
+    np.testing.assert_allclose(
+        posenc.sinusoidal(shuffled, dim, layout=layout)[order], got, rtol=0, atol=2e-12
+    )
 
 
 @pytest.mark.parametrize("dim", [512, 63])
@@ -292,12 +309,18 @@ def test_bad_layout_and_dtype():
         posenc.sinusoidal(4, 8, dtype=np.int32)
 
 
-def timing_signal_1d(length: int, channels: int, min_timescale: float = 1.0, max_timescale: float = 1e4) -> np.ndarray:
+def timing_signal_1d(
+    length: int, channels: int, min_timescale: float = 1.0, max_timescale: float = 1e4
+) -> np.ndarray:
     """tensor2tensor's ``get_timing_signal_1d`` transcribed to NumPy float64 (tensorflow is not a test peer)."""
     position = np.arange(length, dtype=np.float64)
     num_timescales = channels // 2
-    log_timescale_increment = math.log(float(max_timescale) / float(min_timescale)) / max(num_timescales - 1, 1)
-    inv_timescales = min_timescale * np.exp(np.arange(num_timescales, dtype=np.float64) * -log_timescale_increment)
+    log_timescale_increment = math.log(float(max_timescale) / float(min_timescale)) / max(
+        num_timescales - 1, 1
+    )
+    inv_timescales = min_timescale * np.exp(
+        np.arange(num_timescales, dtype=np.float64) * -log_timescale_increment
+    )
     scaled_time = position[:, None] * inv_timescales[None, :]
     signal = np.concatenate([np.sin(scaled_time), np.cos(scaled_time)], axis=1)
     return np.pad(signal, [[0, 0], [0, channels % 2]])
@@ -311,12 +334,15 @@ def test_tensor2tensor_table_matches_its_code_with_a_zero_column_for_odd_d(dim, 
     if dim % 2:
         assert np.all(got[:, -1] == 0.0)
         # the default table keeps ⌈d/2⌉ sines instead: a different table, by design
-        assert not np.allclose(tables.sinusoidal(50, dim, layout="split",
-                                                 frequencies=spectrum.tensor2tensor(dim)), got)
+        assert not np.allclose(
+            tables.sinusoidal(50, dim, layout="split", frequencies=spectrum.tensor2tensor(dim)), got
+        )
 
 
 @pytest.mark.parametrize("dim", [8, 9])
 def test_tensor2tensor_table_matches_fairseq_m2m100(dim):
-    m2m = pytest.importorskip("transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100")
+    m2m = pytest.importorskip(
+        "transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100"
+    )
     theirs = m2m.M2M100SinusoidalPositionalEmbedding.get_embedding(40, dim).double().numpy()
     np.testing.assert_allclose(tables.tensor2tensor(40, dim), theirs, rtol=0, atol=2e-6)  # float32 peer

@@ -23,7 +23,9 @@ def positive_int(name: str, value: object) -> int:
     """Return ``value`` as an ``int`` if it is a positive integer, else raise."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, numbers.Real) and float(value).is_integer() and not isinstance(value, bool):
-            raise UsageTypeError(f"{name} must be an int, got {value!r} ({type(value).__name__}); pass int({value!r})")
+            raise UsageTypeError(
+                f"{name} must be an int, got {value!r} ({type(value).__name__}); pass int({value!r})"
+            )
         raise UsageTypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__})")
     if value <= 0:
         raise UsageError(f"{name} must be a positive int, got {value}")
@@ -69,7 +71,9 @@ def finite_array(name: str, value: ArrayLike, *, ndim: int) -> NDArray[np.float6
     bad = ~np.isfinite(arr)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise UsageError(f"{name} must be finite, got {arr[where]!r} at index {where if ndim > 1 else where[0]}")
+        raise UsageError(
+            f"{name} must be finite, got {arr[where]!r} at index {where if ndim > 1 else where[0]}"
+        )
     return arr
 
 
@@ -113,7 +117,9 @@ def output_path(name: str, path: os.PathLike[str] | str, *, folder: bool) -> Pat
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise UsageError(f"{name} {str(path)!r} lies under {str(parent)!r}, which is a file, not a folder")
+                raise UsageError(
+                    f"{name} {str(path)!r} lies under {str(parent)!r}, which is a file, not a folder"
+                )
             break
     return path
 
@@ -140,5 +146,7 @@ def fits_in_memory(what: str, n_bytes: float, *, advice: str) -> None:
     """
     free = available_memory()
     if free is not None and n_bytes > free:
-        raise UsageError(f"{what} would need {n_bytes / 2**30:.3g} GiB, more than the {free / 2**30:.3g} GiB of "
-                         f"memory available; {advice}")
+        raise UsageError(
+            f"{what} would need {n_bytes / 2**30:.3g} GiB, more than the {free / 2**30:.3g} GiB of "
+            f"memory available; {advice}"
+        )

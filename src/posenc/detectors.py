@@ -71,13 +71,20 @@ class SequenceDetector(nn.Module):
         self.channel_embedding = nn.Embedding(n_channels, d_model)
         nn.init.normal_(self.channel_embedding.weight, std=0.02)
         self.encoder = TransformerEncoder(
-            d_model, n_heads, n_layers, encoding=encoding,
-            encoding_options=dict(encoding_options or {}), dropout=dropout, max_len=max_len,
+            d_model,
+            n_heads,
+            n_layers,
+            encoding=encoding,
+            encoding_options=dict(encoding_options or {}),
+            dropout=dropout,
+            max_len=max_len,
         )
         out = n_targets * (horizon if kind == "forecast" else 1)
         self.head = nn.Linear(d_model, out)
 
-    def forward(self, x: torch.Tensor, channel: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, channel: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Forecasts ``[b, horizon, T]`` (``mask`` must be ``None``) or reconstructions ``[b, s, T]`` (``mask[b, s]`` bool)."""
         if x.ndim != 3 or x.shape[-1] != self.n_features:
             raise ValueError(f"x must have shape [b, s, n_features={self.n_features}], got {tuple(x.shape)}")
@@ -85,8 +92,10 @@ class SequenceDetector(nn.Module):
             raise ValueError(f"channel must have shape [b]={tuple(x.shape[:1])}, got {tuple(channel.shape)}")
         if self.kind == "reconstruct":
             if mask is None or mask.shape != x.shape[:2]:
-                raise ValueError(f"reconstruct needs mask of shape [b, s]={tuple(x.shape[:2])}, got "
-                                 f"{None if mask is None else tuple(mask.shape)}")
+                raise ValueError(
+                    f"reconstruct needs mask of shape [b, s]={tuple(x.shape[:2])}, got "
+                    f"{None if mask is None else tuple(mask.shape)}"
+                )
             m = mask.unsqueeze(-1).to(x.dtype)
             x = torch.cat([x * (1 - m), m], dim=-1)
         elif mask is not None:

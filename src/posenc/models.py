@@ -58,17 +58,20 @@ class TransformerClassifier(nn.Module):
         # Created first, so under one torch seed its initial weights do not depend on the encoding.
         self.input_projection = nn.Linear(n_features, d_model)
         self.encoder = TransformerEncoder(
-            d_model, n_heads, n_layers, encoding=encoding,
-            encoding_options=dict(encoding_options or {}), dropout=dropout, max_len=max_len,
+            d_model,
+            n_heads,
+            n_layers,
+            encoding=encoding,
+            encoding_options=dict(encoding_options or {}),
+            dropout=dropout,
+            max_len=max_len,
         )
         self.head = nn.Linear(d_model, 1)
 
     def project(self, x: torch.Tensor) -> torch.Tensor:
         """The projected inputs ``[b, s, d_model]`` that the positional encoding is added to."""
         if x.ndim != 3 or x.shape[-1] != self.n_features:
-            raise ValueError(
-                f"x must have shape [b, s, n_features={self.n_features}], got {tuple(x.shape)}"
-            )
+            raise ValueError(f"x must have shape [b, s, n_features={self.n_features}], got {tuple(x.shape)}")
         return self.input_projection(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -91,8 +94,12 @@ class _MaxPool2(nn.Module):
 
 def _conv_block(channels_in: int, channels_out: int, groups: int) -> list[nn.Module]:
     """Conv1d (k = 5, same length) → ReLU → max-pool 2 → BatchNorm, every group (sensor) with its own weights."""
-    return [nn.Conv1d(channels_in, channels_out, 5, padding=2, groups=groups), nn.ReLU(), _MaxPool2(),
-            nn.BatchNorm1d(channels_out)]
+    return [
+        nn.Conv1d(channels_in, channels_out, 5, padding=2, groups=groups),
+        nn.ReLU(),
+        _MaxPool2(),
+        nn.BatchNorm1d(channels_out),
+    ]
 
 
 class SpatioTemporalClassifier(nn.Module):
@@ -146,20 +153,31 @@ class SpatioTemporalClassifier(nn.Module):
         self.window_length = _validate.positive_int("window_length", window_length)
         reduced = self.window_length // 8
         if reduced == 0:
-            raise ValueError(f"window_length must be >= 8: the CNN halves it three times (k=5, max-pool 2), so "
-                             f"window_length={window_length} leaves 0 features per channel")
+            raise ValueError(
+                f"window_length must be >= 8: the CNN halves it three times (k=5, max-pool 2), so "
+                f"window_length={window_length} leaves 0 features per channel"
+            )
         self.d_model = _validate.positive_int("d_model", d_model)
         if self.d_model % reduced:
-            raise ValueError(f"d_model must be a multiple of window_length // 8 = {reduced} (d_model = CNN channels × "
-                             f"{reduced}), got d_model={d_model} with window_length={window_length}")
+            raise ValueError(
+                f"d_model must be a multiple of window_length // 8 = {reduced} (d_model = CNN channels × "
+                f"{reduced}), got d_model={d_model} with window_length={window_length}"
+            )
         channels = self.d_model // reduced
-        hidden = 4 * self.d_model if dim_feedforward is None else _validate.positive_int("dim_feedforward",
-                                                                                          dim_feedforward)
+        hidden = (
+            4 * self.d_model
+            if dim_feedforward is None
+            else _validate.positive_int("dim_feedforward", dim_feedforward)
+        )
         F, d = self.n_sensors, self.d_model
-        self.cnn = nn.Sequential(*_conv_block(F, F * channels, F), *_conv_block(F * channels, F * channels, F),
-                                 *_conv_block(F * channels, F * channels, F))
-        self.encoding = build_encoding(encoding, d_model=d, n_heads=n_heads, max_len=self.n_windows,
-                                       **dict(encoding_options or {}))
+        self.cnn = nn.Sequential(
+            *_conv_block(F, F * channels, F),
+            *_conv_block(F * channels, F * channels, F),
+            *_conv_block(F * channels, F * channels, F),
+        )
+        self.encoding = build_encoding(
+            encoding, d_model=d, n_heads=n_heads, max_len=self.n_windows, **dict(encoding_options or {})
+        )
         self.family = "none" if self.encoding is None else self.encoding.family
         width = self.encoding.out_features if isinstance(self.encoding, InputContract) else d
         self.input_projection = nn.Linear(width, d) if width != d else None
@@ -167,11 +185,18 @@ class SpatioTemporalClassifier(nn.Module):
         # no dropout on the attention weights: it forces SDPA off its fused CPU kernel (residual branches keep it)
         self.temporal = MultiHeadAttention(d, n_heads, encoding=inside, own_encoding=False)
         self.spatial = MultiHeadAttention(d, n_heads)
-        self.temporal_norm, self.spatial_norm, self.out_norm = nn.LayerNorm(d), nn.LayerNorm(d), nn.LayerNorm(d)
-        self.feedforward = nn.Sequential(nn.Linear(d, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, d))
+        self.temporal_norm, self.spatial_norm, self.out_norm = (
+            nn.LayerNorm(d),
+            nn.LayerNorm(d),
+            nn.LayerNorm(d),
+        )
+        self.feedforward = nn.Sequential(
+            nn.Linear(d, hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, d)
+        )
         self.dropout = nn.Dropout(dropout)
-        self.head = nn.Sequential(nn.Linear(F * d, head_hidden), nn.ReLU(), nn.Dropout(dropout),
-                                  nn.Linear(head_hidden, 1))
+        self.head = nn.Sequential(
+            nn.Linear(F * d, head_hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(head_hidden, 1)
+        )
 
     @property
     def segment_length(self) -> int:

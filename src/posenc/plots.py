@@ -30,9 +30,13 @@ from matplotlib.figure import Figure
 
 from posenc import analysis, spectrum, tables
 
-LINES: tuple[dict[str, Any], ...] = ({"color": "black", "linestyle": "-"}, {"color": "0.35", "linestyle": "--"},
-         {"color": "0.55", "linestyle": ":"}, {"color": "black", "linestyle": "-."},
-         {"color": "0.45", "linestyle": (0, (5, 1, 1, 1, 1, 1))})
+LINES: tuple[dict[str, Any], ...] = (
+    {"color": "black", "linestyle": "-"},
+    {"color": "0.35", "linestyle": "--"},
+    {"color": "0.55", "linestyle": ":"},
+    {"color": "black", "linestyle": "-."},
+    {"color": "0.45", "linestyle": (0, (5, 1, 1, 1, 1, 1))},
+)
 """Line styles distinguishable in grey, cycled over curves."""
 
 
@@ -42,8 +46,11 @@ def encoding_heatmap(*, length: int = 50, dim: int = 128, base: float = tables.D
     fig = Figure(figsize=(8, 4), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(table, cmap="gray", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set(xlabel="encoding dimension j", ylabel="position t",
-           title=f"Sinusoidal positional encoding PE[t, j], d = {dim}, {length} positions, ρ = {base:g}")
+    ax.set(
+        xlabel="encoding dimension j",
+        ylabel="position t",
+        title=f"Sinusoidal positional encoding PE[t, j], d = {dim}, {length} positions, ρ = {base:g}",
+    )
     fig.colorbar(image, ax=ax, label="value")
     return fig
 
@@ -54,8 +61,11 @@ def dot_product_matrix(*, length: int = 100, dim: int = 128, base: float = table
     fig = Figure(figsize=(6, 5), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(gram, cmap="gray", interpolation="nearest", origin="upper")
-    ax.set(xlabel="position n", ylabel="position m",
-           title=f"Dot product ⟨PE[m], PE[n]⟩ of sinusoidal encodings, d = {dim}")
+    ax.set(
+        xlabel="position n",
+        ylabel="position m",
+        title=f"Dot product ⟨PE[m], PE[n]⟩ of sinusoidal encodings, d = {dim}",
+    )
     fig.colorbar(image, ax=ax, label="dot product")
     return fig
 
@@ -65,29 +75,44 @@ def frequency_distribution(*, dim: int = 256, base: float = tables.DEFAULT_BASE)
     bins = spectrum.dft(dim)
     fig = Figure(figsize=(7, 4), layout="constrained")
     ax = fig.add_subplot()
-    ax.plot(bins, analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim),
-            label=f"sinusoidal, ρ = {base:g} (eq. 15, σ = 4·2π/d)", **LINES[0])
+    ax.plot(
+        bins,
+        analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim),
+        label=f"sinusoidal, ρ = {base:g} (eq. 15, σ = 4·2π/d)",
+        **LINES[0],
+    )
     ax.plot(bins, analysis.dft_distribution(dim), label="DFT encoding (eq. 22)", **LINES[1])
     ax.axvline(2 * np.pi / dim, color="0.6", linewidth=0.8, linestyle=":", label="first non-zero bin 2π/d")
-    ax.set(xlabel="DFT frequency ω_k = 2πk/d", ylabel="weight g_k (Σ g_k = 1)",
-           title=f"Distribution of encoding frequencies over the Fourier bins, d = {dim}")
+    ax.set(
+        xlabel="DFT frequency ω_k = 2πk/d",
+        ylabel="weight g_k (Σ g_k = 1)",
+        title=f"Distribution of encoding frequencies over the Fourier bins, d = {dim}",
+    )
     ax.legend()
     return fig
 
 
 def reconstruction(
-    *, dim: int = 256, length: int = 80, positions: Sequence[int] = (5, 40, 75), base: float = tables.DEFAULT_BASE
+    *,
+    dim: int = 256,
+    length: int = 80,
+    positions: Sequence[int] = (5, 40, 75),
+    base: float = tables.DEFAULT_BASE,
 ) -> Figure:
     """Algorithm 1 of Idé et al. (2024) for ``δ_(t,s)``: sinusoidal weights (top) vs DFT weights (bottom) (Fig. 2)."""
     fig = Figure(figsize=(7, 6), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     sinusoidal = analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim)
-    weights = (("sinusoidal (eq. 15 weights)", sinusoidal),
-               ("DFT encoding (eq. 22 weights)", analysis.dft_distribution(dim)))
+    weights = (
+        ("sinusoidal (eq. 15 weights)", sinusoidal),
+        ("DFT encoding (eq. 22 weights)", analysis.dft_distribution(dim)),
+    )
     t = np.arange(length)
     for ax, (label, g) in zip(axes, weights):
         for style, s in zip(LINES, positions):
-            ax.plot(t, analysis.reconstruct(analysis.one_hot(s, dim), g)[:length], label=f"δ at s = {s}", **style)
+            ax.plot(
+                t, analysis.reconstruct(analysis.one_hot(s, dim), g)[:length], label=f"δ at s = {s}", **style
+            )
         ax.set(ylabel="reconstructed f(t)", title=f"Reconstruction of the one-hot, {label}")
         ax.legend(loc="upper center", ncols=3, fontsize=8)
         ax.margins(y=0.15)
@@ -97,7 +122,11 @@ def reconstruction(
 
 
 def su_decay(
-    *, dim: int = 128, short: int = 128, long: int = 1024, schedules: Sequence[str] = tuple(analysis.SU_SCHEDULES)
+    *,
+    dim: int = 128,
+    short: int = 128,
+    long: int = 1024,
+    schedules: Sequence[str] = tuple(analysis.SU_SCHEDULES),
 ) -> Figure:
     """Su's long-range decay: the integral ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, and the sum it stands for.
 
@@ -114,25 +143,52 @@ def su_decay(
         x = np.linspace(0.0, float(top), 513)
         for style, name in zip(LINES, schedules):
             theta = analysis.SU_SCHEDULES[name]
-            ax.plot(x, analysis.decay_integral(theta, x, dim=1), label=f"∫, θ(u) = {name.replace('x', 'u')}", **style)
+            ax.plot(
+                x,
+                analysis.decay_integral(theta, x, dim=1),
+                label=f"∫, θ(u) = {name.replace('x', 'u')}",
+                **style,
+            )
         ax.axhline(0.0, color="0.7", linewidth=0.6)
-        ax.axvline(limit, color="0.4", linewidth=0.8, linestyle=":", label=f"phase step > π from x = {limit:.1f}")
-        ax.set(xlabel="relative distance x = m − n", ylabel="Re ∫₀¹ exp(i x θ(u)) du",
-               title=f"Long-range decay, 0 ≤ x ≤ {top}")
+        ax.axvline(
+            limit, color="0.4", linewidth=0.8, linestyle=":", label=f"phase step > π from x = {limit:.1f}"
+        )
+        ax.set(
+            xlabel="relative distance x = m − n",
+            ylabel="Re ∫₀¹ exp(i x θ(u)) du",
+            title=f"Long-range decay, 0 ≤ x ≤ {top}",
+        )
     x = np.arange(0, short + 1, 2, dtype=np.float64)
-    axes[0].plot(x, analysis.frequency_kernel(paper, x) / terms, "o", color="black", markersize=2.5,
-                 label=f"sum Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}")
+    axes[0].plot(
+        x,
+        analysis.frequency_kernel(paper, x) / terms,
+        "o",
+        color="black",
+        markersize=2.5,
+        label=f"sum Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}",
+    )
     x = np.arange(0, long + 1, dtype=np.float64)
-    axes[1].plot(x, analysis.frequency_kernel(paper, x) / terms, color="black", linewidth=0.5, alpha=0.8,
-                 label=f"sum, d = {dim}")
+    axes[1].plot(
+        x,
+        analysis.frequency_kernel(paper, x) / terms,
+        color="black",
+        linewidth=0.5,
+        alpha=0.8,
+        label=f"sum, d = {dim}",
+    )
     axes[0].legend(fontsize=7)
     axes[1].legend(fontsize=7, loc="upper right")
     return fig
 
 
 def bilinear_parts(
-    *, dim: int = 64, length: int = 64, seed: int = 0, trained: np.ndarray | None = None,
-    trained_frequencies: np.ndarray | None = None, trained_layout: str = "interleaved",
+    *,
+    dim: int = 64,
+    length: int = 64,
+    seed: int = 0,
+    trained: np.ndarray | None = None,
+    trained_frequencies: np.ndarray | None = None,
+    trained_layout: str = "interleaved",
 ) -> Figure:
     """Su's ``p_mᵀ diag(h) p_n`` split into its relative part (a function of ``m − n``) and its absolute part.
 
@@ -146,10 +202,22 @@ def bilinear_parts(
             frequencies and column layout.
     """
     cases: list[tuple[str, np.ndarray, np.ndarray | None, str]] = [
-        (f"random h ~ N(0, 1), seed {seed}", np.random.default_rng(seed).standard_normal(dim), None, "interleaved")]
+        (
+            f"random h ~ N(0, 1), seed {seed}",
+            np.random.default_rng(seed).standard_normal(dim),
+            None,
+            "interleaved",
+        )
+    ]
     if trained is not None:
-        cases.append(("trained diag(W_Q W_Kᵀ)", np.asarray(trained, dtype=np.float64), trained_frequencies,
-                      trained_layout))
+        cases.append(
+            (
+                "trained diag(W_Q W_Kᵀ)",
+                np.asarray(trained, dtype=np.float64),
+                trained_frequencies,
+                trained_layout,
+            )
+        )
     fig = Figure(figsize=(14, 3.4 * len(cases)), layout="constrained")
     axes = np.atleast_2d(fig.subplots(len(cases), 4))
     for row, (label, h, freq, layout) in zip(axes, cases):
@@ -157,23 +225,30 @@ def bilinear_parts(
         t = np.arange(length, dtype=np.float64)
         rel, ab = analysis.bilinear_parts(h, t[:, None], t[None, :], dim=d, layout=layout, frequencies=freq)
         top = float(np.abs(rel + ab).max()) or 1.0
-        for ax, data, title in zip(row, (rel + ab, rel, ab), ("p_mᵀ diag(h) p_n", "relative part (m − n)",
-                                                               "absolute part (m + n)")):
+        for ax, data, title in zip(
+            row, (rel + ab, rel, ab), ("p_mᵀ diag(h) p_n", "relative part (m − n)", "absolute part (m + n)")
+        ):
             image = ax.imshow(data, cmap="gray", vmin=-top, vmax=top, interpolation="nearest")
             ax.set(xlabel="position n", ylabel="position m", title=f"{title}\n{label}, d = {d}")
         fig.colorbar(image, ax=list(row[:3]), shrink=0.8)
         ax = row[3]
         ax.plot(t, rel[:, 0], label="relative part at m − n = x", **LINES[0])
         if freq is None or np.allclose(freq, spectrum.geometric(d)):
-            ax.plot(t, analysis.weighted_decay_integral(h, t, dim=d, layout=layout),
-                    label="Su's ⌈d/2⌉∫ h(u) cos(xθ(u)) du", **LINES[1])
+            ax.plot(
+                t,
+                analysis.weighted_decay_integral(h, t, dim=d, layout=layout),
+                label="Su's ⌈d/2⌉∫ h(u) cos(xθ(u)) du",
+                **LINES[1],
+            )
         ax.axhline(0.0, color="0.7", linewidth=0.6)
         ax.set(xlabel="distance x = m − n", ylabel="value", title="relative part vs Su's integral")
         ax.legend(fontsize=7)
     return fig
 
 
-def shift_operator(*, dim: int = 16, k: int = 5, length: int = 60, base: float = tables.DEFAULT_BASE) -> Figure:
+def shift_operator(
+    *, dim: int = 16, k: int = 5, length: int = 60, base: float = tables.DEFAULT_BASE
+) -> Figure:
     """``T^(k)`` and its action: ``T^(k) PE[t]`` lands on ``PE[t+k]`` (Denk, 2019, eq. 9).
 
     Denk indexes the frequencies ``λ_m = 10000^(−2m/d)`` from ``m = 1``, one grid step from
@@ -185,7 +260,9 @@ def shift_operator(*, dim: int = 16, k: int = 5, length: int = 60, base: float =
     fig = Figure(figsize=(11, 4), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(1, 1.6))
     image = left.imshow(op, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
-    left.set(xlabel="column of PE[t]", ylabel="row of PE[t+k]", title=f"Shift operator T^(k), k = {k}, d = {dim}")
+    left.set(
+        xlabel="column of PE[t]", ylabel="row of PE[t+k]", title=f"Shift operator T^(k), k = {k}, d = {dim}"
+    )
     fig.colorbar(image, ax=left, shrink=0.8)
     t = np.arange(length)
     left.set_xticks(range(0, dim, 2))
@@ -194,8 +271,11 @@ def shift_operator(*, dim: int = 16, k: int = 5, length: int = 60, base: float =
         right.plot(t, table[k:, j], label=f"PE[t+k, {j}]", **style)
         right.plot(t[::3], moved[::3, j], "o", color=style["color"], markersize=3, fillstyle="none")
     residual = analysis.operator_residual(table, op, k)
-    right.set(xlabel="position t", ylabel="value",
-              title=f"PE[t+{k}] (lines) and T^({k})·PE[t] (circles); relative residual {residual:.1e}")
+    right.set(
+        xlabel="position t",
+        ylabel="value",
+        title=f"PE[t+{k}] (lines) and T^({k})·PE[t] (circles); relative residual {residual:.1e}",
+    )
     right.legend(loc="lower left", fontsize=8)
     return fig
 
@@ -223,10 +303,20 @@ def trained_spectra(entries: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndar
     ax = fig.add_subplot()
     for style, (label, omega, initial, trained) in zip(itertools.cycle(LINES), entries):
         ax.plot(omega, trained, label=f"{label}, trained", **style)
-        ax.plot(omega, initial, "o", color=style["color"], markersize=3, fillstyle="none",
-                label=f"{label}, initial")
-    ax.set(xlabel="frequency along positions ω = 2πk/S", ylabel="share of power",
-           title="Spectrum of the encoding table along positions, initial vs trained")
+        ax.plot(
+            omega,
+            initial,
+            "o",
+            color=style["color"],
+            markersize=3,
+            fillstyle="none",
+            label=f"{label}, initial",
+        )
+    ax.set(
+        xlabel="frequency along positions ω = 2πk/S",
+        ylabel="share of power",
+        title="Spectrum of the encoding table along positions, initial vs trained",
+    )
     ax.legend(fontsize=7)
     return fig
 
@@ -236,11 +326,16 @@ def figure_sizes(name: str) -> dict[str, object]:
     import inspect
 
     params = inspect.signature(FIGURES[name]).parameters.values()
-    return {p.name: p.default for p in params
-            if p.default is not inspect.Parameter.empty and isinstance(p.default, (int, float, tuple))}
+    return {
+        p.name: p.default
+        for p in params
+        if p.default is not inspect.Parameter.empty and isinstance(p.default, (int, float, tuple))
+    }
 
 
-def save(fig: Figure, path: Path | str, *, formats: Sequence[str] = ("png", "svg"), dpi: int = 120) -> list[Path]:
+def save(
+    fig: Figure, path: Path | str, *, formats: Sequence[str] = ("png", "svg"), dpi: int = 120
+) -> list[Path]:
     """Write ``fig`` as ``path`` with each suffix of ``formats`` (``png``, ``svg``, ``pdf``); returns the files."""
     stem = Path(path)
     stem.parent.mkdir(parents=True, exist_ok=True)

@@ -190,7 +190,9 @@ def register(
         family = own
     elif isinstance(cls, str) or cls is None:
         if family not in FAMILIES:
-            raise ValueError(f"family must be one of {', '.join(FAMILIES)} when cls is a path or None, got {family!r}")
+            raise ValueError(
+                f"family must be one of {', '.join(FAMILIES)} when cls is a path or None, got {family!r}"
+            )
     else:
         raise TypeError(f"cls must be a class, a 'package.module:Class' path or None, got {cls!r}")
     if scales and family != "input":
@@ -222,29 +224,88 @@ def get(name: str) -> EncodingInfo:
 
 _VIEWS = "posenc.analysis.views"
 
-register("none", None, family="none", summary="no positional information (permutation-equivariant)",
-         source="—", view=f"{_VIEWS}:none_view")
-register("sinusoidal", "posenc.nn.input:SinusoidalEncoding", family="input", scales=True,
-         summary="sin/cos at geometric frequencies, added to the tokens",
-         source="Vaswani et al. 2017, §3.5", view=f"{_VIEWS}:sinusoidal_view")
-register("dft", "posenc.nn.input:DFTEncoding", family="input", scales=True,
-         summary="faithful DFT encoding (one-hot's DFT), unit norm, positions < d",
-         source="Idé, Labaien & Chen, eq. 21", faithful_length=lambda d_model: d_model, view=f"{_VIEWS}:dft_view")
-register("dfstrans_dft", "posenc.nn.dfstrans:DFStransDFTEncoding", family="input", scales=True,
-         summary="DFT encoding as the DFStrans code implements it: decays in place on every call",
-         source="Labaien et al. 2023, code dfstrans/DFStrans (a reproduction, not a recommendation)")
-register("learned", "posenc.nn.input:LearnedEncoding", family="input", scales=True, learned=True,
-         summary="one trainable vector per position", source="Gehring et al. 2017, §3.1")
-register("learnable_frequency", "posenc.nn.input:LearnableFrequencyEncoding", family="input", scales=True,
-         learned=True, summary="sinusoidal with trainable frequencies, initialised from a schedule",
-         source="Lin et al. 2021; Su 2021 (sinusoidal origins)", view=f"{_VIEWS}:learnable_frequency_view")
-register("rope", "posenc.nn.rotary:RotaryEmbedding", family="rotary",
-         summary="rotary: queries and keys rotated by t·θ_i",
-         source="Su et al. 2021 (RoFormer), eq. 34", view=f"{_VIEWS}:rope_view")
-register("alibi", "posenc.nn.bias:ALiBiBias", family="bias",
-         summary="linear distance penalty −m_h·|i−j| with geometric head slopes", source="Press et al. 2022, §3")
-register("t5", "posenc.nn.bias:T5RelativeBias", family="bias", learned=True,
-         summary="learned scalar per head and log-bucketed relative distance", source="Raffel et al. 2020, §2.1")
-register("shaw", "posenc.nn.bias:ShawRelativeBias", family="query_bias", learned=True,
-         summary="learned embeddings of clipped relative distance on keys (and values)",
-         source="Shaw et al. 2018, eqs. 3–5")
+register(
+    "none",
+    None,
+    family="none",
+    summary="no positional information (permutation-equivariant)",
+    source="—",
+    view=f"{_VIEWS}:none_view",
+)
+register(
+    "sinusoidal",
+    "posenc.nn.input:SinusoidalEncoding",
+    family="input",
+    scales=True,
+    summary="sin/cos at geometric frequencies, added to the tokens",
+    source="Vaswani et al. 2017, §3.5",
+    view=f"{_VIEWS}:sinusoidal_view",
+)
+register(
+    "dft",
+    "posenc.nn.input:DFTEncoding",
+    family="input",
+    scales=True,
+    summary="faithful DFT encoding (one-hot's DFT), unit norm, positions < d",
+    source="Idé, Labaien & Chen, eq. 21",
+    faithful_length=lambda d_model: d_model,
+    view=f"{_VIEWS}:dft_view",
+)
+register(
+    "dfstrans_dft",
+    "posenc.nn.dfstrans:DFStransDFTEncoding",
+    family="input",
+    scales=True,
+    summary="DFT encoding as the DFStrans code implements it: decays in place on every call",
+    source="Labaien et al. 2023, code dfstrans/DFStrans (a reproduction, not a recommendation)",
+)
+register(
+    "learned",
+    "posenc.nn.input:LearnedEncoding",
+    family="input",
+    scales=True,
+    learned=True,
+    summary="one trainable vector per position",
+    source="Gehring et al. 2017, §3.1",
+)
+register(
+    "learnable_frequency",
+    "posenc.nn.input:LearnableFrequencyEncoding",
+    family="input",
+    scales=True,
+    learned=True,
+    summary="sinusoidal with trainable frequencies, initialised from a schedule",
+    source="Lin et al. 2021; Su 2021 (sinusoidal origins)",
+    view=f"{_VIEWS}:learnable_frequency_view",
+)
+register(
+    "rope",
+    "posenc.nn.rotary:RotaryEmbedding",
+    family="rotary",
+    summary="rotary: queries and keys rotated by t·θ_i",
+    source="Su et al. 2021 (RoFormer), eq. 34",
+    view=f"{_VIEWS}:rope_view",
+)
+register(
+    "alibi",
+    "posenc.nn.bias:ALiBiBias",
+    family="bias",
+    summary="linear distance penalty −m_h·|i−j| with geometric head slopes",
+    source="Press et al. 2022, §3",
+)
+register(
+    "t5",
+    "posenc.nn.bias:T5RelativeBias",
+    family="bias",
+    learned=True,
+    summary="learned scalar per head and log-bucketed relative distance",
+    source="Raffel et al. 2020, §2.1",
+)
+register(
+    "shaw",
+    "posenc.nn.bias:ShawRelativeBias",
+    family="query_bias",
+    learned=True,
+    summary="learned embeddings of clipped relative distance on keys (and values)",
+    source="Shaw et al. 2018, eqs. 3–5",
+)

@@ -46,41 +46,109 @@ class Reference:
         if self.label:
             return f"{self.label} ({self.year})"
         names = [a.split()[-1] for a in self.authors.split(", ")]
-        who = names[0] if len(names) == 1 else (
-            f"{', '.join(names[:-1])} & {names[-1]}" if len(names) <= 3 else f"{names[0]} et al.")
+        who = (
+            names[0]
+            if len(names) == 1
+            else (f"{', '.join(names[:-1])} & {names[-1]}" if len(names) <= 3 else f"{names[0]} et al.")
+        )
         return f"{who} ({self.year})"
 
 
-REFERENCES: dict[str, Reference] = {r.key: r for r in (
-    Reference("vaswani", "A. Vaswani, N. Shazeer, N. Parmar, J. Uszkoreit, L. Jones, A. N. Gomez, Ł. Kaiser, "
-              "I. Polosukhin", "2017", "Attention Is All You Need", "NeurIPS 2017, §3.5"),
-    Reference("ide", "T. Idé, J. Labaien, P.-Y. Chen", "2024", "Improving Transformers using Faithful "
-              "Positional Encoding", "arXiv:2405.09061"),
-    Reference("su", "J. Su", "2021", "Transformer upgrade road: 1. Tracing the origins of sinusoidal position "
-              "encoding", "blog post, 8 March 2021 (English translation)"),
-    Reference("roformer", "J. Su, Y. Lu, S. Pan, A. Murtadha, B. Wen, Y. Liu", "2021",
-              "RoFormer: Enhanced Transformer with Rotary Position Embedding", "arXiv:2104.09864"),
-    Reference("denk", "T. Denk", "2019", "Linear Relationships in the Transformer's Positional Encoding",
-              "blog post"),
-    Reference("kazemnejad", "A. Kazemnejad", "2019", "Transformer Architecture: The Positional Encoding",
-              "blog post, 20 September 2019"),
-    Reference("notes", "Anonymous", "n.d.", "Notes on the positional encoding of the original Transformer",
-              "blog post", label="Notes"),
-    Reference("gehring", "J. Gehring, M. Auli, D. Grangier, D. Yarats, Y. N. Dauphin", "2017",
-              "Convolutional Sequence to Sequence Learning", "ICML 2017"),
-    Reference("press", "O. Press, N. A. Smith, M. Lewis", "2022", "Train Short, Test Long: Attention with Linear "
-              "Biases Enables Input Length Extrapolation", "ICLR 2022"),
-    Reference("raffel", "C. Raffel, N. Shazeer, A. Roberts, K. Lee, S. Narang, M. Matena, Y. Zhou, W. Li, "
-              "P. J. Liu", "2020", "Exploring the Limits of Transfer Learning with a Unified Text-to-Text "
-              "Transformer (T5)", "JMLR 21"),
-    Reference("shaw", "P. Shaw, J. Uszkoreit, A. Vaswani", "2018", "Self-Attention with Relative Position "
-              "Representations", "NAACL 2018"),
-)}
+REFERENCES: dict[str, Reference] = {
+    r.key: r
+    for r in (
+        Reference(
+            "vaswani",
+            "A. Vaswani, N. Shazeer, N. Parmar, J. Uszkoreit, L. Jones, A. N. Gomez, Ł. Kaiser, "
+            "I. Polosukhin",
+            "2017",
+            "Attention Is All You Need",
+            "NeurIPS 2017, §3.5",
+        ),
+        Reference(
+            "ide",
+            "T. Idé, J. Labaien, P.-Y. Chen",
+            "2024",
+            "Improving Transformers using Faithful Positional Encoding",
+            "arXiv:2405.09061",
+        ),
+        Reference(
+            "su",
+            "J. Su",
+            "2021",
+            "Transformer upgrade road: 1. Tracing the origins of sinusoidal position encoding",
+            "blog post, 8 March 2021 (English translation)",
+        ),
+        Reference(
+            "roformer",
+            "J. Su, Y. Lu, S. Pan, A. Murtadha, B. Wen, Y. Liu",
+            "2021",
+            "RoFormer: Enhanced Transformer with Rotary Position Embedding",
+            "arXiv:2104.09864",
+        ),
+        Reference(
+            "denk",
+            "T. Denk",
+            "2019",
+            "Linear Relationships in the Transformer's Positional Encoding",
+            "blog post",
+        ),
+        Reference(
+            "kazemnejad",
+            "A. Kazemnejad",
+            "2019",
+            "Transformer Architecture: The Positional Encoding",
+            "blog post, 20 September 2019",
+        ),
+        Reference(
+            "notes",
+            "Anonymous",
+            "n.d.",
+            "Notes on the positional encoding of the original Transformer",
+            "blog post",
+            label="Notes",
+        ),
+        Reference(
+            "gehring",
+            "J. Gehring, M. Auli, D. Grangier, D. Yarats, Y. N. Dauphin",
+            "2017",
+            "Convolutional Sequence to Sequence Learning",
+            "ICML 2017",
+        ),
+        Reference(
+            "press",
+            "O. Press, N. A. Smith, M. Lewis",
+            "2022",
+            "Train Short, Test Long: Attention with Linear Biases Enables Input Length Extrapolation",
+            "ICLR 2022",
+        ),
+        Reference(
+            "raffel",
+            "C. Raffel, N. Shazeer, A. Roberts, K. Lee, S. Narang, M. Matena, Y. Zhou, W. Li, P. J. Liu",
+            "2020",
+            "Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer (T5)",
+            "JMLR 21",
+        ),
+        Reference(
+            "shaw",
+            "P. Shaw, J. Uszkoreit, A. Vaswani",
+            "2018",
+            "Self-Attention with Relative Position Representations",
+            "NAACL 2018",
+        ),
+    )
+}
 
 
 ENCODING_SOURCES: dict[str, str] = {
-    "sinusoidal": "vaswani", "dft": "ide", "learned": "gehring", "learnable_frequency": "su", "rope": "roformer",
-    "alibi": "press", "t5": "raffel", "shaw": "shaw",
+    "sinusoidal": "vaswani",
+    "dft": "ide",
+    "learned": "gehring",
+    "learnable_frequency": "su",
+    "rope": "roformer",
+    "alibi": "press",
+    "t5": "raffel",
+    "shaw": "shaw",
 }
 """The paper each registered encoding comes from (a reference key), shown where it is measured."""
 
@@ -121,41 +189,112 @@ def seed_claims() -> list[Claim]:
     depart = _departures()
     return [
         Claim("largest period, d = 512", "notes", "", "≈ 60611.477", float(2 * math.pi / w512.min())),
-        Claim("largest wavelength as a share of 10000·2π, d = 128", "kazemnejad", "“from 2π to 10000·2π”",
-              "1", float(w128[0] / w128[-1] / 1e4),
-              "the largest wavelength is 2π·10000^((d−2)/d): one grid step short of 10000·2π (86.6 % at d = 128)"),
-        Claim("crossing index (d/4)·log10(d/2π), d = 256", "ide", "eq. 16", "≈ 103", analysis.crossing_index(256)),
+        Claim(
+            "largest wavelength as a share of 10000·2π, d = 128",
+            "kazemnejad",
+            "“from 2π to 10000·2π”",
+            "1",
+            float(w128[0] / w128[-1] / 1e4),
+            "the largest wavelength is 2π·10000^((d−2)/d): one grid step short of 10000·2π (86.6 % at d = 128)",
+        ),
+        Claim(
+            "crossing index (d/4)·log10(d/2π), d = 256",
+            "ide",
+            "eq. 16",
+            "≈ 103",
+            analysis.crossing_index(256),
+        ),
         Claim("crossing index, d = 512", "ide", "eq. 16", "≈ 245", analysis.crossing_index(512)),
-        Claim("share of frequencies in the lowest bin (below 2π/d), d = 256", "ide", "§3.1", "“almost half”",
-              analysis.low_pass_count(w256, dim=256) / w256.size, "76 of 128 frequencies: more than half"),
-        Claim("share of frequencies in the lowest bin, d = 512", "ide", "§3.1", "“almost half”",
-              analysis.low_pass_count(w512, dim=512) / w512.size, "133 of 256"),
-        Claim("shift residual max|T PE[t] − PE[t+k]|, d = 64, k = 7", "denk", "eq. 9", "0 (exact)",
-              float(np.abs(sin200[:-7] @ analysis.shift_operator(7, dim=64).T - sin200[7:]).max()),
-              "float64 rounding. Denk indexes the frequencies λ_m = 10000^(−2m/d) from m = 1, one grid step "
-              "from Vaswani's i = 0; the operator here uses Vaswani's grid"),
-        Claim("best linear shift of a sine-only table, d = 64, k = 7, 200 positions (relative residual)", "notes",
-              "", "no linear map exists", analysis.linear_shift_residual(sin200[:, 0::2], 7)),
-        Claim("Toeplitz deviation of the sinusoidal Gram matrix, d = 128, S = 300", "su", "", "0",
-              analysis.toeplitz_deviation(analysis.gram(tables.sinusoidal(300, 128)))),
-        Claim("sum vs integral: max |Σ − (d/2)∫| / (d/2), d = 512, x ≤ 1024", "su", "“long-range decay”",
-              "≈ (approximation)", depart["512_1024"],
-              f"the sum follows the integral only while neighbouring phases differ by < π, i.e. up to "
-              f"x ≈ {analysis.riemann_limit(w512):.1f} at d = 512 (π / (1 − 10000^(−2/d)))"),
+        Claim(
+            "share of frequencies in the lowest bin (below 2π/d), d = 256",
+            "ide",
+            "§3.1",
+            "“almost half”",
+            analysis.low_pass_count(w256, dim=256) / w256.size,
+            "76 of 128 frequencies: more than half",
+        ),
+        Claim(
+            "share of frequencies in the lowest bin, d = 512",
+            "ide",
+            "§3.1",
+            "“almost half”",
+            analysis.low_pass_count(w512, dim=512) / w512.size,
+            "133 of 256",
+        ),
+        Claim(
+            "shift residual max|T PE[t] − PE[t+k]|, d = 64, k = 7",
+            "denk",
+            "eq. 9",
+            "0 (exact)",
+            float(np.abs(sin200[:-7] @ analysis.shift_operator(7, dim=64).T - sin200[7:]).max()),
+            "float64 rounding. Denk indexes the frequencies λ_m = 10000^(−2m/d) from m = 1, one grid step "
+            "from Vaswani's i = 0; the operator here uses Vaswani's grid",
+        ),
+        Claim(
+            "best linear shift of a sine-only table, d = 64, k = 7, 200 positions (relative residual)",
+            "notes",
+            "",
+            "no linear map exists",
+            analysis.linear_shift_residual(sin200[:, 0::2], 7),
+        ),
+        Claim(
+            "Toeplitz deviation of the sinusoidal Gram matrix, d = 128, S = 300",
+            "su",
+            "",
+            "0",
+            analysis.toeplitz_deviation(analysis.gram(tables.sinusoidal(300, 128))),
+        ),
+        Claim(
+            "sum vs integral: max |Σ − (d/2)∫| / (d/2), d = 512, x ≤ 1024",
+            "su",
+            "“long-range decay”",
+            "≈ (approximation)",
+            depart["512_1024"],
+            f"the sum follows the integral only while neighbouring phases differ by < π, i.e. up to "
+            f"x ≈ {analysis.riemann_limit(w512):.1f} at d = 512 (π / (1 − 10000^(−2/d)))",
+        ),
         Claim("the same, d = 512, x ≤ 10⁴", "su", "", "≈", depart["512_10000"]),
-        Claim("RMS of Σ/(d/2) for 10⁴ < x ≤ 2·10⁵, d = 512 (the integral is below 1e-3 there)", "su", "",
-              "→ 0 (decay)", depart["512_far_rms"], "the sum never decays: it keeps oscillating at this level"),
-        Claim("the same gap at the figure's d = 128, x ≤ 128", "su", "", "≈", depart["128_128"],
-              f"phase step > π already from x ≈ {analysis.riemann_limit(w128):.1f}"),
-        Claim("sinusoidal reconstruction of δ at s = 40: width at half maximum", "ide", "Fig. 2",
-              "broad (insensitive up to ~30)", bump.width),
-        Claim("DFT reconstruction of δ at s = 40 (eq. 22 weights): max |f − δ|", "ide", "Fig. 2", "perfect",
-              ripple, f"eq. 22 gives the constant and Nyquist bins half the weight of the others, which leaves a "
-              f"ripple of exactly peak/(d−1) = {peak_share:.4g} on every other lattice point; with equal weights "
-              f"(the plain inverse DFT) the reconstruction is exact: max |f − δ| = "
-              f"{float(np.abs(plain - analysis.one_hot(40, 256)).max()):.1e}"),
-        Claim("inverse DFT of e(s) vs the one-hot, d = 256, all s: max error", "ide", "Theorem 1", "exact",
-              float(np.abs(tables.dft(256, 256) @ analysis.dft_basis(256).T - np.eye(256)).max())),
+        Claim(
+            "RMS of Σ/(d/2) for 10⁴ < x ≤ 2·10⁵, d = 512 (the integral is below 1e-3 there)",
+            "su",
+            "",
+            "→ 0 (decay)",
+            depart["512_far_rms"],
+            "the sum never decays: it keeps oscillating at this level",
+        ),
+        Claim(
+            "the same gap at the figure's d = 128, x ≤ 128",
+            "su",
+            "",
+            "≈",
+            depart["128_128"],
+            f"phase step > π already from x ≈ {analysis.riemann_limit(w128):.1f}",
+        ),
+        Claim(
+            "sinusoidal reconstruction of δ at s = 40: width at half maximum",
+            "ide",
+            "Fig. 2",
+            "broad (insensitive up to ~30)",
+            bump.width,
+        ),
+        Claim(
+            "DFT reconstruction of δ at s = 40 (eq. 22 weights): max |f − δ|",
+            "ide",
+            "Fig. 2",
+            "perfect",
+            ripple,
+            f"eq. 22 gives the constant and Nyquist bins half the weight of the others, which leaves a "
+            f"ripple of exactly peak/(d−1) = {peak_share:.4g} on every other lattice point; with equal weights "
+            f"(the plain inverse DFT) the reconstruction is exact: max |f − δ| = "
+            f"{float(np.abs(plain - analysis.one_hot(40, 256)).max()):.1e}",
+        ),
+        Claim(
+            "inverse DFT of e(s) vs the one-hot, d = 256, all s: max error",
+            "ide",
+            "Theorem 1",
+            "exact",
+            float(np.abs(tables.dft(256, 256) @ analysis.dft_basis(256).T - np.eye(256)).max()),
+        ),
     ]
 
 
@@ -179,7 +318,7 @@ def rst_inline(text: str) -> str:
     pattern = "|".join(f"{re.escape(a)}(.+?){re.escape(b)}" for a, b in _ROLES)
     out, last = [], 0
     for match in re.finditer(pattern, text):
-        out.append(html.escape(text[last:match.start()]))
+        out.append(html.escape(text[last : match.start()]))
         code = next(g for g in match.groups() if g is not None).lstrip("~")
         out.append(f"<code>{html.escape(code)}</code>")
         last = match.end()
@@ -190,10 +329,15 @@ def rst_inline(text: str) -> str:
 def _caption(name: str, sizes: dict[str, object]) -> str:
     from posenc import plots
 
-    doc = [part for part in (getattr(plots, name).__doc__ or name).strip().split("\n\n")
-           if not part.strip().startswith("Args:")]
+    doc = [
+        part
+        for part in (getattr(plots, name).__doc__ or name).strip().split("\n\n")
+        if not part.strip().startswith("Args:")
+    ]
     text = " ".join(line.strip() for part in doc[:2] for line in part.splitlines())
-    shown = ", ".join(f"{k} = {', '.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sizes.items())
+    shown = ", ".join(
+        f"{k} = {', '.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sizes.items()
+    )
     return f"<b>{html.escape(name)}.</b> {rst_inline(text)} <span class='sizes'>Sizes: {html.escape(shown)}.</span>"
 
 
@@ -204,11 +348,15 @@ def _figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | N
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    width = round(fig.get_figwidth() * 88)  # its natural size at 88 CSS px per inch, never wider than the page
+    width = round(
+        fig.get_figwidth() * 88
+    )  # its natural size at 88 CSS px per inch, never wider than the page
     image = f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
     caption = _caption(name, plots.figure_sizes(name) if sizes is None else sizes)
-    return (f"<figure id='fig-{html.escape(name)}' style='max-width:{width}px'>{image}"
-            f"<figcaption>{caption}</figcaption></figure>")
+    return (
+        f"<figure id='fig-{html.escape(name)}' style='max-width:{width}px'>{image}"
+        f"<figcaption>{caption}</figcaption></figure>"
+    )
 
 
 def _format(value: Any) -> str:
@@ -227,13 +375,18 @@ def _scorecard_table(cards: list[analysis.Scorecard], failed: dict[str, str]) ->
     rows = []
     for key in analysis.CRITERIA:
         cells = "".join(
-            f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(_format(c.values[key]))}</td>' for c in cards
+            f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(_format(c.values[key]))}</td>'
+            for c in cards
         )
         cells += "".join("<td>—</td>" for _ in failed)
         meaning = html.escape(analysis.MEANINGS[key])
-        rows.append(f"<tr><th class='crit'><code>{key}</code><div class='meaning'>{meaning}</div></th>{cells}</tr>")
-    return (f"<div class='wide'><table class='scores'><thead><tr><th>criterion</th>{head}</tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table></div>")
+        rows.append(
+            f"<tr><th class='crit'><code>{key}</code><div class='meaning'>{meaning}</div></th>{cells}</tr>"
+        )
+    return (
+        f"<div class='wide'><table class='scores'><thead><tr><th>criterion</th>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
@@ -246,30 +399,48 @@ def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
     lines = []
     for (family, why), keys in reasons.items():
         names = sorted({n for ns in keys.values() for n in ns})
-        lines.append(f"<li><b>{html.escape(family)}</b> ({html.escape(', '.join(names))}): "
-                     f"{', '.join(f'<code>{k}</code>' for k in keys)} — {html.escape(why)}</li>")
+        lines.append(
+            f"<li><b>{html.escape(family)}</b> ({html.escape(', '.join(names))}): "
+            f"{', '.join(f'<code>{k}</code>' for k in keys)} — {html.escape(why)}</li>"
+        )
     views = "".join(
         f"<li><b>{html.escape(c.encoding)}</b>"
         f"{' (' + cite(ENCODING_SOURCES[c.encoding]) + ')' if c.encoding in ENCODING_SOURCES else ''}: "
-        f"{html.escape(c.notes.get('view', ''))}</li>" for c in cards)
-    lines += [f"<li><b>{html.escape(n)}</b>: not measured — {html.escape(why)}</li>" for n, why in failed.items()]
-    return (f"<h3>Why a cell is “—”</h3><ul class='notes'>{''.join(lines)}</ul>"
-            f"<h3>What was measured</h3><ul class='notes'>{views}</ul>")
+        f"{html.escape(c.notes.get('view', ''))}</li>"
+        for c in cards
+    )
+    lines += [
+        f"<li><b>{html.escape(n)}</b>: not measured — {html.escape(why)}</li>" for n, why in failed.items()
+    ]
+    return (
+        f"<h3>Why a cell is “—”</h3><ul class='notes'>{''.join(lines)}</ul>"
+        f"<h3>What was measured</h3><ul class='notes'>{views}</ul>"
+    )
 
 
 def _claims_html() -> str:
     rows = "".join(
         f"<tr><td class='left'>{html.escape(c.claim)}</td><td class='left'>{cite(c.source, c.where)}</td>"
         f"<td class='left'>{html.escape(c.stated)}</td><td>{c.measured:.8g}</td><td class='left why'>{html.escape(c.note)}</td></tr>"
-        for c in seed_claims())
-    return ("<div class='wide'><table><thead><tr><th class='left'>claim</th><th class='left'>source</th><th>stated</th>"
-            f"<th>measured</th><th class='left'>why they differ / how to read it</th></tr></thead><tbody>{rows}</tbody>"
-            "</table></div>")
+        for c in seed_claims()
+    )
+    return (
+        "<div class='wide'><table><thead><tr><th class='left'>claim</th><th class='left'>source</th><th>stated</th>"
+        f"<th>measured</th><th class='left'>why they differ / how to read it</th></tr></thead><tbody>{rows}</tbody>"
+        "</table></div>"
+    )
 
 
 TRAINED_KEYS: tuple[str, ...] = (
-    "min_distance", "shift_residual", "toeplitz_error", "long_range_decay", "low_pass_fraction", "largest_period",
-    "decoding_accuracy", "extrapolates", *analysis.FORM_KEYS,
+    "min_distance",
+    "shift_residual",
+    "toeplitz_error",
+    "long_range_decay",
+    "low_pass_fraction",
+    "largest_period",
+    "decoding_accuracy",
+    "extrapolates",
+    *analysis.FORM_KEYS,
 )
 """The columns of the trained-encodings table (all criteria are in the JSON)."""
 
@@ -293,25 +464,38 @@ def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
             skipped.append(f"<li>{html.escape(str(exc))}</li>")
     if not results:
         listed = f"<ul class='notes'>{''.join(skipped)}</ul>" if skipped else ""
-        return (f"<p>No analysable run directory (config.json + checkpoint.pt) under "
-                f"{html.escape(str(runs_dir))}.</p>{listed}", "", [])
+        return (
+            f"<p>No analysable run directory (config.json + checkpoint.pt) under "
+            f"{html.escape(str(runs_dir))}.</p>{listed}",
+            "",
+            [],
+        )
     rows = []
     for r in results:
         c = r.run.config
         cells = []
         for key in TRAINED_KEYS:
-            source = (r.cards["initial"].values, r.cards["trained"].values) if key in analysis.CRITERIA else (
-                r.forms["initial"] or {}, r.forms["trained"] or {})
+            source = (
+                (r.cards["initial"].values, r.cards["trained"].values)
+                if key in analysis.CRITERIA
+                else (r.forms["initial"] or {}, r.forms["trained"] or {})
+            )
             first, last = (_format(v.get(key)) for v in source)
             cells.append(f"<td>{html.escape(first)}<br><b>{html.escape(last)}</b></td>")
         where = html.escape(str(r.run.directory.relative_to(runs_dir)))
-        rows.append(f"<tr><th class='left run'>{html.escape(c.encoding)}-{html.escape(c.scale)}<br><small>S = {c.window}, "
-                    f"d = {c.d_model}; {where}</small></th>{''.join(cells)}</tr>")
+        rows.append(
+            f"<tr><th class='left run'>{html.escape(c.encoding)}-{html.escape(c.scale)}<br><small>S = {c.window}, "
+            f"d = {c.d_model}; {where}</small></th>{''.join(cells)}</tr>"
+        )
     meaning = {**analysis.MEANINGS, **FORM_MEANINGS}
-    head = "".join(f"<th title='{html.escape(meaning[k])}'><code>{html.escape(k).replace('_', '_<wbr>')}</code></th>"
-                   for k in TRAINED_KEYS)
-    table = (f"<div class='wide'><table class='scores'><thead><tr><th class='left'>run</th>{head}</tr></thead>"
-             f"<tbody>{''.join(rows)}</tbody></table></div>")
+    head = "".join(
+        f"<th title='{html.escape(meaning[k])}'><code>{html.escape(k).replace('_', '_<wbr>')}</code></th>"
+        for k in TRAINED_KEYS
+    )
+    table = (
+        f"<div class='wide'><table class='scores'><thead><tr><th class='left'>run</th>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
     text = (
         f"<p>{len(results)} runs of <code>{html.escape(str(runs_dir))}</code>, each scored at its window length "
         "with its encoding's parameters at initialisation (rebuilt under the run's seed, upper value) and as "
@@ -323,22 +507,47 @@ def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
         "is a dominant diagonal), <code>form_toeplitz_error</code> of p<sub>m</sub>ᵀ H p<sub>n</sub> (0 = purely "
         "relative), <code>relative_share</code> of diag H's relative part against its absolute part "
         "(sinusoidal-type tables only). Rotary and bias encodings do not enter W<sub>Q</sub> W<sub>K</sub>ᵀ "
-        "through the tokens: “—”.</p>")
+        "through the tokens: “—”.</p>"
+    )
     if skipped:
         text += f"<p>Not analysed:</p><ul class='notes'>{''.join(skipped)}</ul>"
-    spectra = [(f"{r.run.config.encoding}-{r.run.config.scale} seed {r.run.config.seed}", r.spectra["initial"][0],
-                r.spectra["initial"][1], r.spectra["trained"][1])
-               for r in results if r.spectra["initial"] is not None and r.spectra["trained"] is not None
-               and r.run.config.encoding != "none"]
-    figure = _figure_html("trained_spectra", plots.trained_spectra(spectra), {"runs": len(spectra)}) if spectra else ""
+    spectra = [
+        (
+            f"{r.run.config.encoding}-{r.run.config.scale} seed {r.run.config.seed}",
+            r.spectra["initial"][0],
+            r.spectra["initial"][1],
+            r.spectra["trained"][1],
+        )
+        for r in results
+        if r.spectra["initial"] is not None
+        and r.spectra["trained"] is not None
+        and r.run.config.encoding != "none"
+    ]
+    figure = (
+        _figure_html("trained_spectra", plots.trained_spectra(spectra), {"runs": len(spectra)})
+        if spectra
+        else ""
+    )
     for r in results:
         h, w = r.diagonals["trained"], r.frequencies["trained"]
         if h is not None and w is not None and r.run.config.encoding != "dft":
             layout = "interleaved"
-            fig = plots.bilinear_parts(dim=h.size, length=r.run.config.window, trained=h, trained_frequencies=w,
-                                       trained_layout=layout)
-            figure += _figure_html("bilinear_parts", fig, {"dim": h.size, "length": r.run.config.window,
-                                                          "run": f"{r.run.config.encoding}, seed {r.run.config.seed}"})
+            fig = plots.bilinear_parts(
+                dim=h.size,
+                length=r.run.config.window,
+                trained=h,
+                trained_frequencies=w,
+                trained_layout=layout,
+            )
+            figure += _figure_html(
+                "bilinear_parts",
+                fig,
+                {
+                    "dim": h.size,
+                    "length": r.run.config.window,
+                    "run": f"{r.run.config.encoding}, seed {r.run.config.seed}",
+                },
+            )
             break
     return text + table, figure, [r.to_dict() for r in results]
 
@@ -369,8 +578,14 @@ border:1px solid var(--line)}figcaption{font-size:.9rem;color:var(--muted);margi
 
 
 def write_report(
-    out_dir: Path | str, *, length: int = DEFAULT_LENGTH, dim: int = DEFAULT_DIM, base: float = tables.DEFAULT_BASE,
-    n_heads: int = 8, seed: int = 0, runs: Path | str | None = None,
+    out_dir: Path | str,
+    *,
+    length: int = DEFAULT_LENGTH,
+    dim: int = DEFAULT_DIM,
+    base: float = tables.DEFAULT_BASE,
+    n_heads: int = 8,
+    seed: int = 0,
+    runs: Path | str | None = None,
 ) -> Path:
     """Write ``out_dir/report.html`` (self-contained) and ``out_dir/scorecards.json``; return the HTML path.
 
@@ -387,49 +602,95 @@ def write_report(
     cards, failed = [], {}
     for name in registry.names():
         try:
-            cards.append(analysis.scorecard(name, length=length, dim=dim, base=base, n_heads=n_heads, seed=seed))
+            cards.append(
+                analysis.scorecard(name, length=length, dim=dim, base=base, n_heads=n_heads, seed=seed)
+            )
         except ImportError as exc:  # a PyTorch module of the registry that is not installed / not written
             failed[name] = f"{type(exc).__name__}: {exc}"
-    params = {"length S": length, "dim d": dim, "base ρ": base, "n_heads": n_heads, "seed": seed,
-              "posenc": __version__, "numpy": np.__version__}
+    params = {
+        "length S": length,
+        "dim d": dim,
+        "base ρ": base,
+        "n_heads": n_heads,
+        "seed": seed,
+        "posenc": __version__,
+        "numpy": np.__version__,
+    }
     sections: list[tuple[str, str, str]] = [
-        ("claims", "The papers' numbers, measured",
-         "<p>Each number a source states, next to the value measured here; the last column says why they "
-         "differ where they do.</p>" + _claims_html()),
-        ("scorecards", f"Scorecards at S = {length}, d = {dim}",
-         "<p>Every registered encoding measured by the same criteria; each criterion's definition is under its "
-         "name, and hovering a cell shows how it was measured.</p>"
-         + "<table>" + "".join(f"<tr><th class='crit'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-                               for k, v in params.items()) + "</table>"
-         + _scorecard_table(cards, failed) + _notes_html(cards, failed)),
+        (
+            "claims",
+            "The papers' numbers, measured",
+            "<p>Each number a source states, next to the value measured here; the last column says why they "
+            "differ where they do.</p>" + _claims_html(),
+        ),
+        (
+            "scorecards",
+            f"Scorecards at S = {length}, d = {dim}",
+            "<p>Every registered encoding measured by the same criteria; each criterion's definition is under its "
+            "name, and hovering a cell shows how it was measured.</p>"
+            + "<table>"
+            + "".join(
+                f"<tr><th class='crit'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
+                for k, v in params.items()
+            )
+            + "</table>"
+            + _scorecard_table(cards, failed)
+            + _notes_html(cards, failed),
+        ),
     ]
     trained_figure, run_records = "", list[dict[str, Any]]()
     if runs is not None:
         text, trained_figure, run_records = _trained_html(Path(runs))
         sections.append(("trained", "Trained encodings: initial vs trained", text))
     figures = "".join(_figure_html(name) for name in plots.FIGURES) + trained_figure
-    sections.append(("figures", "Figures",
-                     f"<p>Grey-scale figures after {cite('kazemnejad')}, {cite('ide')}, {cite('su')} and "
-                     f"{cite('denk')}; each caption gives the sizes it was drawn at.</p>" + figures))
+    sections.append(
+        (
+            "figures",
+            "Figures",
+            f"<p>Grey-scale figures after {cite('kazemnejad')}, {cite('ide')}, {cite('su')} and "
+            f"{cite('denk')}; each caption gives the sizes it was drawn at.</p>" + figures,
+        )
+    )
     cited = [r for r in REFERENCES.values() if any(f'href="#ref-{r.key}"' in c for _, _, c in sections)]
-    refs = "".join(f"<li id='ref-{r.key}'>{html.escape(r.authors)} ({r.year}). <i>{html.escape(r.title)}</i>. "
-                   f"{html.escape(r.where)}.</li>" for r in cited)
+    refs = "".join(
+        f"<li id='ref-{r.key}'>{html.escape(r.authors)} ({r.year}). <i>{html.escape(r.title)}</i>. "
+        f"{html.escape(r.where)}.</li>"
+        for r in cited
+    )
     sections.append(("references", "References", f"<ol class='refs'>{refs}</ol>"))
     toc = "".join(f"<li><a href='#{key}'>{html.escape(title)}</a></li>" for key, title, _ in sections)
-    body = "".join([
-        "<h1>posenc report: positional encodings measured</h1>",
-        ("<p>What the sources claim about positional encodings, measured; how every registered encoding scores on "
-         "the same criteria; and the figures the claims rest on.</p>"),
-        f"<nav class='toc'><b>Contents</b><ol>{toc}</ol></nav>",
-        *(f"<section id='{key}'><h2>{html.escape(title)}</h2>{content}</section>" for key, title, content in sections),
-    ])
-    head = ("<meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<meta name='color-scheme' content='light dark'><title>posenc report</title><style>{_STYLE}</style>")
+    body = "".join(
+        [
+            "<h1>posenc report: positional encodings measured</h1>",
+            (
+                "<p>What the sources claim about positional encodings, measured; how every registered encoding scores on "
+                "the same criteria; and the figures the claims rest on.</p>"
+            ),
+            f"<nav class='toc'><b>Contents</b><ol>{toc}</ol></nav>",
+            *(
+                f"<section id='{key}'><h2>{html.escape(title)}</h2>{content}</section>"
+                for key, title, content in sections
+            ),
+        ]
+    )
+    head = (
+        "<meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<meta name='color-scheme' content='light dark'><title>posenc report</title><style>{_STYLE}</style>"
+    )
     page = f"<!DOCTYPE html><html lang='en'><head>{head}</head><body>{body}</body></html>"
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     (out / "scorecards.json").write_text(
-        json.dumps({"parameters": params, "scorecards": [c.to_dict() for c in cards], "not_measured": failed,
-                    **({"runs": run_records} if runs is not None else {})},
-                   indent=2, allow_nan=False), encoding="utf-8")
+        json.dumps(
+            {
+                "parameters": params,
+                "scorecards": [c.to_dict() for c in cards],
+                "not_measured": failed,
+                **({"runs": run_records} if runs is not None else {}),
+            },
+            indent=2,
+            allow_nan=False,
+        ),
+        encoding="utf-8",
+    )
     return path

@@ -248,7 +248,9 @@ def rotary_dim(head_dim: int, rotary_dim: int | float | None) -> int:
             )
         return head_dim
     if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, numbers.Real):
-        raise TypeError(f"rotary_dim must be an int count, a float fraction in (0, 1], or None; got {rotary_dim!r}")
+        raise TypeError(
+            f"rotary_dim must be an int count, a float fraction in (0, 1], or None; got {rotary_dim!r}"
+        )
     if isinstance(rotary_dim, numbers.Integral):
         count = int(rotary_dim)
         if not 0 < count <= head_dim:

@@ -129,7 +129,9 @@ def _expi_ranges(w: NDArray[np.float64], *ranges: tuple[float, float, int]) -> l
     each formed directly from a float64 angle (all in one ``sin``/``cos`` call): ``log2 n``
     roundings of ~1e-16 instead of ``n`` direct evaluations.
     """
-    steps = [[start] + [step * 2.0**k for k in range(max(n - 1, 0).bit_length())] for start, step, n in ranges]
+    steps = [
+        [start] + [step * 2.0**k for k in range(max(n - 1, 0).bit_length())] for start, step, n in ranges
+    ]
     factors = _expi(np.multiply.outer(np.array([a for row in steps for a in row], dtype=np.float64), w))
     tables, at = [], 0
     for (_, _, n), row in zip(ranges, steps):
@@ -152,12 +154,18 @@ def _column_runs(out_cols: NDArray[np.intp], src_cols: NDArray[np.intp]) -> list
         step_out = int(out_cols[c1] - out_cols[c0]) if c1 < n else 1
         step_src = int(src_cols[c1] - src_cols[c0]) if c1 < n else 1
         if step_out > 0 and step_src > 0:
-            breaks = np.flatnonzero((np.diff(out_cols[c0:]) != step_out) | (np.diff(src_cols[c0:]) != step_src))
+            breaks = np.flatnonzero(
+                (np.diff(out_cols[c0:]) != step_out) | (np.diff(src_cols[c0:]) != step_src)
+            )
             c1 = c0 + 1 + (int(breaks[0]) if breaks.size else n - c0 - 1)
         else:
             step_out = step_src = 1
-        runs.append((slice(int(out_cols[c0]), int(out_cols[c1 - 1]) + 1, step_out),
-                     slice(int(src_cols[c0]), int(src_cols[c1 - 1]) + 1, step_src)))
+        runs.append(
+            (
+                slice(int(out_cols[c0]), int(out_cols[c1 - 1]) + 1, step_out),
+                slice(int(src_cols[c0]), int(src_cols[c1 - 1]) + 1, step_src),
+            )
+        )
         c0 = c1
     return runs
 
@@ -190,14 +198,19 @@ def _sinusoidal_range(
     src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]
     src[sin_cols], src[cos_cols] = 2 * np.arange(sin_cols.size), 2 * np.arange(cos_cols.size) + 1
     identity = np.array_equal(src, np.arange(dim))
-    runs = [(slice(0, dim), slice(0, dim))] if identity else [
-        *_column_runs(sin_cols, src[sin_cols]), *_column_runs(cos_cols, src[cos_cols])]
+    runs = (
+        [(slice(0, dim), slice(0, dim))]
+        if identity
+        else [*_column_runs(sin_cols, src[sin_cols]), *_column_runs(cos_cols, src[cos_cols])]
+    )
     out = np.empty((n, dim), dtype=dtype)
     full = n // b  # blocks of b complete rows
     complex_dtype = np.result_type(dtype, np.complex64)
     if dim == 2 * f and identity and complex_dtype.itemsize == 2 * dtype.itemsize:
         rows = out.view(complex_dtype)  # (n, f): the row is z itself
-        np.multiply(fine[None], coarse[:full, None], out=rows[: full * b].reshape(full, b, f), casting="same_kind")
+        np.multiply(
+            fine[None], coarse[:full, None], out=rows[: full * b].reshape(full, b, f), casting="same_kind"
+        )
         if full < n_blocks:
             np.multiply(fine[: n - full * b], coarse[full], out=rows[full * b :], casting="same_kind")
         return out
@@ -242,11 +255,7 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
 
 
 def dft(
-    positions: ArrayLike | int,
-    dim: int,
-    *,
-    alias: bool = False,
-    dtype: DTypeLike = np.float64,
+    positions: ArrayLike | int, dim: int, *, alias: bool = False, dtype: DTypeLike = np.float64
 ) -> NDArray[np.floating]:
     """Faithful DFT positional encoding (Idé, Labaien & Chen 2024, "Improving Transformers using Faithful
     Positional Encoding", eqs. 17–21).

@@ -14,8 +14,13 @@ from posenc import analysis, spectrum, tables
 
 
 @settings(max_examples=40, deadline=None)
-@given(dim=st.integers(1, 24), layout=st.sampled_from(spectrum.LAYOUTS), seed=st.integers(0, 10_000),
-       m=st.integers(-300, 300), n=st.integers(-300, 300))
+@given(
+    dim=st.integers(1, 24),
+    layout=st.sampled_from(spectrum.LAYOUTS),
+    seed=st.integers(0, 10_000),
+    m=st.integers(-300, 300),
+    n=st.integers(-300, 300),
+)
 def test_parts_sum_to_the_direct_bilinear_form(dim, layout, seed, m, n):
     h = np.random.default_rng(seed).standard_normal(dim)
     P = tables.sinusoidal(np.array([m, n], dtype=float), dim, layout=layout)
@@ -68,8 +73,13 @@ def test_weighted_integral_is_the_quadrature_of_the_interpolated_weights():
     x = np.array([0.0, 3.0, 17.5, 200.0])
     got = analysis.weighted_decay_integral(h, x, dim=d)
     for xi, g in zip(x, got):
-        ref, _ = integrate.quad(lambda u, xi=xi: np.interp(u, nodes, rel_coef) * math.cos(xi * 10000.0 ** (-u)),
-                                0.0, 1.0, limit=500, points=list(nodes[1:]))
+        ref, _ = integrate.quad(
+            lambda u, xi=xi: np.interp(u, nodes, rel_coef) * math.cos(xi * 10000.0 ** (-u)),
+            0.0,
+            1.0,
+            limit=500,
+            points=list(nodes[1:]),
+        )
         assert g == pytest.approx(d / 2 * ref, abs=1e-7)
 
 

@@ -17,9 +17,14 @@ def algorithm1_by_fft(f: np.ndarray, g: np.ndarray) -> np.ndarray:
     return out * np.linalg.norm(f) / np.linalg.norm(out)
 
 
-@given(st.integers(2, 40).flatmap(lambda d: st.tuples(
-    hnp.arrays(np.float64, d, elements=st.floats(-1, 1)),
-    hnp.arrays(np.float64, d // 2 + 1, elements=st.floats(0.01, 1)))))
+@given(
+    st.integers(2, 40).flatmap(
+        lambda d: st.tuples(
+            hnp.arrays(np.float64, d, elements=st.floats(-1, 1)),
+            hnp.arrays(np.float64, d // 2 + 1, elements=st.floats(0.01, 1)),
+        )
+    )
+)
 def test_algorithm1_matches_an_fft_implementation(fg):
     f, g = fg
     if np.linalg.norm(f) < 1e-3:
@@ -33,7 +38,10 @@ def test_dft_encoding_reconstructs_the_one_hot_exactly():
     inverse = tables.dft(d, d) @ analysis.dft_basis(d).T
     assert np.abs(inverse - np.eye(d)).max() < 1e-12
     for s in (5, 40, 75):
-        assert np.abs(analysis.reconstruct(analysis.one_hot(s, d), np.ones(d // 2 + 1)) - np.eye(d)[s]).max() < 1e-12
+        assert (
+            np.abs(analysis.reconstruct(analysis.one_hot(s, d), np.ones(d // 2 + 1)) - np.eye(d)[s]).max()
+            < 1e-12
+        )
 
 
 def test_eq22_weights_in_algorithm1_leave_a_1_over_d_ripple():

@@ -16,9 +16,14 @@ def test_eq15_written_out():
     d = 32
     w = [10000.0 ** (-l / d) for l in range(0, d, 2)]
     sigma = 4 * 2 * math.pi / d
-    raw = [sum(math.exp(-((2 * math.pi * k / d - wl) ** 2) / (2 * sigma**2)) for wl in w) for k in range(d // 2 + 1)]
+    raw = [
+        sum(math.exp(-((2 * math.pi * k / d - wl) ** 2) / (2 * sigma**2)) for wl in w)
+        for k in range(d // 2 + 1)
+    ]
     expected = np.array(raw) / sum(raw)
-    np.testing.assert_allclose(analysis.frequency_distribution(spectrum.geometric(d), dim=d), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        analysis.frequency_distribution(spectrum.geometric(d), dim=d), expected, rtol=1e-12
+    )
 
 
 def test_eq22_is_flat_except_the_end_points():

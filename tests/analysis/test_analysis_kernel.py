@@ -50,7 +50,9 @@ def test_frequency_kernel_is_the_cosine_sum():
 def test_decay_integral_of_linear_theta_is_sinc():
     x = np.array([0.5, 3.0, 40.0, 128.0])
     d = 64
-    np.testing.assert_allclose(analysis.decay_integral(lambda u: u, x, dim=d), d / 2 * np.sin(x) / x, atol=1e-8)
+    np.testing.assert_allclose(
+        analysis.decay_integral(lambda u: u, x, dim=d), d / 2 * np.sin(x) / x, atol=1e-8
+    )
 
 
 def test_decay_integral_matches_mpmath_for_the_papers_theta():

@@ -93,9 +93,13 @@ def test_score_view_scores_arrays_handed_in():
     E = np.asarray(analysis.encoding_view("sinusoidal", dim=16, length=40).table(40))
     rng = np.random.default_rng(1)
     shuffled = E[rng.permutation(40)]
-    view = analysis.EncodingView("learned", "input", 16,
-                                 table=lambda n: shuffled[:n] if n <= 40 else (_ for _ in ()).throw(ValueError("S")),
-                                 notes={"view": "trained"})
+    view = analysis.EncodingView(
+        "learned",
+        "input",
+        16,
+        table=lambda n: shuffled[:n] if n <= 40 else (_ for _ in ()).throw(ValueError("S")),
+        notes={"view": "trained"},
+    )
     card = analysis.score_view(view, length=40)
     assert card.values["toeplitz_error"] > 0.1
     assert card.values["min_distance"] == pytest.approx(analysis.min_pairwise_distance(E))

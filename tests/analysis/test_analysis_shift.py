@@ -40,8 +40,10 @@ def test_operator_is_denk_block_diagonal():
     expected = np.zeros((d, d))
     for m in range(d // 2):
         w = 10000.0 ** (-2.0 * m / d)
-        expected[2 * m : 2 * m + 2, 2 * m : 2 * m + 2] = [[math.cos(w * k), math.sin(w * k)],
-                                                          [-math.sin(w * k), math.cos(w * k)]]
+        expected[2 * m : 2 * m + 2, 2 * m : 2 * m + 2] = [
+            [math.cos(w * k), math.sin(w * k)],
+            [-math.sin(w * k), math.cos(w * k)],
+        ]
     np.testing.assert_allclose(analysis.shift_operator(k, dim=d), expected, atol=1e-15)
 
 
@@ -70,8 +72,12 @@ def test_sine_only_table_has_no_linear_shift():
     assert analysis.linear_shift_residual(E, 7) == pytest.approx(0.44, abs=0.01)  # SPEC §2
 
 
-@given(k=st.integers(-300, 300), half=st.integers(1, 24), base=st.floats(2.0, 1e6),
-       layout=st.sampled_from(["interleaved", "interleaved_cos_first", "split"]))
+@given(
+    k=st.integers(-300, 300),
+    half=st.integers(1, 24),
+    base=st.floats(2.0, 1e6),
+    layout=st.sampled_from(["interleaved", "interleaved_cos_first", "split"]),
+)
 def test_operator_shifts_any_layout_and_is_orthogonal(k, half, base, layout):
     d = 2 * half
     E = tables.sinusoidal(np.arange(-20, 40), d, base=base, layout=layout)

@@ -32,9 +32,10 @@ def test_from_events_labels_are_inclusive_and_sorted():
     assert np.flatnonzero(s.labels).tolist() == [1, 2, 3, 6]
 
 
-@pytest.mark.parametrize("events, message", [
-    ([(3, 10)], "out of bounds"), ([(-1, 2)], "out of bounds"), ([(4, 2)], "out of bounds"),
-])
+@pytest.mark.parametrize(
+    "events, message",
+    [([(3, 10)], "out of bounds"), ([(-1, 2)], "out of bounds"), ([(4, 2)], "out of bounds")],
+)
 def test_from_events_rejects_bad_ranges(events, message):
     with pytest.raises(ValueError, match=message):
         Series.from_events("chan", np.zeros((10, 1)), events)
@@ -81,6 +82,9 @@ def test_windowset_checks_shapes():
 def test_data_layer_imports_neither_torch_nor_matplotlib():
     import subprocess
     import sys
-    code = ("import sys, posenc.data; bad = [m for m in ('torch', 'matplotlib') if m in sys.modules]; "
-            "assert not bad, bad")
+
+    code = (
+        "import sys, posenc.data; bad = [m for m in ('torch', 'matplotlib') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

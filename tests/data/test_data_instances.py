@@ -25,8 +25,11 @@ def dataset(n_series: int = 3, length: int = 400, events_per_series: int = 6, se
 def test_instances_are_the_non_overlapping_segments_labelled_by_any_step():
     data = dataset()
     splits = instance_splits(data, segment=SEG, seed=0)
-    everything = {(int(s), int(t)) for part in (splits.train, splits.val, splits.test)
-                  for s, t in zip(part.series, part.start)}
+    everything = {
+        (int(s), int(t))
+        for part in (splits.train, splits.val, splits.test)
+        for s, t in zip(part.series, part.start)
+    }
     assert everything == {(i, t) for i in range(3) for t in range(0, 400 - SEG + 1, SEG)}
     for part in (splits.train, splits.val, splits.test):
         for series, start, y in zip(part.series, part.start, part.y):
@@ -41,7 +44,9 @@ def test_stratified_70_15_15_and_min_max_on_training_instances():
     assert abs(n["train"] - 0.7 * total) <= 1 and abs(n["val"] - n["test"]) <= 1
     rates = [splits[name].y.mean() for name in ("train", "val", "test")]
     assert max(rates) - min(rates) < 0.06
-    raw = np.concatenate([data.series[s].values[t : t + SEG] for s, t in zip(splits.train.series, splits.train.start)])
+    raw = np.concatenate(
+        [data.series[s].values[t : t + SEG] for s, t in zip(splits.train.series, splits.train.start)]
+    )
     lo, hi = raw.min(axis=0), raw.max(axis=0)
     np.testing.assert_allclose(splits.center, lo)
     np.testing.assert_allclose(splits.scale, [hi[0] - lo[0], hi[1] - lo[1], 1.0])  # constant feature: scale 1
@@ -77,7 +82,11 @@ def test_leakage_indicator_counts_test_events_with_training_instances():
     def events(part):
         out = set()
         for s, t in zip(part.series, part.start):
-            out |= {int(offsets[s]) + j for j, (a, e) in enumerate(data.series[s].events) if a < t + SEG and e >= t}
+            out |= {
+                int(offsets[s]) + j
+                for j, (a, e) in enumerate(data.series[s].events)
+                if a < t + SEG and e >= t
+            }
         return out
 
     expected = len(events(splits.test) & events(splits.train))
@@ -103,4 +112,3 @@ def test_too_few_positives_names_the_option_and_counts():
         instance_splits(dataset(), segment=SEG, anomaly_percent=0.5)
     with pytest.raises(ValueError, match="segment=500 is longer than every series"):
         instance_splits(dataset(), segment=500)
-

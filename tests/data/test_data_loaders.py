@@ -32,15 +32,18 @@ CHANNELS = {  # chan: (spacecraft, test rows, features, ranges, classes)
 
 def write_csv(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["chan_id", "spacecraft", "anomaly_sequences", "class",
-                                                    "num_values"])
+        writer = csv.DictWriter(
+            handle, fieldnames=["chan_id", "spacecraft", "anomaly_sequences", "class", "num_values"]
+        )
         writer.writeheader()
         writer.writerows(rows)
 
 
 def telemanom_rows(channels=CHANNELS) -> list[dict]:
-    return [{"chan_id": c, "spacecraft": sc, "anomaly_sequences": str(r), "class": k, "num_values": n}
-            for c, (sc, n, _, r, k) in channels.items()]
+    return [
+        {"chan_id": c, "spacecraft": sc, "anomaly_sequences": str(r), "class": k, "num_values": n}
+        for c, (sc, n, _, r, k) in channels.items()
+    ]
 
 
 def channel_arrays(chan: str, n: int, f: int) -> tuple[np.ndarray, np.ndarray]:
@@ -96,22 +99,39 @@ def msl_only():
     return {k: v for k, v in CHANNELS.items() if v[0] == "MSL"}
 
 
-@pytest.mark.parametrize("edit, file, problem", [
-    (lambda r: r[0].update(anomaly_sequences="[[30, 40]]", **{"class": "[point]"}), "labeled_anomalies.csv",
-     r"row 2 \(chan_id 'A-1'\): label range \[30, 40\] is out of bounds for .*A-1.npy with 40 rows"),
-    (lambda r: r[0].update(anomaly_sequences="[[-1, 3]]", **{"class": "[point]"}), "labeled_anomalies.csv",
-     "out of bounds"),
-    (lambda r: r[1].update(num_values="49"), "labeled_anomalies.csv", "num_values '49' but .*B-2.npy "
-                                                                      "has 50 rows"),
-    (lambda r: r[0].update(anomaly_sequences="[[1, 2], [3]]"), "labeled_anomalies.csv",
-     "not a list of \\[start, end\\] integer pairs"),
-    (lambda r: r[0].update(anomaly_sequences="oops"), "labeled_anomalies.csv", "not a list of"),
-    (lambda r: r[0].update(anomaly_sequences="[[1, 5], [4, "
-                                             "8]]", **{"class": "[a, b]"}), "labeled_anomalies.csv",
-     "label ranges overlap"),
-    (lambda r: r[0].update(**{"class": "[point]"}), "labeled_anomalies.csv", "class lists 1 kinds for 2"),
-    (lambda r: r.append({**r[0], "num_values": "39"}), "labeled_anomalies.csv", "num_values '39' but"),
-])
+@pytest.mark.parametrize(
+    "edit, file, problem",
+    [
+        (
+            lambda r: r[0].update(anomaly_sequences="[[30, 40]]", **{"class": "[point]"}),
+            "labeled_anomalies.csv",
+            r"row 2 \(chan_id 'A-1'\): label range \[30, 40\] is out of bounds for .*A-1.npy with 40 rows",
+        ),
+        (
+            lambda r: r[0].update(anomaly_sequences="[[-1, 3]]", **{"class": "[point]"}),
+            "labeled_anomalies.csv",
+            "out of bounds",
+        ),
+        (
+            lambda r: r[1].update(num_values="49"),
+            "labeled_anomalies.csv",
+            "num_values '49' but .*B-2.npy has 50 rows",
+        ),
+        (
+            lambda r: r[0].update(anomaly_sequences="[[1, 2], [3]]"),
+            "labeled_anomalies.csv",
+            "not a list of \\[start, end\\] integer pairs",
+        ),
+        (lambda r: r[0].update(anomaly_sequences="oops"), "labeled_anomalies.csv", "not a list of"),
+        (
+            lambda r: r[0].update(anomaly_sequences="[[1, 5], [4, 8]]", **{"class": "[a, b]"}),
+            "labeled_anomalies.csv",
+            "label ranges overlap",
+        ),
+        (lambda r: r[0].update(**{"class": "[point]"}), "labeled_anomalies.csv", "class lists 1 kinds for 2"),
+        (lambda r: r.append({**r[0], "num_values": "39"}), "labeled_anomalies.csv", "num_values '39' but"),
+    ],
+)
 def test_telemanom_malformed_csv(tmp_path, edit, file, problem):
     root = write_telemanom(tmp_path / "t", msl_only())
     rows = telemanom_rows(msl_only())
@@ -125,8 +145,11 @@ def test_telemanom_malformed_csv(tmp_path, edit, file, problem):
 def test_telemanom_malformed_arrays(tmp_path):
     root = write_telemanom(tmp_path / "t", msl_only())
     (root / "test" / "B-2.npy").unlink()
-    with pytest.raises(FileNotFoundError, match=r"t/test/B-2.npy: missing file \(the test array of "
-                                                 r"channel 'B-2'\)"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"t/test/B-2.npy: missing file \(the test array of "
+        r"channel 'B-2'\)",
+    ):
         load_telemanom(root)
     np.save(root / "test" / "B-2.npy", np.zeros((50, 4)))
     with pytest.raises(DataFormatError, match=r"B-2.npy: 4 features, but .*A-1.npy has 5"):
@@ -134,8 +157,11 @@ def test_telemanom_malformed_arrays(tmp_path):
     bad = np.zeros((50, 5))
     bad[7, 2] = np.nan
     np.save(root / "test" / "B-2.npy", bad)
-    with pytest.raises(DataFormatError, match=r"B-2.npy: non-finite value nan \(NaN or inf\) at row 7, "
-                                               "column 2"):
+    with pytest.raises(
+        DataFormatError,
+        match=r"B-2.npy: non-finite value nan \(NaN or inf\) at row 7, "
+        "column 2",
+    ):
         load_telemanom(root)
     np.save(root / "test" / "B-2.npy", np.array([[1.0, 2.0], [3.0]], dtype=object), allow_pickle=True)
     with pytest.raises(DataFormatError, match=r"B-2.npy: object array \(ragged rows\?\)"):
@@ -153,12 +179,18 @@ def test_compact_layout_missing_member_and_missing_csv_columns(tmp_path):
     arrays = dict(np.load(root / "test.npz"))
     del arrays["B-2"]
     np.savez(root / "test.npz", **arrays)
-    with pytest.raises(DataFormatError, match=r"test.npz: no array 'B-2', although "
-                                               "labeled_anomalies.csv lists"):
+    with pytest.raises(
+        DataFormatError,
+        match=r"test.npz: no array 'B-2', although "
+        "labeled_anomalies.csv lists",
+    ):
         load_telemanom(root)
     (root / "labeled_anomalies.csv").write_text("chan_id,spacecraft\nA-1,MSL\n")
-    with pytest.raises(DataFormatError, match=r"labeled_anomalies.csv: expected columns .*missing "
-                                               r"\['anomaly_seq"):
+    with pytest.raises(
+        DataFormatError,
+        match=r"labeled_anomalies.csv: expected columns .*missing "
+        r"\['anomaly_seq",
+    ):
         load_telemanom(root)
 
 
@@ -187,17 +219,27 @@ def test_smd_layout(tmp_path):
     assert [s.name for s in with_train.series] == ["machine-1-2", "machine-1-2:train"]
 
 
-@pytest.mark.parametrize("file, content, problem", [
-    ("test/machine-1-2.txt", "1,2,3,4\n1,2,3\n", "ragged rows: the number of columns changed"),
-    ("test/machine-1-2.txt", "1,2,3,4\n1,x,3,4\n", "unreadable value: could not convert string 'x'"),
-    ("test/machine-1-2.txt", "1,2,3,4\n1,nan,3,4\n", r"non-finite value nan \(NaN or inf\) at row 1, "
-                                                      "column 1"),
-    ("test/machine-1-2.txt", "1,2,3\n" * 25, "3 features, but .*machine-1-1.txt has 4"),
-    ("test/machine-1-2.txt", "", "no data rows"),
-    ("test_label/machine-1-2.txt", "0\n" * 24, r"shape \(24, 1\), expected \(25, 1\)"),
-    ("test_label/machine-1-2.txt", "0\n" * 10 + "2\n" + "0\n" * 14, "label 2.0 at row 10; labels must "
-                                                                    "be 0 or 1"),
-])
+@pytest.mark.parametrize(
+    "file, content, problem",
+    [
+        ("test/machine-1-2.txt", "1,2,3,4\n1,2,3\n", "ragged rows: the number of columns changed"),
+        ("test/machine-1-2.txt", "1,2,3,4\n1,x,3,4\n", "unreadable value: could not convert string 'x'"),
+        (
+            "test/machine-1-2.txt",
+            "1,2,3,4\n1,nan,3,4\n",
+            r"non-finite value nan \(NaN or inf\) at row 1, "
+            "column 1",
+        ),
+        ("test/machine-1-2.txt", "1,2,3\n" * 25, "3 features, but .*machine-1-1.txt has 4"),
+        ("test/machine-1-2.txt", "", "no data rows"),
+        ("test_label/machine-1-2.txt", "0\n" * 24, r"shape \(24, 1\), expected \(25, 1\)"),
+        (
+            "test_label/machine-1-2.txt",
+            "0\n" * 10 + "2\n" + "0\n" * 14,
+            "label 2.0 at row 10; labels must be 0 or 1",
+        ),
+    ],
+)
 def test_smd_malformed(tmp_path, file, content, problem):
     root = write_smd(tmp_path / "smd")
     (root / file).write_text(content)
@@ -216,8 +258,9 @@ def test_smd_missing_label_file(tmp_path):
 def test_csv_series_with_label_column_and_ignored_timestamp(tmp_path):
     folder = tmp_path / "mine"
     folder.mkdir()
-    (folder / "b.csv").write_text("time,x,label,y\n2020-01-01,1.5,0,2\n2020-01-02,2.5,1,3\n"
-                                  "\"2020,3\",3.5,1,4\n")
+    (folder / "b.csv").write_text(
+        'time,x,label,y\n2020-01-01,1.5,0,2\n2020-01-02,2.5,1,3\n"2020,3",3.5,1,4\n'
+    )
     (folder / "a.csv").write_text("time,x,label,y\nt0,0,0,0\nt1,1,0,1\n")
     ds = load_dataset(str(folder), ignore_columns=["time"])
     assert detect_layout(folder) == "table" and [s.name for s in ds.series] == ["a", "b"]
@@ -229,17 +272,20 @@ def test_csv_series_with_label_column_and_ignored_timestamp(tmp_path):
     assert single.n_features == 1 and single.series[0].events == [(0, 0)]
 
 
-@pytest.mark.parametrize("content, options, problem", [
-    ("x,y\n1,2\n", {}, r"no column 'label'; columns: \['x', 'y'\]"),
-    ("x,label\n1,0\n2\n", {}, "ragged rows"),
-    ("x,label\n1,0\n2,0,5\n", {}, "ragged rows"),
-    ("x,label\n1,0\nabc,1\n", {}, r"column 'x', data row 1: 'abc' is not a number"),
-    ("x,label\n1,0\nnan,1\n", {}, "column 'x', data row 1: non-finite value nan"),
-    ("x,label\n1,0\n2,3\n", {}, "label 3.0 at data row 1; labels must be 0 or 1"),
-    ("label\n1\n0\n", {}, "no feature columns besides the label"),
-    ("x,label\n", {}, "no data rows"),
-    ("", {}, "empty file"),
-])
+@pytest.mark.parametrize(
+    "content, options, problem",
+    [
+        ("x,y\n1,2\n", {}, r"no column 'label'; columns: \['x', 'y'\]"),
+        ("x,label\n1,0\n2\n", {}, "ragged rows"),
+        ("x,label\n1,0\n2,0,5\n", {}, "ragged rows"),
+        ("x,label\n1,0\nabc,1\n", {}, r"column 'x', data row 1: 'abc' is not a number"),
+        ("x,label\n1,0\nnan,1\n", {}, "column 'x', data row 1: non-finite value nan"),
+        ("x,label\n1,0\n2,3\n", {}, "label 3.0 at data row 1; labels must be 0 or 1"),
+        ("label\n1\n0\n", {}, "no feature columns besides the label"),
+        ("x,label\n", {}, "no data rows"),
+        ("", {}, "empty file"),
+    ],
+)
 def test_csv_malformed(tmp_path, content, options, problem):
     path = tmp_path / "s.csv"
     path.write_text(content)
@@ -271,8 +317,9 @@ def test_npy_series_and_malformed(tmp_path):
 
 
 def test_load_dataset_names_resolution_and_errors(tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match="unknown dataset 'mls': expected one of synthetic, probes, "
-                                         "msl, smd"):
+    with pytest.raises(
+        ValueError, match="unknown dataset 'mls': expected one of synthetic, probes, msl, smd"
+    ):
         load_dataset("mls")
     with pytest.raises(TypeError, match="spec must be a dataset name or a path"):
         load_dataset(3)

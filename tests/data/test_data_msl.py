@@ -35,7 +35,7 @@ def test_labels_are_the_inclusive_csv_ranges_of_the_test_arrays(msl, msl_dir):
         np.testing.assert_array_equal(series.values, test[row["chan_id"]])
         expected = np.zeros(int(row["num_values"]), dtype=bool)
         for start, end in json.loads(row["anomaly_sequences"]):
-            expected[start:end + 1] = True
+            expected[start : end + 1] = True
         np.testing.assert_array_equal(series.labels, expected)
 
 
@@ -43,8 +43,11 @@ def test_duplicate_test_arrays_are_detected_without_names(msl, msl_dir):
     with np.load(msl_dir / "test.npz") as archive:
         test = dict(archive)
     keys = list(test)
-    identical = [(a, b) for a, b in combinations(keys, 2)
-                 if test[a].shape == test[b].shape and test[a].tobytes() == test[b].tobytes()]
+    identical = [
+        (a, b)
+        for a, b in combinations(keys, 2)
+        if test[a].shape == test[b].shape and test[a].tobytes() == test[b].tobytes()
+    ]
     assert identical  # the README documents one such pair
     names = [s.name for s in msl.series]
     found = [tuple(names[i] for i in g) for g in duplicate_groups(msl) if len(g) > 1]
@@ -59,8 +62,10 @@ def default_splits(msl):
 def test_default_split_is_leakage_free_and_complete(msl, default_splits):
     sp = default_splits
     window = sp.protocol["window"]
-    held = {name: {(int(s), int(t) + j) for s, t in zip(sp[name].series, sp[name].start)
-                   for j in range(window)} for name in SPLIT_NAMES}
+    held = {
+        name: {(int(s), int(t) + j) for s, t in zip(sp[name].series, sp[name].start) for j in range(window)}
+        for name in SPLIT_NAMES
+    }
     assert not held["train"] & held["val"]
     assert not held["train"] & held["test"]
     assert not held["val"] & held["test"]

@@ -27,7 +27,9 @@ def test_synthetic_nominal_arrays_share_the_channel_and_hold_no_events():
 def test_detection_data_pairs_splits_and_normalises_per_channel():
     ds = make_synthetic(n_series=2, length=1024, nominal_length=1000)
     data = detection_data(ds, window=16, horizon=2, holdout=0.2)
-    assert [c.name for c in data.channels] == ["synthetic-0", "synthetic-1"] and data.targets == tuple(range(6))
+    assert [c.name for c in data.channels] == ["synthetic-0", "synthetic-1"] and data.targets == tuple(
+        range(6)
+    )
     c = data.channels[1]
     raw = ds.series[3].values
     assert len(c.fit) == 800 and len(c.holdout) == 200 and c.index == 1
@@ -40,7 +42,9 @@ def test_no_nominal_data_or_short_arrays_are_refused_before_training():
     with pytest.raises(ValueError, match="needs nominal training arrays.*include_train.*nominal_length"):
         detection_data(make_synthetic(n_series=1, length=1024), window=16)
     ds = make_synthetic(n_series=1, length=1024, nominal_length=600)
-    with pytest.raises(ValueError, match="'synthetic-0': its held-out part has 120 steps, shorter than window"):
+    with pytest.raises(
+        ValueError, match="'synthetic-0': its held-out part has 120 steps, shorter than window"
+    ):
         detection_data(ds, window=118, horizon=4)
     with pytest.raises(ValueError, match="holdout must be a fraction"):
         detection_data(ds, window=16, holdout=1.0)

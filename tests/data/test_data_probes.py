@@ -45,14 +45,17 @@ def test_positions_spread_over_the_window():
     assert set(first.tolist()) == set(range(0, 16 - 3))
 
 
-@pytest.mark.parametrize("args, kwargs, error, message", [
-    (("order", 16), {"window": 16}, ValueError, "k=16 does not fit a window of 16 steps .* k <= 15"),
-    (("lag", 15), {"window": 16}, ValueError, r"k \+ 1 <= window - 1, so k <= 14"),
-    (("order", 0), {}, ValueError, "k must be a positive int"),
-    (("order", 2), {"n": 7}, ValueError, "n must be even"),
-    (("shape", 2), {}, ValueError, "task must be one of 'order', 'lag'"),
-    (("order", 1), {"window": 2}, ValueError, "window must be at least 3"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, error, message",
+    [
+        (("order", 16), {"window": 16}, ValueError, "k=16 does not fit a window of 16 steps .* k <= 15"),
+        (("lag", 15), {"window": 16}, ValueError, r"k \+ 1 <= window - 1, so k <= 14"),
+        (("order", 0), {}, ValueError, "k must be a positive int"),
+        (("order", 2), {"n": 7}, ValueError, "n must be even"),
+        (("shape", 2), {}, ValueError, "task must be one of 'order', 'lag'"),
+        (("order", 1), {"window": 2}, ValueError, "window must be at least 3"),
+    ],
+)
 def test_bad_probe_arguments(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         make_probe(*args, **kwargs)
@@ -60,8 +63,9 @@ def test_bad_probe_arguments(args, kwargs, error, message):
 
 def test_suite_distances_and_independent_splits():
     suite = load_dataset("probes", task="lag", window=12, n_train=40, n_eval=20, seed=3)
-    assert isinstance(suite, ProbeSuite) and suite.distances == list(range(1, 11)) == \
-        list(range(1, max_distance("lag", 12) + 1))
+    assert isinstance(suite, ProbeSuite) and suite.distances == list(range(1, 11)) == list(
+        range(1, max_distance("lag", 12) + 1)
+    )
     assert suite.n_features == 2 and suite.name == "probes-lag"
     sp = suite.splits(4)
     assert [len(sp.train), len(sp.val), len(sp.test)] == [40, 20, 20]

@@ -24,15 +24,20 @@ def _rewrite(root: Path, edit) -> None:
     (root / LABELS).write_text("\n".join(edit(lines)) + "\n")
 
 
-@pytest.mark.parametrize("edit, cells", [
-    (lambda lines: [*lines[:2], "B-2,MSL", *lines[3:]], 2),                    # a short row
-    (lambda lines: [*lines[:2], lines[2] + ",extra", *lines[3:]], 6),          # a row with an extra cell
-    (lambda lines: [*lines, "C-3"], 1),                                        # a short last row
-])
+@pytest.mark.parametrize(
+    "edit, cells",
+    [
+        (lambda lines: [*lines[:2], "B-2,MSL", *lines[3:]], 2),  # a short row
+        (lambda lines: [*lines[:2], lines[2] + ",extra", *lines[3:]], 6),  # a row with an extra cell
+        (lambda lines: [*lines, "C-3"], 1),  # a short last row
+    ],
+)
 def test_ragged_labels_file_names_file_and_line(tmp_path, edit, cells):
     root = _msl(tmp_path)
     _rewrite(root, edit)
-    with pytest.raises(DataFormatError, match=f"line [0-9]+: {cells} cells, but the header has 5 columns") as info:
+    with pytest.raises(
+        DataFormatError, match=f"line [0-9]+: {cells} cells, but the header has 5 columns"
+    ) as info:
         load_telemanom(root)
     assert str(info.value).startswith(str(root / LABELS))
 
@@ -40,7 +45,9 @@ def test_ragged_labels_file_names_file_and_line(tmp_path, edit, cells):
 def test_channel_listed_twice_unites_its_ranges(tmp_path):
     root = _msl(tmp_path)
     rows = telemanom_rows({k: v for k, v in CHANNELS.items() if v[0] == "MSL"})
-    rows.append({**rows[0], "anomaly_sequences": "[[8, 12], [20, 21]]", "class": "[point, point]"})  # A-1 again
+    rows.append(
+        {**rows[0], "anomaly_sequences": "[[8, 12], [20, 21]]", "class": "[point, point]"}
+    )  # A-1 again
     with (root / LABELS).open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -52,7 +59,7 @@ def test_channel_listed_twice_unites_its_ranges(tmp_path):
     assert a.event_kinds == ["contextual+point", "point", "point"]
     expected = np.zeros(40, dtype=bool)
     for s, e in [(5, 9), (30, 35), (8, 12), (20, 21)]:
-        expected[s:e + 1] = True
+        expected[s : e + 1] = True
     np.testing.assert_array_equal(a.labels, expected)
     np.testing.assert_array_equal(a.values, channel_arrays("A-1", 40, 5)[1])
 
@@ -115,7 +122,9 @@ def test_empty_dataset_spec_is_refused_not_the_current_folder(tmp_path, monkeypa
 
 def test_all_positive_labels_are_reported_as_such():
     rng = np.random.default_rng(0)
-    series = [Series.from_labels(f"s{i}", rng.normal(size=(200, 2)), np.ones(200, dtype=bool)) for i in range(2)]
+    series = [
+        Series.from_labels(f"s{i}", rng.normal(size=(200, 2)), np.ones(200, dtype=bool)) for i in range(2)
+    ]
     with pytest.raises(ValueError, match="no normal time steps"):
         make_splits(Dataset("all", series, 2, ""), window=8, stride=4)
 
@@ -134,7 +143,9 @@ def test_truthy_stand_ins_are_refused_for_booleans(tmp_path, value):
     with pytest.raises(TypeError, match="include_train must be True or False"):
         load_telemanom(_msl(tmp_path), include_train=value)
     rng = np.random.default_rng(0)
-    ds = Dataset("d", [Series.from_events("s", rng.normal(size=(400, 2)), [(50, 60), (200, 210), (330, 340)])], 2, "")
+    ds = Dataset(
+        "d", [Series.from_events("s", rng.normal(size=(400, 2)), [(50, 60), (200, 210), (330, 340)])], 2, ""
+    )
     with pytest.raises(TypeError, match="group_events must be True or False"):
         make_splits(ds, window=8, stride=4, group_events=value)
 

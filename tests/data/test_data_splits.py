@@ -26,12 +26,20 @@ def many_events_dataset(seed: int, n_series: int = 3, length: int = 900, gap: in
 
 def steps(windows, index, window):
     """{(series, t)} of every time step held by a window of ``windows``."""
-    return {(int(s), int(t0) + j) for s, t0 in zip(windows.series[index], windows.start[index])
-            for j in range(window)}
+    return {
+        (int(s), int(t0) + j)
+        for s, t0 in zip(windows.series[index], windows.start[index])
+        for j in range(window)
+    }
 
 
-@given(st.integers(0, 10_000), st.integers(2, 24), st.integers(1, 30), st.integers(0, 30),
-       st.sampled_from([(0.6, 0.2, 0.2), (0.5, 0.25, 0.25), (0.7, 0.15, 0.15)]))
+@given(
+    st.integers(0, 10_000),
+    st.integers(2, 24),
+    st.integers(1, 30),
+    st.integers(0, 30),
+    st.sampled_from([(0.6, 0.2, 0.2), (0.5, 0.25, 0.25), (0.7, 0.15, 0.15)]),
+)
 def test_no_time_step_in_train_and_eval_and_gap_at_least_purge(seed, window, stride, purge, fractions):
     ds = many_events_dataset(seed % 7)
     sp = make_splits(ds, window=window, stride=stride, purge=purge, seed=seed, fractions=fractions)
@@ -86,7 +94,7 @@ def test_normalisation_uses_training_steps_only(method):
     sp = make_splits(ds, window=16, stride=4, seed=1, normalisation=method)
     held = np.zeros((len(ds.series), ds.series[0].length), dtype=bool)
     for s, t0 in zip(sp.train.series, sp.train.start):
-        held[s, t0:t0 + 16] = True
+        held[s, t0 : t0 + 16] = True
     rows = np.concatenate([ds.series[i].values[held[i]] for i in range(len(ds.series))])
     assert sp.protocol["train_time_steps"] == rows.shape[0]
     if method == "zscore":
@@ -95,15 +103,21 @@ def test_normalisation_uses_training_steps_only(method):
     else:
         np.testing.assert_allclose(sp.center, np.median(rows, axis=0), rtol=1e-12)
     # changing every non-training step leaves the statistics unchanged
-    changed = Dataset("toy", [Series(s.name, np.where(held[i][:, None], s.values, 1e6), s.labels, s.events)
-                              for i, s in enumerate(ds.series)], 3)
+    changed = Dataset(
+        "toy",
+        [
+            Series(s.name, np.where(held[i][:, None], s.values, 1e6), s.labels, s.events)
+            for i, s in enumerate(ds.series)
+        ],
+        3,
+    )
     sp2 = make_splits(changed, window=16, stride=4, seed=1, normalisation=method)
     np.testing.assert_array_equal(sp2.center, sp.center)
     np.testing.assert_array_equal(sp2.scale, sp.scale)
     # and the windows of every split are normalised with them
     for name in ("train", "test"):
         s, t0 = sp[name].series[0], sp[name].start[0]
-        expected = (ds.series[s].values[t0:t0 + 16] - sp.center) / sp.scale
+        expected = (ds.series[s].values[t0 : t0 + 16] - sp.center) / sp.scale
         np.testing.assert_allclose(sp[name].X[0], expected.astype(np.float32))
 
 
@@ -178,18 +192,21 @@ def test_no_positives_anywhere_or_in_one_split_is_a_clear_error():
         make_splits(two, window=16, stride=8, seed=0)
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"window": 0}, ValueError, "window must be a positive int"),
-    ({"window": 16.0}, TypeError, "window must be an int"),
-    ({"stride": -1}, ValueError, "stride must be a positive int"),
-    ({"purge": -2}, ValueError, "purge must be an int >= 0"),
-    ({"fractions": (0.5, 0.5, 0.5)}, ValueError, "summing to 1"),
-    ({"fractions": (1.0, 0.0)}, ValueError, "three numbers"),
-    ({"block": 20}, ValueError, "block must be at least window \\+ purge = 32"),
-    ({"seed": -1}, ValueError, "seed must be an int >= 0"),
-    ({"normalisation": "minmax"}, ValueError, "normalisation must be one of"),
-    ({"window": 901}, ValueError, "window=901 is longer than series"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"window": 0}, ValueError, "window must be a positive int"),
+        ({"window": 16.0}, TypeError, "window must be an int"),
+        ({"stride": -1}, ValueError, "stride must be a positive int"),
+        ({"purge": -2}, ValueError, "purge must be an int >= 0"),
+        ({"fractions": (0.5, 0.5, 0.5)}, ValueError, "summing to 1"),
+        ({"fractions": (1.0, 0.0)}, ValueError, "three numbers"),
+        ({"block": 20}, ValueError, "block must be at least window \\+ purge = 32"),
+        ({"seed": -1}, ValueError, "seed must be an int >= 0"),
+        ({"normalisation": "minmax"}, ValueError, "normalisation must be one of"),
+        ({"window": 901}, ValueError, "window=901 is longer than series"),
+    ],
+)
 def test_bad_options(kwargs, error, message):
     options = {"window": 16, "stride": 4, **kwargs}
     with pytest.raises(error, match=message):
@@ -198,6 +215,7 @@ def test_bad_options(kwargs, error, message):
 
 def test_probe_suite_is_refused_with_a_pointer():
     from posenc.data import ProbeSuite
+
     with pytest.raises(TypeError, match=r"suite.splits\(k\)"):
         make_splits(ProbeSuite(window=8), window=8, stride=1)
 
@@ -224,5 +242,7 @@ def test_blocked_protocol_is_recorded_as_leakage_free():
 
 
 def test_unknown_protocol_names_the_allowed_ones():
-    with pytest.raises(ValueError, match=r"protocol must be one of 'blocked', 'random_windows', 'dfstrans'; got 'random'"):
+    with pytest.raises(
+        ValueError, match=r"protocol must be one of 'blocked', 'random_windows', 'dfstrans'; got 'random'"
+    ):
         make_splits(many_events_dataset(0), window=16, protocol="random")

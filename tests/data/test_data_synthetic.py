@@ -83,7 +83,7 @@ def test_order_and_timing_anomalies_only_move_the_response():
         other = [(ev, k) for ev, k in zip(s.events, s.event_kinds) if k not in ("order", "timing")]
         assert other == list(zip(n.events, n.event_kinds))  # spikes and long ranges untouched
         # sensors and command untouched
-        np.testing.assert_array_equal(s.values[:, :n_sensors + 1], n.values[:, :n_sensors + 1])
+        np.testing.assert_array_equal(s.values[:, : n_sensors + 1], n.values[:, : n_sensors + 1])
         commands = np.flatnonzero(s.values[:, n_sensors])
         nominal_starts = _response_starts(n.values[:, n_sensors + 1])
         np.testing.assert_array_equal(nominal_starts, commands + LAG)  # normal operation: lag LAG
@@ -99,9 +99,10 @@ def test_order_and_timing_anomalies_only_move_the_response():
             seen.add(kind)
             # a window holding both patterns: per feature the same multiset of values as in normal operation
             lo, hi = min(st, c + LAG) - 3, max(en, c + LAG + len(RESPONSE) - 1) + 3
-            np.testing.assert_array_equal(np.sort(s.values[lo:hi + 1], axis=0),
-                                          np.sort(n.values[lo:hi + 1], axis=0))
-            assert not np.array_equal(s.values[lo:hi + 1], n.values[lo:hi + 1])
+            np.testing.assert_array_equal(
+                np.sort(s.values[lo : hi + 1], axis=0), np.sort(n.values[lo : hi + 1], axis=0)
+            )
+            assert not np.array_equal(s.values[lo : hi + 1], n.values[lo : hi + 1])
     assert seen == {"order", "timing"}
 
 
@@ -116,36 +117,43 @@ def test_long_range_anomalies():
         np.testing.assert_array_equal(s.values[:, n_sensors:], f.values[:, n_sensors:])  # procedures as usual
         first = min(st for st, _ in s.events)
         assert not diff[:first].any()
-        slowed = min([st for (st, _), k in zip(s.events, s.event_kinds) if k == "frequency"],
-                     default=s.length)
+        slowed = min(
+            [st for (st, _), k in zip(s.events, s.event_kinds) if k == "frequency"], default=s.length
+        )
         for (st, en), kind in zip(s.events, s.event_kinds):
             kinds_seen.add(kind)
             if kind == "level_shift" and en < slowed:  # (a slowed source leaves a phase offset behind it)
                 shifts_checked += 1  # two sensors, a constant shift of SHIFT_SIZE σ over the range
-                inside = diff[st:en + 1]
+                inside = diff[st : en + 1]
                 moved = np.flatnonzero(np.abs(inside).max(axis=0) > 0)
                 assert len(moved) == 2
-                np.testing.assert_allclose(inside[:, moved], np.tile(inside[0, moved], (len(inside), 1)),
-                                           rtol=1e-9)
+                np.testing.assert_allclose(
+                    inside[:, moved], np.tile(inside[0, moved], (len(inside), 1)), rtol=1e-9
+                )
                 # σ is measured before the shifts (with a slowed source if the series has one): within 10 %
                 expected = SHIFT_SIZE * f.values[:, moved].std(axis=0)
                 np.testing.assert_allclose(inside[0, moved], expected, rtol=0.1)
             elif kind == "frequency":  # the fast source slows down: less step-to-step motion
-                assert np.abs(diff[st:en + 1]).max() > 0.1
-                assert np.abs(np.diff(s.values[st:en + 1, :n_sensors], axis=0)).mean() < \
-                    np.abs(np.diff(f.values[st:en + 1, :n_sensors], axis=0)).mean()
+                assert np.abs(diff[st : en + 1]).max() > 0.1
+                assert (
+                    np.abs(np.diff(s.values[st : en + 1, :n_sensors], axis=0)).mean()
+                    < np.abs(np.diff(f.values[st : en + 1, :n_sensors], axis=0)).mean()
+                )
     assert kinds_seen == {"level_shift", "frequency"} and shifts_checked >= 1
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"n_series": 0}, "n_series must be a positive int"),
-    ({"length": 100}, "length must be at least 512"),
-    ({"spikes": -1}, r"spikes must be a finite number >= 0 \(events per 1,000 steps\), got -1"),
-    ({"order": float("nan")}, "order must be a finite number >= 0"),
-    ({"seed": -2}, "seed must be an int >= 0, got -2"),
-    ({"length": 1024, "order": 40}, "too short for 41 order"),
-    ({"length": 1024, "long_range": 6}, "too short for 6 long-range"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_series": 0}, "n_series must be a positive int"),
+        ({"length": 100}, "length must be at least 512"),
+        ({"spikes": -1}, r"spikes must be a finite number >= 0 \(events per 1,000 steps\), got -1"),
+        ({"order": float("nan")}, "order must be a finite number >= 0"),
+        ({"seed": -2}, "seed must be an int >= 0, got -2"),
+        ({"length": 1024, "order": 40}, "too short for 41 order"),
+        ({"length": 1024, "long_range": 6}, "too short for 6 long-range"),
+    ],
+)
 def test_bad_options(kwargs, message):
     with pytest.raises(ValueError, match=message):
         make_synthetic(**kwargs)

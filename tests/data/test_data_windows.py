@@ -34,7 +34,7 @@ def test_window_label_is_any_anomalous_step(labels, window, stride):
     if window > labels.size:
         return
     starts = segment_starts(0, labels.size, window=window, stride=stride)
-    expected = [1 if any(labels[s:s + window]) else 0 for s in starts]
+    expected = [1 if any(labels[s : s + window]) else 0 for s in starts]
     assert window_labels(labels, starts, window).tolist() == expected
 
 
@@ -56,8 +56,14 @@ def test_first_event_and_coverage_by_brute_force(labels, window):
 
 def test_normalisation_formulas_and_constant_features():
     rng = np.random.default_rng(0)
-    rows = np.column_stack([rng.normal(size=101), np.full(101, 0.1), (rng.random(101) < 0.05) * 1.0,
-                            np.r_[rng.normal(size=100), 258.0]])
+    rows = np.column_stack(
+        [
+            rng.normal(size=101),
+            np.full(101, 0.1),
+            (rng.random(101) < 0.05) * 1.0,
+            np.r_[rng.normal(size=100), 258.0],
+        ]
+    )
     for j in range(rows.shape[1]):  # independent formulas, column by column, in plain Python
         col = [float(v) for v in rows[:, j]]
         m = sum(col) / len(col)
@@ -92,9 +98,9 @@ def test_make_windows_values_labels_and_event_ids():
     for i in range(len(w)):
         src = ds.series[w.series[i]]
         t = w.start[i]
-        expected = (src.values[t:t + 8] - [1.0, -1.0]) / [2.0, 4.0]
+        expected = (src.values[t : t + 8] - [1.0, -1.0]) / [2.0, 4.0]
         np.testing.assert_allclose(w.X[i], expected.astype(np.float32))
-        assert w.y[i] == int(src.labels[t:t + 8].any())
+        assert w.y[i] == int(src.labels[t : t + 8].any())
         assert (w.event[i] >= 0) == bool(w.y[i])
     # event ids are global: series b's only event is id 2
     assert set(w.event[w.series == 1].tolist()) == {-1, 2}

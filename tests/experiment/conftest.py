@@ -18,5 +18,15 @@ def tiny_splits():
 
 @pytest.fixture
 def tiny_config() -> RunConfig:
-    return RunConfig(dataset="synthetic", dataset_options=TINY_DATA, window=16, stride=8, d_model=16,
-                     n_heads=2, n_layers=1, epochs=3, patience=5, batch_size=32)
+    return RunConfig(
+        dataset="synthetic",
+        dataset_options=TINY_DATA,
+        window=16,
+        stride=8,
+        d_model=16,
+        n_heads=2,
+        n_layers=1,
+        epochs=3,
+        patience=5,
+        batch_size=32,
+    )

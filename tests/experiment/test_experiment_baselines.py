@@ -14,10 +14,10 @@ def brute_force(q, r, w):
     out = np.zeros(len(q) - w + 1)
     for f in range(q.shape[1]):
         for i in range(len(q) - w + 1):
-            a = q[i:i + w, f]
+            a = q[i : i + w, f]
             best = np.inf
             for j in range(len(r) - w + 1):
-                b = r[j:j + w, f]
+                b = r[j : j + w, f]
                 if np.isnan(a).any() or np.isnan(b).any():
                     continue
                 best = min(best, float(np.sqrt(((a - b) ** 2).sum())))
@@ -37,8 +37,14 @@ def test_window_profile_scores_whole_windows_against_reference_windows():
     rng = np.random.default_rng(1)
     ref = rng.normal(size=(7, 5, 3)).astype(np.float32)
     windows = np.concatenate([ref[:2] + 0.01, rng.normal(size=(3, 5, 3)).astype(np.float32) + 4])
-    expected = np.array([sum(min(np.sqrt(((w[:, f] - v[:, f]).astype(np.float64) ** 2).sum()) for v in ref)
-                             for f in (0, 2)) for w in windows])
+    expected = np.array(
+        [
+            sum(
+                min(np.sqrt(((w[:, f] - v[:, f]).astype(np.float64) ** 2).sum()) for v in ref) for f in (0, 2)
+            )
+            for w in windows
+        ]
+    )
     np.testing.assert_allclose(window_profile(windows, ref, [0, 2]), expected, rtol=1e-5)
     with pytest.raises(ValueError, match="at least window=6"):
         ab_join(np.zeros((5, 1)), np.zeros((9, 1)), 6)

@@ -22,9 +22,16 @@ from posenc.experiment.stats import sign_flip_p
 
 
 def record(encoding, scale, split, seed, f1, auprc=0.5, shuffled=None):
-    r = {"encoding": encoding, "scale": scale, "split_seed": split, "seed": seed,
-         "test": {"precision": 0.5, "recall": 0.6, "f1": f1, "auprc": auprc},
-         "test_windows": 100, "test_positive_windows": 10 + split, "test_events": 3}
+    r = {
+        "encoding": encoding,
+        "scale": scale,
+        "split_seed": split,
+        "seed": seed,
+        "test": {"precision": 0.5, "recall": 0.6, "f1": f1, "auprc": auprc},
+        "test_windows": 100,
+        "test_positive_windows": 10 + split,
+        "test_events": 3,
+    }
     if shuffled is not None:
         r["shuffled_test"] = {"precision": 0.4, "recall": 0.4, "f1": shuffled, "auprc": auprc - 0.1}
     return r
@@ -76,13 +83,20 @@ def test_paired_differences_match_by_split_and_seed():
 
 def test_outputs_written(tmp_path):
     runs, _ = grid()
-    baseline = [{"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}} for k in range(2)]
+    baseline = [
+        {"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}}
+        for k in range(2)
+    ]
     c = compare(runs, baseline=baseline)
     paths = write(c, tmp_path)
     assert {p.name for p in paths.values()} == {"results.md", "results.csv", "results.json", "results.png"}
     md = paths["md"].read_text()
     assert md == markdown(c)
-    assert "| dft | native | 6 |" in md and BASELINE in md and "split 1: 100 windows, 11 positive, 3 events" in md
+    assert (
+        "| dft | native | 6 |" in md
+        and BASELINE in md
+        and "split 1: 100 windows, 11 positive, 3 events" in md
+    )
     rows = list(csv.DictReader(paths["csv"].open()))
     assert [(r["encoding"], r["scale"]) for r in rows][-2:] == [(BASELINE, "-"), (NO_SKILL, "-")]
     dft = next(r for r in rows if (r["encoding"], r["scale"]) == ("dft", "native"))
@@ -105,7 +119,10 @@ def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
     assert flag.mean["auprc"] == pytest.approx(p.mean()) and flag.mean["precision"] == pytest.approx(p.mean())
     assert flag.mean["recall"] == 1.0 and flag.std["auprc"] == pytest.approx(np.std(p, ddof=1))
     # sinusoidal F1 0.15 < 2p/(1+p) ≈ 0.18–0.20: marked; AUPRC 0.5 ≫ p: not marked
-    assert row["sinusoidal"].clears_no_skill("f1") is False and row["sinusoidal"].clears_no_skill("auprc") is True
+    assert (
+        row["sinusoidal"].clears_no_skill("f1") is False
+        and row["sinusoidal"].clears_no_skill("auprc") is True
+    )
     assert row["sinusoidal"].vs_no_skill["f1"][0] == pytest.approx(0.15 - np.mean(2 * p / (1 + p)))
     assert row["dft"].clears_no_skill("f1") is True and row["dft"].clears_no_skill("auprc") is False
     md = markdown(c)
@@ -115,7 +132,10 @@ def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
 
 def test_from_json_rebuilds_the_same_table(tmp_path):
     runs, _ = grid()
-    baseline = [{"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}} for k in range(2)]
+    baseline = [
+        {"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}}
+        for k in range(2)
+    ]
     c = compare(runs, baseline=baseline)
     c.meta.update(dataset="synthetic")
     paths = write(c, tmp_path)

@@ -40,7 +40,12 @@ def test_plan_grid_scales_apply_to_input_encodings_only():
     plan = BenchPlan(RunConfig(), ("none", "dft", "rope"), ("native", "matched"), seeds=2, splits=2)
     keys = [(c.split_seed, c.encoding, c.scale, c.seed) for c in plan.runs()]
     assert len(keys) == 2 * (1 + 2 + 1) * 2 == len(set(keys))
-    assert {(e, s) for _, e, s, _ in keys} == {("none", "native"), ("dft", "native"), ("dft", "matched"), ("rope", "native")}
+    assert {(e, s) for _, e, s, _ in keys} == {
+        ("none", "native"),
+        ("dft", "native"),
+        ("dft", "matched"),
+        ("rope", "native"),
+    }
     assert [k[0] for k in keys] == sorted(k[0] for k in keys)  # split seed outermost
 
 

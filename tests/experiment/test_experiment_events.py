@@ -36,7 +36,7 @@ def test_ewma_span_one_is_identity_and_bad_span_refused():
 def channel(score, events, kinds=()):
     labels = np.zeros(len(score), dtype=bool)
     for s, e in events:
-        labels[s:e + 1] = True
+        labels[s : e + 1] = True
     return ScoredChannel("c", np.asarray(score, dtype=np.float64), labels, list(events), list(kinds))
 
 
@@ -44,7 +44,9 @@ def test_event_metrics_by_hand():
     # 20 steps, events [3,5] and [12,12]; flags at 4 (hits event 0), 8-9 (one FP run), 15 (FP run)
     score = np.zeros(20)
     score[[4, 8, 9, 15]] = 2.0
-    m = detection_metrics([channel(score, [(3, 5), (12, 12)], ["spike", "order"])], threshold=1.0, window=4, stride=2)
+    m = detection_metrics(
+        [channel(score, [(3, 5), (12, 12)], ["spike", "order"])], threshold=1.0, window=4, stride=2
+    )
     assert m["event_recall"] == 0.5 and m["false_positive_runs"] == 2
     assert m["event_precision"] == pytest.approx(1 / 3)
     assert m["event_f1"] == pytest.approx(2 * (1 / 3) * 0.5 / (1 / 3 + 0.5))
@@ -56,8 +58,8 @@ def test_event_metrics_by_hand():
     starts = np.arange(0, 17, 2)
     labels = np.zeros(20, dtype=bool)
     labels[3:6] = labels[12] = True
-    y = np.array([labels[s:s + 4].any() for s in starts]).astype(int)
-    s = np.array([score[st:st + 4].max() for st in starts])
+    y = np.array([labels[s : s + 4].any() for s in starts]).astype(int)
+    s = np.array([score[st : st + 4].max() for st in starts])
     assert m["auprc"] == pytest.approx(average_precision_score(y, s))
 
 
@@ -75,7 +77,7 @@ def test_flag_all_recalls_everything_with_one_false_positive_per_gap():
     q = 8 / 30  # every step flagged: point-adjust changes nothing
     assert m["pa_f1"] == pytest.approx(2 * q / (1 + q))
     starts = np.arange(0, 26, 5)
-    assert m["auprc"] == pytest.approx(np.mean([ch.labels[s:s + 5].any() for s in starts]))
+    assert m["auprc"] == pytest.approx(np.mean([ch.labels[s : s + 5].any() for s in starts]))
 
 
 def test_unscored_steps_are_never_flagged():

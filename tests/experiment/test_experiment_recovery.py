@@ -36,14 +36,22 @@ def _damage(path: Path, how: str) -> None:
     else:  # garble: overwrite 64 bytes in the middle (tensor data for a checkpoint) with seeded noise
         noise = np.random.default_rng(0).integers(0, 256, 64, dtype=np.uint8).tobytes()
         mid = len(data) // 2
-        path.write_bytes(data[:mid] + noise + data[mid + 64:])
+        path.write_bytes(data[:mid] + noise + data[mid + 64 :])
 
 
 def _run(tiny_config, splits, root, **kwargs):
     messages: list[str] = []
     epochs: list[int] = []
-    record = execute(tiny_config, splits, root=root, device=CPU, progress=False, log=messages.append,
-                     on_epoch=lambda ckpt, row: epochs.append(row["epoch"]), **kwargs)
+    record = execute(
+        tiny_config,
+        splits,
+        root=root,
+        device=CPU,
+        progress=False,
+        log=messages.append,
+        on_epoch=lambda ckpt, row: epochs.append(row["epoch"]),
+        **kwargs,
+    )
     return record, messages, epochs
 
 
@@ -114,8 +122,12 @@ def test_checkpoint_of_another_model_is_not_loaded(finished, tiny_splits, tiny_c
 def test_changed_data_retrains_with_a_message(finished, tiny_splits, tiny_config):
     directory, _ = finished
     t = tiny_splits.test
-    changed = Splits(tiny_splits.train, tiny_splits.val,
-                     WindowSet(t.X + np.float32(1.0), t.y, t.series, t.start, t.event), tiny_splits.summary)
+    changed = Splits(
+        tiny_splits.train,
+        tiny_splits.val,
+        WindowSet(t.X + np.float32(1.0), t.y, t.series, t.start, t.event),
+        tiny_splits.summary,
+    )
     record, messages, epochs = _run(tiny_config, changed, directory.parents[3])
     assert record["skipped"] is False and epochs == [1, 2, 3]
     assert any("data differ" in m for m in messages), messages
@@ -152,9 +164,12 @@ def test_fingerprint_sees_every_array_of_every_split(tiny_splits):
 def test_atomic_write_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
     events = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
-                                                 real_fsync(fd)))
-    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), real_replace(a, b)))
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), real_fsync(fd))
+    )
+    monkeypatch.setattr(
+        os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), real_replace(a, b))
+    )
     target = tmp_path / "x.json"
     files.write_text_atomic(target, "{}")
     tmp = str(target) + ".tmp"

@@ -58,14 +58,26 @@ def test_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, tiny_spli
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        execute(tiny_config, tiny_splits, root=tmp_path / "cut", device=CPU, progress=False,
-                on_epoch=interrupt_after_first_epoch)
+        execute(
+            tiny_config,
+            tiny_splits,
+            root=tmp_path / "cut",
+            device=CPU,
+            progress=False,
+            on_epoch=interrupt_after_first_epoch,
+        )
     d = run_dir(tmp_path / "cut", tiny_config)
     assert (d / CHECKPOINT).is_file() and not (d / METRICS).exists()
     assert len(_log(d)) == 1
     epochs_seen = []
-    resumed = execute(tiny_config, tiny_splits, root=tmp_path / "cut", device=CPU, progress=False,
-                      on_epoch=lambda ckpt, row: epochs_seen.append(row["epoch"]))
+    resumed = execute(
+        tiny_config,
+        tiny_splits,
+        root=tmp_path / "cut",
+        device=CPU,
+        progress=False,
+        on_epoch=lambda ckpt, row: epochs_seen.append(row["epoch"]),
+    )
     assert epochs_seen == [2, 3]  # epoch 1 was not trained again
     assert _result(resumed) == _result(full)
     assert _log(d) == _log(run_dir(tmp_path / "full", tiny_config))
@@ -88,7 +100,9 @@ def test_finished_run_is_skipped_not_retrained(tmp_path, tiny_splits, tiny_confi
 def test_changed_settings_in_the_same_directory_are_refused(tmp_path, tiny_splits, tiny_config):
     execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
     with pytest.raises(ValueError, match="different settings.*epochs"):
-        execute(dataclasses.replace(tiny_config, epochs=2), tiny_splits, root=tmp_path, device=CPU, progress=False)
+        execute(
+            dataclasses.replace(tiny_config, epochs=2), tiny_splits, root=tmp_path, device=CPU, progress=False
+        )
 
 
 def test_threshold_is_chosen_on_validation_only(tmp_path, tiny_splits, tiny_config):
@@ -108,11 +122,19 @@ def test_time_shuffle_control_is_recorded(tmp_path, tiny_splits, tiny_config):
     # with no positional encoding and mean pooling the classifier ignores order: shuffling changes nothing
     for m in ("f1", "auprc"):
         assert r["shuffled_test"][m] == pytest.approx(r["test"][m], abs=1e-9)
-    off = execute(dataclasses.replace(none, seed=1), tiny_splits, root=tmp_path, device=CPU, progress=False,
-                  shuffle_control=False)
+    off = execute(
+        dataclasses.replace(none, seed=1),
+        tiny_splits,
+        root=tmp_path,
+        device=CPU,
+        progress=False,
+        shuffle_control=False,
+    )
     assert "shuffled_test" not in off
 
 
-@pytest.mark.parametrize("spec, slug", [("msl", "msl"), ("../shared/data/x y.csv", "shared_data_x_y.csv"), ("///", "dataset")])
+@pytest.mark.parametrize(
+    "spec, slug", [("msl", "msl"), ("../shared/data/x y.csv", "shared_data_x_y.csv"), ("///", "dataset")]
+)
 def test_dataset_slug(spec, slug):
     assert runs.dataset_slug(spec) == slug

@@ -36,8 +36,14 @@ def reference_features(m: SpatioTemporalClassifier, x: torch.Tensor) -> torch.Te
                 rows = slice(f * per, (f + 1) * per)
                 h = F.conv1d(h, conv.weight[rows], conv.bias[rows], padding=2)
                 h = F.max_pool1d(F.relu(h), 2)
-                h = F.batch_norm(h, norm.running_mean[rows], norm.running_var[rows], norm.weight[rows],
-                                 norm.bias[rows], eps=norm.eps)
+                h = F.batch_norm(
+                    h,
+                    norm.running_mean[rows],
+                    norm.running_var[rows],
+                    norm.weight[rows],
+                    norm.bias[rows],
+                    eps=norm.eps,
+                )
             out[:, w, f] = h.reshape(x.shape[0], -1)  # channel-major flatten
     return out
 
@@ -103,8 +109,16 @@ def test_compiles_without_graph_breaks():
 
 
 def test_paper_sizes_are_reachable():
-    m = SpatioTemporalClassifier(20, n_windows=80, window_length=100, d_model=240, n_heads=10,
-                                 dim_feedforward=2048, head_hidden=512, encoding="dfstrans_dft")
+    m = SpatioTemporalClassifier(
+        20,
+        n_windows=80,
+        window_length=100,
+        d_model=240,
+        n_heads=10,
+        dim_feedforward=2048,
+        head_hidden=512,
+        encoding="dfstrans_dft",
+    )
     assert m.cnn[0].out_channels == 20 * 20  # 20 filters per sensor, 240 = 20 × ⌊100/8⌋
     assert m.head[0].in_features == 4800  # their dense1 input
     with torch.no_grad():
@@ -117,7 +131,11 @@ def test_encoding_row_norm_reports_what_is_added():
     assert model("sinusoidal").encoding_row_norm() == pytest.approx(math.sqrt(D / 2))
     m = model("dfstrans_dft")
     x = torch.randn(B, W * L, S, dtype=torch.float64)
-    for n in (1, 2, 3):  # rows have norm sqrt(D/2) before scaling: middle ones shrink by sqrt(2/D), the ends by sqrt(1/D)
+    for n in (
+        1,
+        2,
+        3,
+    ):  # rows have norm sqrt(D/2) before scaling: middle ones shrink by sqrt(2/D), the ends by sqrt(1/D)
         m(x)
         expected = math.sqrt(D / 2) * ((W - 2) * (2 / D) ** (n / 2) + 2 * (1 / D) ** (n / 2)) / W
         assert m.encoding_row_norm() == pytest.approx(expected, rel=1e-6)
@@ -125,11 +143,23 @@ def test_encoding_row_norm_reports_what_is_added():
 
 def test_matched_scale_measures_the_cnn_features():
     X = np.random.default_rng(0).normal(size=(20, W * L, S)).astype(np.float32)
-    config = RunConfig(window=W * L, stride=W * L, model="spatiotemporal", n_windows=W, window_length=L,
-                       d_model=D, n_heads=2, encoding="sinusoidal", scale="matched", seed=2)
+    config = RunConfig(
+        window=W * L,
+        stride=W * L,
+        model="spatiotemporal",
+        n_windows=W,
+        window_length=L,
+        d_model=D,
+        n_heads=2,
+        encoding="sinusoidal",
+        scale="matched",
+        seed=2,
+    )
     m, options = build_classifier(config, S, X)
     torch.manual_seed(2)
-    bare = SpatioTemporalClassifier(S, n_windows=W, window_length=L, d_model=D, n_heads=2, encoding="none").train()
+    bare = SpatioTemporalClassifier(
+        S, n_windows=W, window_length=L, d_model=D, n_heads=2, encoding="none"
+    ).train()
     with torch.no_grad():
         expected = float(bare.features(torch.as_tensor(X)).double().norm(dim=-1).mean())
     assert options == {"unit_norm": True, "scale": pytest.approx(expected)}

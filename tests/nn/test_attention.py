@@ -33,7 +33,17 @@ def encoder(name, *, n_layers: int = 2, options: dict | None = None, seed: int =
 
 
 def test_every_required_encoding_is_registered():
-    assert {"none", "sinusoidal", "dft", "learned", "learnable_frequency", "rope", "alibi", "t5", "shaw"} <= set(NAMES)
+    assert {
+        "none",
+        "sinusoidal",
+        "dft",
+        "learned",
+        "learnable_frequency",
+        "rope",
+        "alibi",
+        "t5",
+        "shaw",
+    } <= set(NAMES)
 
 
 def test_without_encoding_the_encoder_is_permutation_equivariant():
@@ -73,7 +83,9 @@ def test_padding_is_ignored(name):
     pad[:, 6:] = True
     padded = x.clone()
     padded[:, 6:] = 100.0
-    torch.testing.assert_close(model(padded, key_padding_mask=pad)[:, :6], model(x[:, :6]), rtol=0, atol=1e-10)
+    torch.testing.assert_close(
+        model(padded, key_padding_mask=pad)[:, :6], model(x[:, :6]), rtol=0, atol=1e-10
+    )
     pad[1] = True  # a sequence that is all padding gives finite outputs, never NaN
     assert torch.isfinite(model(padded, key_padding_mask=pad, causal=True)).all()
 
@@ -102,7 +114,9 @@ def test_encoder_computes_a_bias_once_per_forward_and_every_layer_uses_it(name, 
     reference = model(x)
     calls = []
     original = type(model.encoding).bias
-    monkeypatch.setattr(type(model.encoding), "bias", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    monkeypatch.setattr(
+        type(model.encoding), "bias", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    )
     torch.testing.assert_close(model(x), reference, rtol=0, atol=0)
     assert len(calls) == 1
 
@@ -122,7 +136,9 @@ def test_attn_bias_is_added_to_the_scores_as_written_out():
 def test_attn_bias_that_does_not_broadcast_names_the_parameter_and_shapes():
     mha = MultiHeadAttention(D, H).to(F64)
     x = torch.randn(2, S, D, dtype=F64)
-    with pytest.raises(ValueError, match=r"attn_bias must broadcast to \[b=2, h=2, s=8, s=8\], got \[3, 8, 8\]"):
+    with pytest.raises(
+        ValueError, match=r"attn_bias must broadcast to \[b=2, h=2, s=8, s=8\], got \[3, 8, 8\]"
+    ):
         mha(x, attn_bias=torch.zeros(3, S, S, dtype=F64))
     with pytest.raises(TypeError, match="attn_bias must be a float tensor"):
         mha(x, attn_bias=torch.zeros(H, S, S, dtype=torch.bool))
@@ -136,7 +152,9 @@ def test_shaw_with_values_equals_the_written_out_formula():
     got = mha(x)
     q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
     clip = lambda i, j: min(max(j - i, -2), 2) + 2
-    a_k = torch.stack([torch.stack([shaw.keys[clip(i, j)] for j in range(S)]) for i in range(S)])  # [s, s, d_h]
+    a_k = torch.stack(
+        [torch.stack([shaw.keys[clip(i, j)] for j in range(S)]) for i in range(S)]
+    )  # [s, s, d_h]
     a_v = torch.stack([torch.stack([shaw.values[clip(i, j)] for j in range(S)]) for i in range(S)])
     scores = (q @ k.transpose(-1, -2) + torch.einsum("bhid,ijd->bhij", q, a_k)) / math.sqrt(D // H)
     w = torch.softmax(scores, -1)
@@ -189,7 +207,9 @@ def test_torch_compile_runs_the_encoder(name):
 def test_torch_compile_with_inductor():
     model = TransformerEncoder(D, H, 1, encoding="rope", max_len=32)
     x = torch.randn(2, S, D)
-    torch.testing.assert_close(torch.compile(model)(x, causal=True), model(x, causal=True), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        torch.compile(model)(x, causal=True), model(x, causal=True), rtol=1e-5, atol=1e-5
+    )
 
 
 def _train(name: str, steps: int, options: dict | None = None) -> list[float]:
@@ -218,7 +238,9 @@ def test_every_encoding_trains(name):
     assert sum(losses[-5:]) / 5 < 0.9 * sum(losses[:5]) / 5
 
 
-@pytest.mark.parametrize(("name", "options"), [("rope", None), ("t5", None), ("shaw", None), ("shaw", {"on_values": True})])
+@pytest.mark.parametrize(
+    ("name", "options"), [("rope", None), ("t5", None), ("shaw", None), ("shaw", {"on_values": True})]
+)
 def test_relative_encodings_learn_to_attend_to_the_previous_token(name, options):
     """Below the position-blind floor Var(y) = 15/16 by an order of magnitude (``none`` stays at ~0.87)."""
     assert sum(_train(name, 150, options)[-5:]) / 5 < 0.2
@@ -228,13 +250,23 @@ def test_relative_encodings_learn_to_attend_to_the_previous_token(name, options)
     ("build", "error", "match"),
     [
         (lambda: TransformerEncoder(30, 4, 1), ValueError, "d_model=30 must be divisible by n_heads=4"),
-        (lambda: TransformerEncoder(16, 2, 1, encoding="xpos"), ValueError, "registered encodings: none, sinusoidal"),
+        (
+            lambda: TransformerEncoder(16, 2, 1, encoding="xpos"),
+            ValueError,
+            "registered encodings: none, sinusoidal",
+        ),
         (lambda: TransformerEncoder(16, 2, 1, encoding=RotaryEmbedding(4)), ValueError, "head_dim=4"),
         (lambda: TransformerEncoder(16, 2, 1, encoding=ALiBiBias(4)), ValueError, "n_heads=4"),
-        (lambda: TransformerEncoder(16, 2, 1, encoding="rope", encoding_options={"fraction": 0.5}), TypeError,
-         "no option 'fraction'"),
-        (lambda: TransformerEncoder(12, 2, 1, encoding="rope", encoding_options={"rotary_dim": 0.5}), ValueError,
-         "rotary_dim"),
+        (
+            lambda: TransformerEncoder(16, 2, 1, encoding="rope", encoding_options={"fraction": 0.5}),
+            TypeError,
+            "no option 'fraction'",
+        ),
+        (
+            lambda: TransformerEncoder(12, 2, 1, encoding="rope", encoding_options={"rotary_dim": 0.5}),
+            ValueError,
+            "rotary_dim",
+        ),
         (lambda: TransformerEncoder(14, 2, 1, encoding="rope"), ValueError, "head_dim must be even"),
     ],
 )
@@ -270,7 +302,9 @@ def test_a_six_layer_rope_encoder_builds_its_tables_once_per_forward(monkeypatch
     reference = model(x, positions=positions)
     calls = []
     original = RotaryEmbedding.tables
-    monkeypatch.setattr(RotaryEmbedding, "tables", lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    monkeypatch.setattr(
+        RotaryEmbedding, "tables", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    )
     torch.testing.assert_close(model(x, positions=positions), reference, rtol=0, atol=0)
     assert len(calls) == 1
     model(x, positions=positions)
@@ -284,8 +318,9 @@ def test_each_layer_uses_the_context_the_encoder_computed(name, monkeypatch):
     x = torch.randn(2, S, D, dtype=F64)
     calls = []
     original = type(model.encoding).context
-    monkeypatch.setattr(type(model.encoding), "context",
-                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    monkeypatch.setattr(
+        type(model.encoding), "context", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+    )
     model(x, positions=torch.arange(S))
     assert len(calls) == 1
 

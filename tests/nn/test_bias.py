@@ -15,6 +15,7 @@ from posenc.nn.bias import t5_bucket
 def press_slopes(n: int) -> list[float]:
     """Press et al.'s rule: start = 2^(−8/p), slopes start^1 … start^p for p = n a power of two;
     otherwise the p = 2^⌊log2 n⌋ slopes, then every other slope of 2p heads, the first n − p of them."""
+
     def geometric(p: int) -> list[float]:
         start = 2.0 ** (-8.0 / p)
         return [start ** (h + 1) for h in range(p)]
@@ -75,23 +76,35 @@ def t5_reference_bucket(d: int, *, bidirectional: bool, num_buckets: int, max_di
 def test_t5_buckets_equal_reference_on_a_grid(bidirectional, num_buckets, max_distance):
     d = torch.arange(-1500, 1501)
     got = t5_bucket(d, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance)
-    expected = [t5_reference_bucket(int(v), bidirectional=bidirectional, num_buckets=num_buckets,
-                                    max_distance=max_distance) for v in d]
+    expected = [
+        t5_reference_bucket(
+            int(v), bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+        )
+        for v in d
+    ]
     assert got.tolist() == expected
     assert int(got.min()) >= 0 and int(got.max()) == num_buckets - 1
 
 
 def test_t5_buckets_pinned_values():
     """Hand-checked values for T5's defaults (32 buckets, max_distance 128)."""
+
     def b(d: int, bidirectional: bool = True) -> int:
         return int(t5_bucket(torch.tensor(d), bidirectional=bidirectional))
 
     # bidirectional: keys before the query in buckets 0–15, after it in 16–31; exact below 8
     assert [b(0), b(-1), b(-7), b(1), b(7)] == [0, 1, 7, 17, 23]
-    assert b(-8) == 8 and b(-127) == 15 and b(-128) == 15 and b(-10**6) == 15
+    assert b(-8) == 8 and b(-127) == 15 and b(-128) == 15 and b(-(10**6)) == 15
     assert b(8) == 24 and b(10**6) == 31
     # causal: later keys all in bucket 0; exact below 16; log buckets 16–31 up to distance 128
-    assert [b(5, False), b(0, False), b(-5, False), b(-15, False), b(-16, False), b(-10**6, False)] == [0, 0, 5, 15, 16, 31]
+    assert [b(5, False), b(0, False), b(-5, False), b(-15, False), b(-16, False), b(-(10**6), False)] == [
+        0,
+        0,
+        5,
+        15,
+        16,
+        31,
+    ]
 
 
 def test_t5_bias_looks_up_learned_scalars():
@@ -163,8 +176,12 @@ def _left_padded_positions() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "make", [lambda: ALiBiBias(6), lambda: ALiBiBias(5, alibi_bias_max=6.0), lambda: T5RelativeBias(3, num_buckets=8,
-                                                                                                       max_distance=4)],
+    "make",
+    [
+        lambda: ALiBiBias(6),
+        lambda: ALiBiBias(5, alibi_bias_max=6.0),
+        lambda: T5RelativeBias(3, num_buckets=8, max_distance=4),
+    ],
     ids=["alibi", "alibi-mpt", "t5"],
 )
 def test_batched_positions_equal_a_loop_over_rows(make):
@@ -194,8 +211,10 @@ def test_shaw_batched_index_and_terms_equal_a_loop_over_rows():
     for row in range(3):
         alone = shaw.index(6, 6, q_positions=positions[row])
         torch.testing.assert_close(index[row], alone, rtol=0, atol=0)
-        torch.testing.assert_close(scores[row], shaw.key_scores(q[row: row + 1], alone)[0], rtol=0, atol=0)
-        torch.testing.assert_close(values[row], shaw.value_term(weights[row: row + 1], alone)[0], rtol=0, atol=0)
+        torch.testing.assert_close(scores[row], shaw.key_scores(q[row : row + 1], alone)[0], rtol=0, atol=0)
+        torch.testing.assert_close(
+            values[row], shaw.value_term(weights[row : row + 1], alone)[0], rtol=0, atol=0
+        )
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), 2.0**53])
@@ -240,7 +259,9 @@ def test_alibi_matches_bloom_on_a_left_padded_batch(n_heads):
 def test_alibi_matches_mpt_with_alibi_bias_max(n_heads, bias_max):
     from transformers.models.mpt.modeling_mpt import build_mpt_alibi_tensor
 
-    mpt = build_mpt_alibi_tensor(n_heads, 7, alibi_bias_max=bias_max).to(torch.float64)  # [h, 1, s]: m·(j − s + 1)
+    mpt = build_mpt_alibi_tensor(n_heads, 7, alibi_bias_max=bias_max).to(
+        torch.float64
+    )  # [h, 1, s]: m·(j − s + 1)
     ours = ALiBiBias(n_heads, alibi_bias_max=bias_max).bias(7, 7, dtype=torch.float64)
     torch.testing.assert_close(ours[:, -1, :], mpt[:, 0, :], rtol=1e-7, atol=0)  # the last query: equal
     _row_constant(mpt.expand(n_heads, 7, 7) - ours, torch.ones(7, 7, dtype=torch.bool).tril())

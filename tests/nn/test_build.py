@@ -62,10 +62,21 @@ def test_unregistered_name_lists_the_registered_ones():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: build_encoding("rope", d_model=32, n_heads=4, max_len=8, fraction=0.5), TypeError,
-         "'rope' has no option 'fraction'; its options: base, layout, rotary_dim, scaling, scaling_factor"),
-        (lambda: build_encoding("rope", d_model=32, n_heads=4, max_len=8, head_dim=4), TypeError, "head_dim is set"),
-        (lambda: build_encoding("none", d_model=32, n_heads=4, max_len=8, base=3.0), TypeError, "takes no options"),
+        (
+            lambda: build_encoding("rope", d_model=32, n_heads=4, max_len=8, fraction=0.5),
+            TypeError,
+            "'rope' has no option 'fraction'; its options: base, layout, rotary_dim, scaling, scaling_factor",
+        ),
+        (
+            lambda: build_encoding("rope", d_model=32, n_heads=4, max_len=8, head_dim=4),
+            TypeError,
+            "head_dim is set",
+        ),
+        (
+            lambda: build_encoding("none", d_model=32, n_heads=4, max_len=8, base=3.0),
+            TypeError,
+            "takes no options",
+        ),
         (lambda: build_encoding(ALiBiBias(4), d_model=32, n_heads=4, max_len=8, x=1), TypeError, "by name"),
         (lambda: build_encoding("alibi", d_model=30, n_heads=4, max_len=8), ValueError, "d_model=30"),
         (lambda: build_encoding("alibi", d_model=32, n_heads=0, max_len=8), ValueError, "n_heads"),

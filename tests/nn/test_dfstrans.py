@@ -110,8 +110,10 @@ def test_decayed_state_travels_in_the_state_dict():
 @given(half=st.integers(1, 12), s=st.integers(1, 20), scale=st.floats(0.1, 10))
 def test_scale_multiplies_what_is_added(half, s, scale):
     d = 2 * half
-    plain, scaled = DFStransDFTEncoding(d, max_len=20), DFStransDFTEncoding(d, max_len=20, scale=scale,
-                                                                            unit_norm=True)
+    plain, scaled = (
+        DFStransDFTEncoding(d, max_len=20),
+        DFStransDFTEncoding(d, max_len=20, scale=scale, unit_norm=True),
+    )
     x = torch.zeros(1, s, d, dtype=torch.float64)
     torch.testing.assert_close(scaled.double()(x), scale * plain.double()(x))
 

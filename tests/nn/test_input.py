@@ -87,16 +87,21 @@ def test_sinusoidal_module_adds_the_table(dim, layout):
 def test_sinusoidal_module_offset_and_positions():
     m = SinusoidalEncoding(16)
     x = torch.zeros(1, 5, 16, dtype=torch.float64)
-    np.testing.assert_allclose(as_np(m(x, offset=100)[0]), posenc.sinusoidal(np.arange(100, 105), 16), atol=1e-13)
+    np.testing.assert_allclose(
+        as_np(m(x, offset=100)[0]), posenc.sinusoidal(np.arange(100, 105), 16), atol=1e-13
+    )
     p = torch.tensor([0.5, -2.0, 7.0, 1e7, 3.0])
-    np.testing.assert_allclose(as_np(m(x, positions=p)[0]), posenc.sinusoidal(p.numpy(), 16), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        as_np(m(x, positions=p)[0]), posenc.sinusoidal(p.numpy(), 16), rtol=0, atol=1e-12
+    )
 
 
 def test_sinusoidal_module_custom_frequencies():
     w = spectrum.tensor2tensor(16)
     m = SinusoidalEncoding(16, frequencies=w, layout="split")
-    np.testing.assert_allclose(as_np(m.table(10)), posenc.sinusoidal(10, 16, frequencies=w, layout="split"),
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        as_np(m.table(10)), posenc.sinusoidal(10, 16, frequencies=w, layout="split"), atol=1e-14
+    )
     np.testing.assert_array_equal(m.frequencies.numpy(), w)
 
 
@@ -130,7 +135,9 @@ def test_sinusoidal_module_range_is_correctly_rounded_up_to_ten_million(dtype):
 def test_dft_module_adds_the_table(dim):
     m = DFTEncoding(dim)
     x = torch.randn(3, dim, dim, dtype=torch.float64)
-    np.testing.assert_allclose(as_np(m(x) - x), np.broadcast_to(posenc.dft(dim, dim), x.shape), rtol=0, atol=1e-14)
+    np.testing.assert_allclose(
+        as_np(m(x) - x), np.broadcast_to(posenc.dft(dim, dim), x.shape), rtol=0, atol=1e-14
+    )
     np.testing.assert_allclose(as_np(torch.linalg.vector_norm(m.table(dim), dim=1)), 1.0, atol=1e-14)
 
 
@@ -139,15 +146,21 @@ def test_dft_module_positions_and_alias():
     x = torch.zeros(1, 20, 8, dtype=torch.float64)
     np.testing.assert_allclose(as_np(m(x)[0]), posenc.dft(np.arange(20) % 8, 8), atol=1e-15)
     p = torch.tensor([7, 0, 3])
-    np.testing.assert_allclose(as_np(DFTEncoding(8)(x[:, :3], positions=p)[0]), posenc.dft([7, 0, 3], 8), atol=1e-15)
+    np.testing.assert_allclose(
+        as_np(DFTEncoding(8)(x[:, :3], positions=p)[0]), posenc.dft([7, 0, 3], 8), atol=1e-15
+    )
 
 
 def test_learned_module_rows_are_its_weight():
     m = LearnedEncoding(8, max_len=10)
     x = torch.randn(2, 4, 8)
     torch.testing.assert_close(m(x, offset=3) - x, m.weight[3:7].expand(2, -1, -1), rtol=0, atol=1e-6)
-    torch.testing.assert_close(m(x, positions=torch.tensor([9, 0, 0, 2])) - x, m.weight[[9, 0, 0, 2]].expand(2, -1, -1),
-                               rtol=0, atol=1e-6)
+    torch.testing.assert_close(
+        m(x, positions=torch.tensor([9, 0, 0, 2])) - x,
+        m.weight[[9, 0, 0, 2]].expand(2, -1, -1),
+        rtol=0,
+        atol=1e-6,
+    )
     assert abs(m.weight.std().item() - 0.02) < 0.01
 
 
@@ -156,7 +169,9 @@ def test_learnable_frequency_starts_as_its_schedule(schedule):
     m = LearnableFrequencyEncoding(12, schedule=schedule, layout="split")
     w = spectrum.schedule(schedule, 12, **({"base": 10000.0} if schedule == "geometric" else {}))
     np.testing.assert_array_equal(m.frequencies.detach().numpy(), w)
-    np.testing.assert_allclose(as_np(m.table(50)), posenc.sinusoidal(50, 12, frequencies=w, layout="split"), atol=1e-13)
+    np.testing.assert_allclose(
+        as_np(m.table(50)), posenc.sinusoidal(50, 12, frequencies=w, layout="split"), atol=1e-13
+    )
 
 
 @pytest.mark.parametrize("make", ALL, ids=IDS)
@@ -170,7 +185,9 @@ def test_scale_and_unit_norm(make):
     torch.manual_seed(0)
     normed = make(16, unit_norm=True, scale=3.0).double()
     rows = normed(x) - x
-    torch.testing.assert_close(torch.linalg.vector_norm(rows, dim=-1), torch.full((2, 6), 3.0, dtype=torch.float64))
+    torch.testing.assert_close(
+        torch.linalg.vector_norm(rows, dim=-1), torch.full((2, 6), 3.0, dtype=torch.float64)
+    )
     raw = plain(x) - x
     torch.testing.assert_close(rows, 3.0 * raw / torch.linalg.vector_norm(raw, dim=-1, keepdim=True))
 
@@ -285,10 +302,14 @@ def test_torch_compile_fullgraph_runs_every_encoding():
     class All(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.encodings = torch.nn.ModuleList([
-                SinusoidalEncoding(16), DFTEncoding(16, mode="concat", dim=32, learn_scale=True),
-                LearnedEncoding(16, max_len=40), LearnableFrequencyEncoding(16, unit_norm=True),
-            ])
+            self.encodings = torch.nn.ModuleList(
+                [
+                    SinusoidalEncoding(16),
+                    DFTEncoding(16, mode="concat", dim=32, learn_scale=True),
+                    LearnedEncoding(16, max_len=40),
+                    LearnableFrequencyEncoding(16, unit_norm=True),
+                ]
+            )
 
         def forward(self, x, offset: int = 0):
             return sum(e(x, offset=offset)[..., :16] for e in self.encodings)

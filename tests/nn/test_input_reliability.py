@@ -21,8 +21,13 @@ FACTORIES = {
     "learned": lambda **kw: LearnedEncoding(D, max_len=8, **kw),
     "learnable_frequency": lambda **kw: LearnableFrequencyEncoding(D, **kw),
 }
-OPTIONS = [{}, {"learn_scale": True}, {"unit_norm": True, "learn_scale": True}, {"scale": 2.0},
-           {"mode": "concat", "dim": 6, "learn_scale": True}]
+OPTIONS = [
+    {},
+    {"learn_scale": True},
+    {"unit_norm": True, "learn_scale": True},
+    {"scale": 2.0},
+    {"mode": "concat", "dim": 6, "learn_scale": True},
+]
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=str)

@@ -32,7 +32,9 @@ def reference_rotary(x: torch.Tensor, positions: torch.Tensor, *, layout: str, r
 
 
 @pytest.mark.parametrize("layout", ["adjacent", "half_split"])
-@pytest.mark.parametrize(("head_dim", "rotary_dim", "r"), [(32, None, 32), (32, 16, 16), (40, 0.25, 10), (9, 6, 6)])
+@pytest.mark.parametrize(
+    ("head_dim", "rotary_dim", "r"), [(32, None, 32), (32, 16, 16), (40, 0.25, 10), (9, 6, 6)]
+)
 @pytest.mark.parametrize("base", [10000.0, 500.0])
 def test_matches_reference_formula(layout, head_dim, rotary_dim, r, base):
     torch.manual_seed(0)
@@ -41,9 +43,15 @@ def test_matches_reference_formula(layout, head_dim, rotary_dim, r, base):
     assert rope.rotary_dim == r
     q_rot, k_rot = rope(q, k)
     pos = torch.arange(17)
-    torch.testing.assert_close(q_rot, reference_rotary(q, pos, layout=layout, rotary_dim=r, base=base), rtol=0, atol=1e-12)
-    torch.testing.assert_close(k_rot, reference_rotary(k, pos, layout=layout, rotary_dim=r, base=base), rtol=0, atol=1e-12)
-    torch.testing.assert_close(q_rot[..., r:], q[..., r:], rtol=0, atol=0)  # partial rotary: the rest passes through
+    torch.testing.assert_close(
+        q_rot, reference_rotary(q, pos, layout=layout, rotary_dim=r, base=base), rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        k_rot, reference_rotary(k, pos, layout=layout, rotary_dim=r, base=base), rtol=0, atol=1e-12
+    )
+    torch.testing.assert_close(
+        q_rot[..., r:], q[..., r:], rtol=0, atol=0
+    )  # partial rotary: the rest passes through
 
 
 def test_noncontiguous_input_and_float32_match_reference():
@@ -57,7 +65,9 @@ def test_noncontiguous_input_and_float32_match_reference():
 
 
 @given(
-    m=st.integers(0, 5000), n=st.integers(0, 5000), shift=st.integers(-3000, 3000),
+    m=st.integers(0, 5000),
+    n=st.integers(0, 5000),
+    shift=st.integers(-3000, 3000),
     layout=st.sampled_from(["adjacent", "half_split"]),
 )
 def test_inner_product_depends_on_n_minus_m_only(m, n, shift, layout):
@@ -78,8 +88,12 @@ def test_layouts_agree_after_pair_permutation(rotary_dim):
     """adjacent coordinate 2i ↔ half_split coordinate i, 2i+1 ↔ i + r/2 (the pairs renamed)."""
     torch.manual_seed(3)
     d, r = 12, rotary_dim or 12
-    perm = torch.cat([torch.stack([torch.arange(r // 2), torch.arange(r // 2) + r // 2], dim=-1).flatten(),
-                      torch.arange(r, d)])
+    perm = torch.cat(
+        [
+            torch.stack([torch.arange(r // 2), torch.arange(r // 2) + r // 2], dim=-1).flatten(),
+            torch.arange(r, d),
+        ]
+    )
     x = torch.randn(2, 2, 9, d, dtype=F64)
     half, _ = RotaryEmbedding(d, rotary_dim=rotary_dim, layout="half_split").to(F64)(x, x)
     adj, _ = RotaryEmbedding(d, rotary_dim=rotary_dim, layout="adjacent").to(F64)(x[..., perm], x[..., perm])
@@ -127,7 +141,9 @@ def test_linear_interpolation_and_ntk_formulas():
     linear = RotaryEmbedding(r, scaling="linear", scaling_factor=factor)
     torch.testing.assert_close(linear.frequencies, plain / factor, rtol=1e-14, atol=0)
     ntk = RotaryEmbedding(r, scaling="ntk", scaling_factor=factor)
-    torch.testing.assert_close(ntk.frequencies, (base * factor ** (r / (r - 2))) ** (-2 * i / r), rtol=1e-13, atol=0)
+    torch.testing.assert_close(
+        ntk.frequencies, (base * factor ** (r / (r - 2))) ** (-2 * i / r), rtol=1e-13, atol=0
+    )
     # NTK keeps the highest frequency and divides the lowest by exactly the factor
     assert ntk.frequencies[0] == 1.0
     assert float(ntk.frequencies[-1]) == pytest.approx(float(plain[-1]) / factor, rel=1e-12)
@@ -145,13 +161,18 @@ def test_tables_are_nonpersistent_and_rebuilt_exactly_per_dtype():
     rope = rope.double()  # casting the float32 table would keep float32 accuracy; it must be rebuilt
     x = torch.randn(1, 1, 50, 16, dtype=F64)
     out, _ = rope(x, x, offset=10**5)
-    ref = reference_rotary(x, torch.arange(10**5, 10**5 + 50), layout="half_split", rotary_dim=16, base=10000.0)
+    ref = reference_rotary(
+        x, torch.arange(10**5, 10**5 + 50), layout="half_split", rotary_dim=16, base=10000.0
+    )
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("layout", ["adjacent", "half_split"])
 def test_gradient_is_the_inverse_rotation(layout):
-    cos, sin = torch.randn(5, 8, dtype=F64), torch.randn(5, 8, dtype=F64)  # arbitrary tables, not just rotations
+    cos, sin = (
+        torch.randn(5, 8, dtype=F64),
+        torch.randn(5, 8, dtype=F64),
+    )  # arbitrary tables, not just rotations
     x = torch.randn(2, 5, 10, dtype=F64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda t: apply_rotary(t, cos, sin, layout=layout), (x,))
 
@@ -174,7 +195,10 @@ def test_rotation_preserves_norm():
         ({"head_dim": 16, "scaling": "yarn"}, "yarn.*needs original_max_position_embeddings"),
         ({"head_dim": 16, "scaling": "linear"}, "linear.*needs factor"),
         ({"head_dim": 16, "scaling_factor": 4.0}, "scaling_factor was given without scaling"),
-        ({"head_dim": 16, "scaling": "linear", "scaling_factor": 2.0, "scaling_options": {"beta": 1}}, "unknown beta"),
+        (
+            {"head_dim": 16, "scaling": "linear", "scaling_factor": 2.0, "scaling_options": {"beta": 1}},
+            "unknown beta",
+        ),
         ({"head_dim": 16, "xpos_scale_base": 0.0}, "xpos_scale_base"),
         ({"head_dim": 16, "scaling": "linear", "scaling_factor": 0.5}, "scaling_factor"),
         ({"head_dim": 16, "base": -1.0}, "base"),
@@ -266,7 +290,9 @@ def test_refuses_positions_it_cannot_rotate_exactly(bad):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_refuses_half_precision_positions(dtype):
     rope, x = RotaryEmbedding(8), torch.randn(1, 1, 3, 8)
-    with pytest.raises(TypeError, match=f"q_positions must be an integer dtype, float32 or float64, got {dtype}"):
+    with pytest.raises(
+        TypeError, match=f"q_positions must be an integer dtype, float32 or float64, got {dtype}"
+    ):
         rope(x, x, q_positions=torch.arange(3).to(dtype))
 
 
@@ -313,12 +339,15 @@ def test_batched_positions_equal_a_loop_over_rows(layout, xpos):
     q, k = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)
     q_rot, k_rot = rope(q, k, q_positions=positions, k_positions=positions)
     for row in range(3):
-        q_alone, k_alone = rope(q[row: row + 1], k[row: row + 1], q_positions=positions[row])
-        torch.testing.assert_close(q_rot[row: row + 1], q_alone, rtol=0, atol=1e-13)
-        torch.testing.assert_close(k_rot[row: row + 1], k_alone, rtol=0, atol=1e-13)
+        q_alone, k_alone = rope(q[row : row + 1], k[row : row + 1], q_positions=positions[row])
+        torch.testing.assert_close(q_rot[row : row + 1], q_alone, rtol=0, atol=1e-13)
+        torch.testing.assert_close(k_rot[row : row + 1], k_alone, rtol=0, atol=1e-13)
     q_tail, k_tail = rope(q[1:2, :, 3:], k[1:2, :, 3:])  # the padded row's tokens alone, unpadded
     torch.testing.assert_close(  # scores: xPos's centre moves with the row, and cancels in every score
-        q_tail @ k_tail.transpose(-1, -2), q_rot[1:2, :, 3:] @ k_rot[1:2, :, 3:].transpose(-1, -2), rtol=0, atol=1e-12
+        q_tail @ k_tail.transpose(-1, -2),
+        q_rot[1:2, :, 3:] @ k_rot[1:2, :, 3:].transpose(-1, -2),
+        rtol=0,
+        atol=1e-12,
     )
     # cross-attention: [b, s_q] queries against [b, s_k] keys, and [1, s] broadcast over the batch
     q_part, _ = rope(q[:, :, -2:], k, q_positions=positions[:, -2:], k_positions=positions)
@@ -336,14 +365,17 @@ def test_batched_rotary_gradients_flow_to_q_and_k():
     assert torch.autograd.gradcheck(lambda t: rope.to(F64)(t, t, q_positions=positions)[0], (q,))
 
 
-rotary_embedding_torch = pytest.importorskip("rotary_embedding_torch", reason="the xPos peer compared against")
+rotary_embedding_torch = pytest.importorskip(
+    "rotary_embedding_torch", reason="the xPos peer compared against"
+)
 
 
 @pytest.mark.parametrize(("dim", "length", "scale_base"), [(16, 20, 512), (32, 9, 64), (8, 33, 16)])
 def test_xpos_matches_rotary_embedding_torch(dim, length, scale_base):
     torch.manual_seed(8)
-    peer = rotary_embedding_torch.RotaryEmbedding(dim=dim, use_xpos=True, xpos_scale_base=scale_base,
-                                                  cache_if_possible=False)
+    peer = rotary_embedding_torch.RotaryEmbedding(
+        dim=dim, use_xpos=True, xpos_scale_base=scale_base, cache_if_possible=False
+    )
     ours = RotaryEmbedding(dim, layout="adjacent", xpos_scale_base=scale_base)
     q, k = torch.randn(2, 3, length, dim), torch.randn(2, 3, length, dim)
     q_peer, k_peer = peer.rotate_queries_and_keys(q, k)
@@ -354,8 +386,9 @@ def test_xpos_matches_rotary_embedding_torch(dim, length, scale_base):
     assert not torch.allclose(plain, q_peer, rtol=1e-3, atol=1e-3)  # xPos really rescales
     # scores depend on n − m only: shifting every position changes no score
     shifted_q, shifted_k = ours(q, k, offset=1000)
-    torch.testing.assert_close(shifted_q @ shifted_k.transpose(-1, -2), q_ours @ k_ours.transpose(-1, -2),
-                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(
+        shifted_q @ shifted_k.transpose(-1, -2), q_ours @ k_ours.transpose(-1, -2), rtol=1e-4, atol=1e-4
+    )
 
 
 def meta_to_hf(w: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -425,8 +458,8 @@ def test_encoder_with_batched_positions_equals_a_loop_over_rows(encoding):
     positions = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 0, 1, 2], [0, 1, 0, 1, 2]])
     batched = model(x, positions=positions)
     for row in range(3):
-        alone = model(x[row: row + 1], positions=positions[row])
-        torch.testing.assert_close(batched[row: row + 1], alone, rtol=0, atol=1e-12)
+        alone = model(x[row : row + 1], positions=positions[row])
+        torch.testing.assert_close(batched[row : row + 1], alone, rtol=0, atol=1e-12)
 
 
 def test_rotation_tables_changed_in_place_or_replaced_are_never_served_stale():

@@ -9,7 +9,9 @@ import torch
 
 from posenc.nn import RotaryEmbedding, rope_types
 
-transformers = pytest.importorskip("transformers", reason="transformers is the peer these tests compare against")
+transformers = pytest.importorskip(
+    "transformers", reason="transformers is the peer these tests compare against"
+)
 from transformers import GPTNeoXConfig, LlamaConfig  # noqa: E402
 from transformers.models.gpt_neox import modeling_gpt_neox as neox  # noqa: E402
 from transformers.models.llama import modeling_llama as llama  # noqa: E402
@@ -23,23 +25,54 @@ ROPE_PARAMETERS = {
     "default": {"rope_type": "default"},
     "linear": {"rope_type": "linear", "factor": 4.0},
     "dynamic": {"rope_type": "dynamic", "factor": 4.0},
-    "yarn": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32, "beta_fast": 16,
-             "beta_slow": 2},
-    "yarn_mscale": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32, "mscale": 0.707,
-                    "mscale_all_dim": 1.0},
-    "yarn_attention_factor": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32,
-                              "attention_factor": 0.8, "truncate": False},
-    "longrope": {"rope_type": "longrope", "short_factor": [1.0 + 0.1 * i for i in range(HEAD // 2)],
-                 "long_factor": [1.0 + 0.5 * i for i in range(HEAD // 2)], "original_max_position_embeddings": 32},
-    "llama3": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-               "original_max_position_embeddings": 16},
+    "yarn": {
+        "rope_type": "yarn",
+        "factor": 2.0,
+        "original_max_position_embeddings": 32,
+        "beta_fast": 16,
+        "beta_slow": 2,
+    },
+    "yarn_mscale": {
+        "rope_type": "yarn",
+        "factor": 2.0,
+        "original_max_position_embeddings": 32,
+        "mscale": 0.707,
+        "mscale_all_dim": 1.0,
+    },
+    "yarn_attention_factor": {
+        "rope_type": "yarn",
+        "factor": 2.0,
+        "original_max_position_embeddings": 32,
+        "attention_factor": 0.8,
+        "truncate": False,
+    },
+    "longrope": {
+        "rope_type": "longrope",
+        "short_factor": [1.0 + 0.1 * i for i in range(HEAD // 2)],
+        "long_factor": [1.0 + 0.5 * i for i in range(HEAD // 2)],
+        "original_max_position_embeddings": 32,
+    },
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
 }
 
 
 def llama_config(parameters: dict, **extra) -> LlamaConfig:
     return LlamaConfig(
-        hidden_size=4 * HEAD, num_attention_heads=4, num_key_value_heads=4, intermediate_size=32, num_hidden_layers=1,
-        vocab_size=50, max_position_embeddings=MAX_POS, rope_parameters={**parameters, "rope_theta": 500.0}, **extra,
+        hidden_size=4 * HEAD,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        vocab_size=50,
+        max_position_embeddings=MAX_POS,
+        rope_parameters={**parameters, "rope_theta": 500.0},
+        **extra,
     )
 
 
@@ -77,8 +110,9 @@ def test_the_types_really_differ_and_dynamic_follows_the_longest_length():
     default = RotaryEmbedding.from_hf(llama_config(ROPE_PARAMETERS["default"]))
     for name, parameters in ROPE_PARAMETERS.items():
         if name not in ("default", "dynamic", "longrope"):
-            assert not torch.allclose(RotaryEmbedding.from_hf(llama_config(parameters)).frequencies,
-                                      default.frequencies)
+            assert not torch.allclose(
+                RotaryEmbedding.from_hf(llama_config(parameters)).frequencies, default.frequencies
+            )
     dynamic = RotaryEmbedding.from_hf(llama_config(ROPE_PARAMETERS["dynamic"]))
     x = torch.randn(1, 1, 100, HEAD)
     torch.testing.assert_close(dynamic.frequencies, default.frequencies, rtol=0, atol=0)  # inside the context
@@ -92,17 +126,27 @@ def test_the_types_really_differ_and_dynamic_follows_the_longest_length():
 
 
 def test_plain_dict_and_legacy_rope_scaling_read_like_the_config_object():
-    legacy = {"rope_scaling": {"type": "linear", "factor": 4.0}, "rope_theta": 500.0, "hidden_size": 64,
-              "num_attention_heads": 4, "max_position_embeddings": MAX_POS}
+    legacy = {
+        "rope_scaling": {"type": "linear", "factor": 4.0},
+        "rope_theta": 500.0,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "max_position_embeddings": MAX_POS,
+    }
     from_dict = RotaryEmbedding.from_hf(legacy)
     from_config = RotaryEmbedding.from_hf(llama_config(ROPE_PARAMETERS["linear"]))
     assert from_dict.scaling == "linear" and from_dict.base == 500.0 and from_dict.head_dim == HEAD
     torch.testing.assert_close(from_dict.frequencies, from_config.frequencies, rtol=0, atol=0)
-    new_style = {"rope_parameters": {**ROPE_PARAMETERS["llama3"], "rope_theta": 500.0}, "head_dim": HEAD,
-                 "max_position_embeddings": MAX_POS}
+    new_style = {
+        "rope_parameters": {**ROPE_PARAMETERS["llama3"], "rope_theta": 500.0},
+        "head_dim": HEAD,
+        "max_position_embeddings": MAX_POS,
+    }
     torch.testing.assert_close(
         RotaryEmbedding.from_hf(new_style).frequencies,
-        RotaryEmbedding.from_hf(llama_config(ROPE_PARAMETERS["llama3"])).frequencies, rtol=0, atol=0,
+        RotaryEmbedding.from_hf(llama_config(ROPE_PARAMETERS["llama3"])).frequencies,
+        rtol=0,
+        atol=0,
     )
     # Phi-3 keeps original_max_position_embeddings next to rope_parameters; transformers prefers that one
     phi = {**new_style, "original_max_position_embeddings": 8}
@@ -112,8 +156,15 @@ def test_plain_dict_and_legacy_rope_scaling_read_like_the_config_object():
 @pytest.mark.parametrize("name", ["default", "yarn", "linear"])
 def test_partial_rotary_matches_gpt_neox(name):
     parameters = {**ROPE_PARAMETERS[name], "rope_theta": 500.0, "partial_rotary_factor": 0.5}
-    config = GPTNeoXConfig(hidden_size=4 * HEAD, num_attention_heads=4, intermediate_size=32, num_hidden_layers=1,
-                           vocab_size=50, max_position_embeddings=MAX_POS, rope_parameters=parameters)
+    config = GPTNeoXConfig(
+        hidden_size=4 * HEAD,
+        num_attention_heads=4,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        vocab_size=50,
+        max_position_embeddings=MAX_POS,
+        rope_parameters=parameters,
+    )
     hf_rope, ours = neox.GPTNeoXRotaryEmbedding(config), RotaryEmbedding.from_hf(config)
     assert ours.rotary_dim == HEAD // 2
     q, k = torch.randn(1, 4, 30, HEAD), torch.randn(1, 4, 30, HEAD)
@@ -147,7 +198,7 @@ def rotation_errors(name: str, start: int) -> tuple[float, float]:
     angles = positions.to(F64)[:, None] * reference_frequencies(name)[None]
     angles = torch.cat([angles, angles], dim=-1)
     x = q.to(F64)
-    turned = torch.cat([-x[..., HEAD // 2:], x[..., : HEAD // 2]], dim=-1)
+    turned = torch.cat([-x[..., HEAD // 2 :], x[..., : HEAD // 2]], dim=-1)
     exact = (x * torch.cos(angles) + turned * torch.sin(angles)) * ours.attention_factor
     return float((q_hf.to(F64) - exact).abs().max()), float((q_ours.to(F64) - exact).abs().max())
 
@@ -166,11 +217,17 @@ def test_hf_settings_refuses_what_it_cannot_read():
     with pytest.raises(ValueError, match="must be one of.*mrope"):
         RotaryEmbedding.from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "mrope"}})
     with pytest.raises(ValueError, match="unknown low_freq_factor"):
-        RotaryEmbedding.from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 2.0,
-                                                                    "low_freq_factor": 1.0}})
+        RotaryEmbedding.from_hf(
+            {"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}}
+        )
     with pytest.raises(ValueError, match="short_factor must hold rotary_dim/2 = 4"):
-        RotaryEmbedding.from_hf({"head_dim": 8, "max_position_embeddings": 8, "rope_parameters": {
-            "rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0] * 4}})
+        RotaryEmbedding.from_hf(
+            {
+                "head_dim": 8,
+                "max_position_embeddings": 8,
+                "rope_parameters": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [1.0] * 4},
+            }
+        )
 
 
 def test_registry_is_open():
@@ -187,16 +244,24 @@ def test_registry_is_open():
 
 def test_yarn_attention_factor_formula():
     """YaRN (Peng et al. 2023): √(1/t) = 0.1·ln s + 1, written out here."""
-    rope = RotaryEmbedding(16, scaling="yarn", scaling_factor=8.0,
-                           scaling_options={"original_max_position_embeddings": 4096})
+    rope = RotaryEmbedding(
+        16, scaling="yarn", scaling_factor=8.0, scaling_options={"original_max_position_embeddings": 4096}
+    )
     assert rope.attention_factor == pytest.approx(0.1 * math.log(8.0) + 1.0, rel=1e-15)
 
 
 def test_per_layer_type_rope_parameters_need_a_layer_type():
-    config = {"head_dim": 8, "max_position_embeddings": 64, "rope_parameters": {
-        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
-        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}
-    with pytest.raises(ValueError, match=r"layer_type must name one of .*'full_attention', 'sliding_attention'"):
+    config = {
+        "head_dim": 8,
+        "max_position_embeddings": 64,
+        "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    }
+    with pytest.raises(
+        ValueError, match=r"layer_type must name one of .*'full_attention', 'sliding_attention'"
+    ):
         RotaryEmbedding.from_hf(config)
     full = RotaryEmbedding.from_hf(config, layer_type="full_attention")
     assert full.scaling == "linear" and full.base == 1e6
@@ -210,10 +275,18 @@ def test_gemma3_per_layer_type_ropes_match_transformers(layer_type):
     from transformers.models.gemma3 import modeling_gemma3 as gemma3
 
     config = Gemma3TextConfig(
-        hidden_size=4 * HEAD, num_attention_heads=4, num_key_value_heads=4, head_dim=HEAD, intermediate_size=32,
-        num_hidden_layers=6, vocab_size=50, max_position_embeddings=128,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
-                         "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}},
+        hidden_size=4 * HEAD,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        head_dim=HEAD,
+        intermediate_size=32,
+        num_hidden_layers=6,
+        vocab_size=50,
+        max_position_embeddings=128,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        },
     )
     q, k = torch.randn(1, 4, 30, HEAD), torch.randn(1, 4, 30, HEAD)
     positions = torch.arange(30)[None]

@@ -142,7 +142,9 @@ def form_summary(
     form = _validate.finite_array("H", H, ndim=2)
     dim = table.shape[1]
     if form.shape != (dim, dim):
-        raise ValueError(f"H must be [d, d] = [{dim}, {dim}] for a table of d = {dim} columns, got {form.shape}")
+        raise ValueError(
+            f"H must be [d, d] = [{dim}, {dim}] for a table of d = {dim} columns, got {form.shape}"
+        )
     if table.shape[0] < 2:
         raise ValueError(f"E must hold at least 2 positions, got {table.shape[0]}")
     norm = float(np.linalg.norm(form))
@@ -155,8 +157,9 @@ def form_summary(
         unit = tables.sinusoidal(table.shape[0], dim, frequencies=frequencies, layout=layout)
         amplitude2 = float(np.sum(table**2) / np.sum(unit**2))
         t = np.arange(table.shape[0], dtype=np.float64)
-        rel, ab = bilinear_parts(np.diag(form), t[:, None], t[None, :], dim=dim, layout=layout,
-                                 frequencies=frequencies)
+        rel, ab = bilinear_parts(
+            np.diag(form), t[:, None], t[None, :], dim=dim, layout=layout, frequencies=frequencies
+        )
         r, a = amplitude2 * float(np.linalg.norm(rel)), amplitude2 * float(np.linalg.norm(ab))
         out["relative_share"] = r / (r + a) if r + a > 0 else None
     return out

@@ -57,7 +57,9 @@ def reconstruct(reference: ArrayLike, weights: ArrayLike) -> NDArray[np.float64]
         raise ValueError(f"reference must hold at least 2 lattice points, got {dim}")
     g = _validate.finite_array("weights", weights, ndim=1)
     if g.size != dim // 2 + 1:
-        raise ValueError(f"weights must hold floor(d/2)+1 = {dim // 2 + 1} bin weights for d={dim}, got {g.size}")
+        raise ValueError(
+            f"weights must hold floor(d/2)+1 = {dim // 2 + 1} bin weights for d={dim}, got {g.size}"
+        )
     if (g < 0).any() or not g.any():
         raise ValueError("weights must be non-negative and not all zero")
     basis = dft_basis(dim)
@@ -155,6 +157,8 @@ def inverse_dft_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 0) -> 
     noise = _checks.nonnegative(noise, name="noise")
     rows, dim = table.shape
     if rows > dim:
-        raise ValueError(f"E has {rows} rows but the DFT lattice only {dim} points: positions >= d alias (Theorem 1)")
+        raise ValueError(
+            f"E has {rows} rows but the DFT lattice only {dim} points: positions >= d alias (Theorem 1)"
+        )
     decoded = (_noisy(table, noise, seed) @ dft_basis(dim).T).argmax(axis=1)
     return float(np.mean(decoded == np.arange(rows)))

@@ -99,7 +99,9 @@ def crossing_index(dim: int, *, base: float = tables.DEFAULT_BASE) -> float:
     return dim * ratio / math.log(base)
 
 
-def table_spectrum(E: ArrayLike, *, axis: str = "features") -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def table_spectrum(
+    E: ArrayLike, *, axis: str = "features"
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Power spectrum of a bare table, so learned encodings get one too.
 
     ``axis="features"``: the DFT of each row along the feature axis (a function on the lattice

@@ -30,7 +30,6 @@ from posenc.analysis import _checks
 Theta = Callable[[NDArray[np.float64]], ArrayLike]
 
 
-
 @dataclass(frozen=True)
 class Geometric:
     """Su's ``θ(u) = ρ^(−u)`` (Vaswani et al., 2017, §3.5 with ``u = 2i/d``), a callable with a known integral.
@@ -53,7 +52,10 @@ class Geometric:
         ax = np.abs(x)
         out = np.ones_like(ax)
         moving = ax > 0
-        lo, hi = np.minimum(ax[moving], ax[moving] / self.base), np.maximum(ax[moving], ax[moving] / self.base)
+        lo, hi = (
+            np.minimum(ax[moving], ax[moving] / self.base),
+            np.maximum(ax[moving], ax[moving] / self.base),
+        )
         out[moving] = (special.sici(hi)[1] - special.sici(lo)[1]) / abs(math.log(self.base))
         return out
 
@@ -158,7 +160,9 @@ def decay_integral(
     return terms * values
 
 
-def su_decay(theta: Theta, distances: ArrayLike | int, *, dim: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def su_decay(
+    theta: Theta, distances: ArrayLike | int, *, dim: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Su's comparison: ``(Σ_i cos(x θ(2i/d)), ⌈d/2⌉·Re ∫₀¹ exp(i x θ(u)) du)`` at each distance (Su, 2021).
 
     The discrete sum uses the frequencies :func:`posenc.spectrum.su` builds from ``θ``; it

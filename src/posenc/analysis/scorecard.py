@@ -49,9 +49,21 @@ from posenc.analysis.faithfulness import min_pairwise_distance
 from posenc.analysis.views import EncodingView, encoding_view
 
 CRITERIA: tuple[str, ...] = (
-    "unique", "min_distance", "shift_residual", "toeplitz_error", "value_min", "value_max", "value_mean",
-    "long_range_decay", "low_pass_fraction", "reconstruction_width", "decoding_accuracy",
-    "decoding_accuracy_inverse_dft", "largest_period", "first_repeat", "extrapolates",
+    "unique",
+    "min_distance",
+    "shift_residual",
+    "toeplitz_error",
+    "value_min",
+    "value_max",
+    "value_mean",
+    "long_range_decay",
+    "low_pass_fraction",
+    "reconstruction_width",
+    "decoding_accuracy",
+    "decoding_accuracy_inverse_dft",
+    "largest_period",
+    "first_repeat",
+    "extrapolates",
     "extrapolation_min_distance",
 )
 """Stable keys of :attr:`Scorecard.values`, in display order."""
@@ -98,9 +110,16 @@ class Scorecard:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``{"encoding", "family", "parameters", "values", "notes"}`` (non-finite → None)."""
-        clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.values.items()}
-        return {"encoding": self.encoding, "family": self.family, "parameters": dict(self.parameters),
-                "values": clean, "notes": dict(self.notes)}
+        clean = {
+            k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in self.values.items()
+        }
+        return {
+            "encoding": self.encoding,
+            "family": self.family,
+            "parameters": dict(self.parameters),
+            "values": clean,
+            "notes": dict(self.notes),
+        }
 
 
 def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[[], Value]]:
@@ -176,7 +195,8 @@ def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable
         "value_mean": lambda: float(E.mean()) + 0.0,
         "long_range_decay": decay,
         "decoding_accuracy": lambda: faithfulness.nearest_neighbour_accuracy(
-            E, noise=p["decode_noise"], seed=p["seed"]),
+            E, noise=p["decode_noise"], seed=p["seed"]
+        ),
         "decoding_accuracy_inverse_dft": inverse_dft,
         "first_repeat": first_repeat,
         "extrapolates": extrapolates,
@@ -191,7 +211,7 @@ def _bias_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable[
     B = bias(S)
 
     def decay() -> float:
-        far = (np.arange(S) >= S // 2)
+        far = np.arange(S) >= S // 2
         factors = [np.exp(kernel.kernel_by_distance(h)[1][S - 1 :][far].mean() - h[0, 0]) for h in B]
         return float(max(factors))
 
@@ -226,10 +246,17 @@ def _frequency_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Call
     }
 
 
-_TABLE_KEYS = frozenset({
-    "unique", "min_distance", "shift_residual", "decoding_accuracy", "decoding_accuracy_inverse_dft",
-    "first_repeat", "extrapolation_min_distance",
-})
+_TABLE_KEYS = frozenset(
+    {
+        "unique",
+        "min_distance",
+        "shift_residual",
+        "decoding_accuracy",
+        "decoding_accuracy_inverse_dft",
+        "first_repeat",
+        "extrapolation_min_distance",
+    }
+)
 
 
 def scorecard(
@@ -258,8 +285,14 @@ def scorecard(
     decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
     length = _validate.positive_int("length", length)
     view = encoding_view(encoding, dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)
-    return score_view(view, length=length, shift_k=shift_k, decode_noise=decode_noise, seed=seed,
-                      extra={"base": base, "n_heads": n_heads})
+    return score_view(
+        view,
+        length=length,
+        shift_k=shift_k,
+        decode_noise=decode_noise,
+        seed=seed,
+        extra={"base": base, "n_heads": n_heads},
+    )
 
 
 def score_view(
@@ -280,9 +313,14 @@ def score_view(
     length = _validate.positive_int("length", length)
     decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
     params: dict[str, Any] = {
-        "length": length, "dim": view.dim, **(extra or {}),
-        "shift_k": _validate.positive_int("shift_k", shift_k), "decode_noise": decode_noise, "seed": seed,
-        "reconstruct_position": view.dim // 2, "bandwidth": 8.0 * math.pi / view.dim,
+        "length": length,
+        "dim": view.dim,
+        **(extra or {}),
+        "shift_k": _validate.positive_int("shift_k", shift_k),
+        "decode_noise": decode_noise,
+        "seed": seed,
+        "reconstruct_position": view.dim // 2,
+        "bandwidth": 8.0 * math.pi / view.dim,
         "repeat_horizon": 4 * max(length, view.dim),
     }
     measures: dict[str, Callable[[], Value]] = {}

@@ -25,7 +25,11 @@ from posenc.analysis import _checks
 
 
 def _pair_rotations(
-    dim: int, k: float, frequencies: NDArray[np.float64], sin_cols: NDArray[np.intp], cos_cols: NDArray[np.intp]
+    dim: int,
+    k: float,
+    frequencies: NDArray[np.float64],
+    sin_cols: NDArray[np.intp],
+    cos_cols: NDArray[np.intp],
 ) -> NDArray[np.float64]:
     """A ``dim × dim`` matrix holding one shift block per (sin, cos) column pair, zero elsewhere."""
     angle = tables.angles(np.array([k], dtype=np.float64), frequencies)[0]  # k·w_i, float64

@@ -35,7 +35,9 @@ __all__ = ["EncodingView", "encoding_view"]
 def _sinusoidal(info: EncodingInfo, dim: int, base: float, layout: str, note: str) -> EncodingView:
     freq = spectrum.geometric(dim, base)
     return EncodingView(
-        info.name, info.family, dim,
+        info.name,
+        info.family,
+        dim,
         table=lambda n: np.asarray(tables.sinusoidal(n, dim, base=base, layout=layout), dtype=np.float64),
         frequencies=freq,
         operator=(lambda k: shift_operator(k, dim=dim, base=base, layout=layout)) if dim % 2 == 0 else None,
@@ -44,10 +46,17 @@ def _sinusoidal(info: EncodingInfo, dim: int, base: float, layout: str, note: st
     )
 
 
-def none_view(info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int) -> EncodingView:
+def none_view(
+    info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int
+) -> EncodingView:
     """An all-zero table: without an encoding every position looks the same."""
-    return EncodingView(info.name, info.family, dim, table=lambda n: np.zeros((n, dim)),
-                        notes={"view": "no encoding: an all-zero table, every position looks the same"})
+    return EncodingView(
+        info.name,
+        info.family,
+        dim,
+        table=lambda n: np.zeros((n, dim)),
+        notes={"view": "no encoding: an all-zero table, every position looks the same"},
+    )
 
 
 def sinusoidal_view(
@@ -61,21 +70,37 @@ def learnable_frequency_view(
     info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int
 ) -> EncodingView:
     """At initialisation the frequencies are the geometric schedule: the sinusoidal view."""
-    return _sinusoidal(info, dim, base, "interleaved",
-                       "at initialisation: frequencies = the geometric schedule, i.e. sinusoidal")
+    return _sinusoidal(
+        info,
+        dim,
+        base,
+        "interleaved",
+        "at initialisation: frequencies = the geometric schedule, i.e. sinusoidal",
+    )
 
 
-def rope_view(info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int) -> EncodingView:
+def rope_view(
+    info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int
+) -> EncodingView:
     """Rows ``R_t q`` of a rotary encoding over all ``dim`` dimensions (refuses what RotaryEmbedding refuses)."""
     spectrum.rotary_dim(dim, None)
-    return _sinusoidal(info, dim, base, "interleaved_cos_first",
-                       "rows R_t q for q = (1, 0, 1, 0, …): pairs (cos tθ_i, sin tθ_i), θ_i = ρ^(-2i/d)")
+    return _sinusoidal(
+        info,
+        dim,
+        base,
+        "interleaved_cos_first",
+        "rows R_t q for q = (1, 0, 1, 0, …): pairs (cos tθ_i, sin tθ_i), θ_i = ρ^(-2i/d)",
+    )
 
 
-def dft_view(info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int) -> EncodingView:
+def dft_view(
+    info: EncodingInfo, *, dim: int, length: int, base: float, n_heads: int, seed: int
+) -> EncodingView:
     """:func:`posenc.tables.dft` (Idé, Labaien & Chen, eq. 21), aliased beyond ``d``, with eq. 22 weights."""
     return EncodingView(
-        info.name, info.family, dim,
+        info.name,
+        info.family,
+        dim,
         table=lambda n: np.asarray(tables.dft(n, dim, alias=True), dtype=np.float64),
         frequencies=spectrum.dft(dim),
         operator=lambda k: dft_shift_operator(k, dim=dim),

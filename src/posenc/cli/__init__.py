@@ -66,8 +66,9 @@ def _raised_by_posenc(exc: BaseException) -> bool:
     if tb is None:
         return False
     filename = tb.tb_frame.f_code.co_filename
-    return (Path(filename).resolve().is_relative_to(_PACKAGE)
-            and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise "))
+    return Path(filename).resolve().is_relative_to(_PACKAGE) and linecache.getline(
+        filename, tb.tb_lineno
+    ).lstrip().startswith("raise ")
 
 
 def _user_error(exc: BaseException) -> bool:
@@ -88,16 +89,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print(f"posenc {args.command}: interrupted; finished results are kept, re-run to resume", file=sys.stderr)
+        print(
+            f"posenc {args.command}: interrupted; finished results are kept, re-run to resume",
+            file=sys.stderr,
+        )
         return 130
     except MemoryError:
-        print(f"posenc {args.command}: error: out of memory; ask for less (a shorter --length, a smaller --dim "
-              "or --batch-size)", file=sys.stderr)
+        print(
+            f"posenc {args.command}: error: out of memory; ask for less (a shorter --length, a smaller --dim "
+            "or --batch-size)",
+            file=sys.stderr,
+        )
         return 2
     except Exception as exc:  # re-raised below unless the user can fix it
         if not _user_error(exc):
             raise
-        message = str(exc) if not isinstance(exc, OSError) or not exc.filename else (
-            f"{exc.filename}: {exc.strerror or exc}")
+        message = (
+            str(exc)
+            if not isinstance(exc, OSError) or not exc.filename
+            else (f"{exc.filename}: {exc.strerror or exc}")
+        )
         print(f"posenc {args.command}: error: {message}", file=sys.stderr)
         return 2

@@ -41,16 +41,32 @@ from posenc.report import DEFAULT_DIM, DEFAULT_LENGTH
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="measure the papers' criteria for one registered encoding")
-    p.add_argument("encoding", metavar="ENCODING", help="a registered encoding name (see `posenc analyze --help`)")
-    p.add_argument("--dim", "-d", type=int, default=DEFAULT_DIM, help=f"encoding dimension d (default {DEFAULT_DIM})")
-    p.add_argument("--length", "-S", type=int, default=DEFAULT_LENGTH,
-                   help=f"number of positions S (default {DEFAULT_LENGTH})")
-    p.add_argument("--base", type=float, default=tables.DEFAULT_BASE,
-                   help="ρ of sinusoidal frequencies (default 10000)")
+    p.add_argument(
+        "encoding", metavar="ENCODING", help="a registered encoding name (see `posenc analyze --help`)"
+    )
+    p.add_argument(
+        "--dim", "-d", type=int, default=DEFAULT_DIM, help=f"encoding dimension d (default {DEFAULT_DIM})"
+    )
+    p.add_argument(
+        "--length",
+        "-S",
+        type=int,
+        default=DEFAULT_LENGTH,
+        help=f"number of positions S (default {DEFAULT_LENGTH})",
+    )
+    p.add_argument(
+        "--base", type=float, default=tables.DEFAULT_BASE, help="ρ of sinusoidal frequencies (default 10000)"
+    )
     p.add_argument("--n-heads", type=int, default=8, help="heads of bias encodings (default 8)")
-    p.add_argument("--seed", type=int, default=0, help="seed of learned initial parameters and decoding noise")
-    p.add_argument("--checkpoint", type=Path, metavar="RUN_DIR",
-                   help="score the trained encoding of this `posenc bench` run directory (config.json + checkpoint.pt)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of learned initial parameters and decoding noise"
+    )
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="RUN_DIR",
+        help="score the trained encoding of this `posenc bench` run directory (config.json + checkpoint.pt)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object (stable keys; see module docs)")
     p.set_defaults(func=run)
 
@@ -60,8 +76,11 @@ def check_scorecard_memory(length: int, dim: int) -> None:
     _validate.positive_int("--length", length)
     _validate.positive_int("--dim", dim)
     # a few [S, S] float64 matrices (Gram, distances, their Toeplitz fit) and [S, d] tables at once
-    _validate.fits_in_memory(f"a scorecard at --length {length} (its {length} × {length} Gram matrix)",
-                             4 * 8 * length**2 + 4 * 8 * length * dim, advice="lower --length")
+    _validate.fits_in_memory(
+        f"a scorecard at --length {length} (its {length} × {length} Gram matrix)",
+        4 * 8 * length**2 + 4 * 8 * length * dim,
+        advice="lower --length",
+    )
 
 
 def _shown(value: object) -> str:
@@ -72,12 +91,15 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint is not None:
         return _run_checkpoint(args)
     check_scorecard_memory(args.length, args.dim)
-    card = analysis.scorecard(args.encoding, length=args.length, dim=args.dim, base=args.base,
-                              n_heads=args.n_heads, seed=args.seed)
+    card = analysis.scorecard(
+        args.encoding, length=args.length, dim=args.dim, base=args.base, n_heads=args.n_heads, seed=args.seed
+    )
     if args.json:
         print(json.dumps(card.to_dict(), indent=2, allow_nan=False))
         return 0
-    print(f"{card.encoding} ({card.family}) at S = {args.length}, d = {args.dim}: {card.notes.get('view', '')}")
+    print(
+        f"{card.encoding} ({card.family}) at S = {args.length}, d = {args.dim}: {card.notes.get('view', '')}"
+    )
     width = max(map(len, analysis.CRITERIA))
     for key in analysis.CRITERIA:
         note = card.notes.get(key, "")
@@ -90,21 +112,29 @@ def _run_checkpoint(args: argparse.Namespace) -> int:
 
     result = trained.analyze_run(args.checkpoint)
     if result.run.config.encoding != args.encoding:
-        raise ValueError(f"--checkpoint {args.checkpoint} is a run of encoding {result.run.config.encoding!r}, "
-                         f"not {args.encoding!r}")
+        raise ValueError(
+            f"--checkpoint {args.checkpoint} is a run of encoding {result.run.config.encoding!r}, "
+            f"not {args.encoding!r}"
+        )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, allow_nan=False))
         return 0
     card, first = result.cards["trained"], result.cards["initial"]
-    print(f"{card.encoding} ({card.family}) trained in {result.run.directory}, S = {result.run.config.window}")
+    print(
+        f"{card.encoding} ({card.family}) trained in {result.run.directory}, S = {result.run.config.window}"
+    )
     width = max(map(len, (*analysis.CRITERIA, *analysis.FORM_KEYS)))
     print(f"  {'criterion':<{width}}  {'initial':>14}  {'trained':>14}")
     for key in analysis.CRITERIA:
         note = card.notes.get(key, "") if card.values[key] is not None else ""
-        print(f"  {key:<{width}}  {_shown(first.values[key]):>14}  {_shown(card.values[key]):>14}  {note}".rstrip())
+        print(
+            f"  {key:<{width}}  {_shown(first.values[key]):>14}  {_shown(card.values[key]):>14}  {note}".rstrip()
+        )
     centroids = [None if sp is None else float(np.sum(sp[0] * sp[1])) for sp in result.spectra.values()]
-    print(f"  {'spectral centroid Σ ω p(ω)':<{width}}  {_shown(centroids[0]):>14}  {_shown(centroids[1]):>14}  "
-          "power spectrum along positions (bins 2πk/S)")
+    print(
+        f"  {'spectral centroid Σ ω p(ω)':<{width}}  {_shown(centroids[0]):>14}  {_shown(centroids[1]):>14}  "
+        "power spectrum along positions (bins 2πk/S)"
+    )
     first_form, trained_form = result.forms["initial"], result.forms["trained"]
     if first_form is None or trained_form is None:
         print("  first layer's W_Q W_K^T: not applicable (the encoding is not added to the tokens)")

@@ -9,8 +9,13 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("figures", help="write the papers' figures (PNG and SVG) into a folder")
     p.add_argument("--out", type=Path, required=True, help="output folder (created if needed)")
-    p.add_argument("--format", nargs="+", default=["png", "svg"], choices=("png", "svg", "pdf"),
-                   help="file formats (default: png svg)")
+    p.add_argument(
+        "--format",
+        nargs="+",
+        default=["png", "svg"],
+        choices=("png", "svg", "pdf"),
+        help="file formats (default: png svg)",
+    )
     p.set_defaults(func=run)
 
 

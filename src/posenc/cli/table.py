@@ -18,8 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", help=f"table-defined encoding: {', '.join(TABLES)}")
     p.add_argument("--length", "-S", type=int, required=True, help="number of positions S (0…S-1)")
     p.add_argument("--dim", "-d", type=int, required=True, help="encoding dimension d")
-    p.add_argument("--base", type=float, default=tables.DEFAULT_BASE, help="sinusoidal base ρ (default 10000)")
-    p.add_argument("--layout", default="interleaved", choices=spectrum.LAYOUTS, help="sinusoidal column layout")
+    p.add_argument(
+        "--base", type=float, default=tables.DEFAULT_BASE, help="sinusoidal base ρ (default 10000)"
+    )
+    p.add_argument(
+        "--layout", default="interleaved", choices=spectrum.LAYOUTS, help="sinusoidal column layout"
+    )
     p.add_argument("--alias", action="store_true", help="dft: wrap positions ≥ d modulo d (not faithful)")
     p.add_argument("--out", type=Path, help="write the table to FILE.npy (float64) or FILE.csv")
     p.set_defaults(func=run)
@@ -27,7 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.name not in TABLES:
-        raise UsageError(f"NAME must be one of {', '.join(TABLES)} (encodings defined by a table), got {args.name!r}")
+        raise UsageError(
+            f"NAME must be one of {', '.join(TABLES)} (encodings defined by a table), got {args.name!r}"
+        )
     _validate.positive_int("--length", args.length)
     _validate.positive_int("--dim", args.dim)
     if args.out is not None:
@@ -35,12 +41,17 @@ def run(args: argparse.Namespace) -> int:
         if args.out.suffix not in (".npy", ".csv"):
             raise UsageError(f"--out must end in .npy or .csv, got {str(args.out)!r}")
     if args.name == "dft" and args.length > args.dim and not args.alias:
-        raise UsageError(f"--length {args.length} > --dim {args.dim}: the DFT encoding is faithful only for positions "
-                         f"0 … d-1 (position s + d gets the same row as s; Idé et al., Theorem 1); use --length <= "
-                         f"{args.dim}, --dim >= {args.length}, or --alias to wrap positions modulo d")
+        raise UsageError(
+            f"--length {args.length} > --dim {args.dim}: the DFT encoding is faithful only for positions "
+            f"0 … d-1 (position s + d gets the same row as s; Idé et al., Theorem 1); use --length <= "
+            f"{args.dim}, --dim >= {args.length}, or --alias to wrap positions modulo d"
+        )
     # the table, its float64 angles and a summary copy: about three [S, d] float64 arrays at once
-    _validate.fits_in_memory(f"a {args.name} table of --length {args.length} × --dim {args.dim}",
-                             3 * 8 * args.length * args.dim, advice="lower --length or --dim")
+    _validate.fits_in_memory(
+        f"a {args.name} table of --length {args.length} × --dim {args.dim}",
+        3 * 8 * args.length * args.dim,
+        advice="lower --length or --dim",
+    )
     if args.name == "sinusoidal":
         table = tables.sinusoidal(args.length, args.dim, base=args.base, layout=args.layout)
     else:

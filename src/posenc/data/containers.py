@@ -61,59 +61,89 @@ class Series:
         self.values = _validate.finite_array(f"{where} values", self.values, ndim=2)
         n_steps, n_features = self.values.shape
         if n_steps == 0 or n_features == 0:
-            raise ValueError(f"{where} values must have at least one time step and one feature, "
-                             f"got shape {self.values.shape}")
+            raise ValueError(
+                f"{where} values must have at least one time step and one feature, "
+                f"got shape {self.values.shape}"
+            )
         labels = np.asarray(self.labels)
         if labels.shape != (n_steps,) or labels.dtype != np.bool_:
-            raise ValueError(f"{where} labels must be a bool array of shape ({n_steps},), "
-                             f"got {labels.dtype} of shape {labels.shape}")
+            raise ValueError(
+                f"{where} labels must be a bool array of shape ({n_steps},), "
+                f"got {labels.dtype} of shape {labels.shape}"
+            )
         self.labels = labels
         self.events = [(int(s), int(e)) for s, e in self.events]
         previous_end = -1
         for start, end in self.events:
             if not 0 <= start <= end < n_steps:
-                raise ValueError(f"{where} event [{start}, {end}] is out of bounds: events are "
-                                 f"inclusive ranges with 0 <= start <= end < T = {n_steps}")
+                raise ValueError(
+                    f"{where} event [{start}, {end}] is out of bounds: events are "
+                    f"inclusive ranges with 0 <= start <= end < T = {n_steps}"
+                )
             if start <= previous_end:
-                raise ValueError(f"{where} events must be sorted and disjoint; [{start}, {end}] "
-                                 f"starts at or before the end {previous_end} of the previous event")
+                raise ValueError(
+                    f"{where} events must be sorted and disjoint; [{start}, {end}] "
+                    f"starts at or before the end {previous_end} of the previous event"
+                )
             previous_end = end
         expected = np.zeros(n_steps, dtype=bool)
         for start, end in self.events:
-            expected[start:end + 1] = True
+            expected[start : end + 1] = True
         if not np.array_equal(expected, labels):
             first = int(np.flatnonzero(expected != labels)[0])
-            raise ValueError(f"{where} labels disagree with its events at time step {first}; "
-                             "build the series with Series.from_events or Series.from_labels")
+            raise ValueError(
+                f"{where} labels disagree with its events at time step {first}; "
+                "build the series with Series.from_events or Series.from_labels"
+            )
         self.event_kinds = [str(kind) for kind in self.event_kinds]
         if self.event_kinds and len(self.event_kinds) != len(self.events):
-            raise ValueError(f"{where} has {len(self.events)} events but {len(self.event_kinds)} "
-                             "event_kinds; give one kind per event or none")
+            raise ValueError(
+                f"{where} has {len(self.events)} events but {len(self.event_kinds)} "
+                "event_kinds; give one kind per event or none"
+            )
 
     @classmethod
-    def from_events(cls, name: str, values: ArrayLike, events: list[tuple[int, int]], *,
-                    event_kinds: list[str] | None = None, train_only: bool = False) -> Series:
+    def from_events(
+        cls,
+        name: str,
+        values: ArrayLike,
+        events: list[tuple[int, int]],
+        *,
+        event_kinds: list[str] | None = None,
+        train_only: bool = False,
+    ) -> Series:
         """A series whose labels are the union of the inclusive ``events`` (sorted here)."""
         values = _validate.finite_array(f"series {name!r} values", values, ndim=2)
         n_steps = values.shape[0]
         kinds = list(event_kinds) if event_kinds else []
         pairs = [(int(s), int(e)) for s, e in events]
         if kinds and len(kinds) != len(pairs):
-            raise ValueError(f"series {name!r} has {len(pairs)} events but {len(kinds)} event_kinds; "
-                             "give one kind per event or none")
+            raise ValueError(
+                f"series {name!r} has {len(pairs)} events but {len(kinds)} event_kinds; "
+                "give one kind per event or none"
+            )
         order = sorted(range(len(pairs)), key=lambda i: pairs[i])
         labels = np.zeros(n_steps, dtype=bool)
         for start, end in pairs:
             if not 0 <= start <= end < n_steps:
-                raise ValueError(f"series {name!r} event [{start}, {end}] is out of bounds: events are "
-                                 f"inclusive ranges with 0 <= start <= end < T = {n_steps}")
-            labels[start:end + 1] = True
-        return cls(name, values, labels, [pairs[i] for i in order],
-                   [kinds[i] for i in order] if kinds else [], train_only)
+                raise ValueError(
+                    f"series {name!r} event [{start}, {end}] is out of bounds: events are "
+                    f"inclusive ranges with 0 <= start <= end < T = {n_steps}"
+                )
+            labels[start : end + 1] = True
+        return cls(
+            name,
+            values,
+            labels,
+            [pairs[i] for i in order],
+            [kinds[i] for i in order] if kinds else [],
+            train_only,
+        )
 
     @classmethod
-    def from_labels(cls, name: str, values: ArrayLike, labels: ArrayLike, *,
-                    train_only: bool = False) -> Series:
+    def from_labels(
+        cls, name: str, values: ArrayLike, labels: ArrayLike, *, train_only: bool = False
+    ) -> Series:
         """A series whose events are the maximal runs of anomalous steps in ``labels[T]``."""
         flags = np.asarray(labels)
         if flags.dtype != np.bool_:
@@ -158,8 +188,10 @@ class Dataset:
         names = [s.name for s in self.series]
         for s in self.series:
             if s.n_features != self.n_features:
-                raise ValueError(f"dataset {self.name!r}: series {s.name!r} has {s.n_features} "
-                                 f"features, the dataset {self.n_features}")
+                raise ValueError(
+                    f"dataset {self.name!r}: series {s.name!r} has {s.n_features} "
+                    f"features, the dataset {self.n_features}"
+                )
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"dataset {self.name!r}: series names must be unique, repeated: {duplicated}")
@@ -195,14 +227,17 @@ class WindowSet:
 
     def __post_init__(self) -> None:
         if self.X.ndim != 3 or self.X.dtype != np.float32:
-            raise ValueError(f"WindowSet X must be float32 of shape [n, window, F], got "
-                             f"{self.X.dtype} of shape {self.X.shape}")
+            raise ValueError(
+                f"WindowSet X must be float32 of shape [n, window, F], got "
+                f"{self.X.dtype} of shape {self.X.shape}"
+            )
         n = self.X.shape[0]
         for name in ("y", "series", "start", "event"):
             arr = getattr(self, name)
             if arr.shape != (n,) or arr.dtype != np.int64:
-                raise ValueError(f"WindowSet {name} must be int64 of shape ({n},), got "
-                                 f"{arr.dtype} of shape {arr.shape}")
+                raise ValueError(
+                    f"WindowSet {name} must be int64 of shape ({n},), got {arr.dtype} of shape {arr.shape}"
+                )
 
     def __len__(self) -> int:
         return int(self.X.shape[0])

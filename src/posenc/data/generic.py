@@ -42,8 +42,9 @@ def _series(path: Path, features: NDArray[np.float64], labels: NDArray[np.float6
     bad = ~np.isin(labels, (0.0, 1.0))
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise DataFormatError(f"{path}: label {float(labels[row])!r} at data row {row}; "
-                              "labels must be 0 or 1")
+        raise DataFormatError(
+            f"{path}: label {float(labels[row])!r} at data row {row}; labels must be 0 or 1"
+        )
     if features.shape[1] == 0:
         raise DataFormatError(f"{path}: no feature columns besides the label")
     return Series.from_labels(path.stem, features, labels == 1.0)
@@ -55,8 +56,9 @@ def _read_csv(path: Path, label_column: str, ignore: Sequence[str | int]) -> Ser
         if not isinstance(name, str) or name not in names:
             raise DataFormatError(f"{path}: no column {name!r}; columns: {names}")
     features = [n for n in names if n != label_column and n not in ignore]
-    table = read_csv_columns(path, what="a header line, then one row per time step",
-                             numeric=[label_column, *features])
+    table = read_csv_columns(
+        path, what="a header line, then one row per time step", numeric=[label_column, *features]
+    )
     return _series(path, table[:, 1:], table[:, 0])
 
 
@@ -68,14 +70,17 @@ def _read_npy(path: Path, label_column: int, ignore: Sequence[str | int]) -> Ser
             raise DataFormatError(f"{path}: column index {index!r} is not an int in [{-width}, {width})")
     label = label_column % width
     if label in {i % width for i in ignore}:
-        raise DataFormatError(f"{path}: column {label} is both the label (label_column={label_column}) and in "
-                              f"ignore_columns {list(ignore)}")
+        raise DataFormatError(
+            f"{path}: column {label} is both the label (label_column={label_column}) and in "
+            f"ignore_columns {list(ignore)}"
+        )
     skip = {label, *(i % width for i in ignore)}
     return _series(path, table[:, [c for c in range(width) if c not in skip]], table[:, label])
 
 
-def load_table(path: str | Path, *, label_column: str | int | None = None,
-               ignore_columns: Sequence[str | int] = ()) -> Dataset:
+def load_table(
+    path: str | Path, *, label_column: str | int | None = None, ignore_columns: Sequence[str | int] = ()
+) -> Dataset:
     """Load one CSV/NPY file or a folder of them (module docstring for the format).
 
     Args:
@@ -86,22 +91,34 @@ def load_table(path: str | Path, *, label_column: str | int | None = None,
     """
     path = Path(path)
     if isinstance(ignore_columns, (str, bytes)) or not isinstance(ignore_columns, Sequence):
-        raise TypeError(f"ignore_columns must be a list of column names (CSV) or indices (NPY), got {ignore_columns!r}")
+        raise TypeError(
+            f"ignore_columns must be a list of column names (CSV) or indices (NPY), got {ignore_columns!r}"
+        )
     if label_column is not None and label_column in ignore_columns:
-        raise ValueError(f"label_column {label_column!r} is also in ignore_columns {list(ignore_columns)!r}; "
-                         "a column is either the label or ignored")
+        raise ValueError(
+            f"label_column {label_column!r} is also in ignore_columns {list(ignore_columns)!r}; "
+            "a column is either the label or ignored"
+        )
     files = table_files(path)
     if not files:
         raise FileNotFoundError(f"{path}: no .csv or .npy file")
     series: list[Series] = []
     for file in files:
         if file.suffix == ".csv":
-            item = _read_csv(file, "label" if label_column is None else cast(str, label_column), ignore_columns)
+            item = _read_csv(
+                file, "label" if label_column is None else cast(str, label_column), ignore_columns
+            )
         else:
             item = _read_npy(file, -1 if label_column is None else cast(int, label_column), ignore_columns)
         if series and item.n_features != series[0].n_features:
-            raise DataFormatError(f"{file}: {item.n_features} features, but {files[0]} has "
-                                  f"{series[0].n_features}; every file must have the same feature count")
+            raise DataFormatError(
+                f"{file}: {item.n_features} features, but {files[0]} has "
+                f"{series[0].n_features}; every file must have the same feature count"
+            )
         series.append(item)
-    return Dataset(path.stem if path.is_file() else path.name, series, series[0].n_features,
-                   f"{len(series)} series from {path}")
+    return Dataset(
+        path.stem if path.is_file() else path.name,
+        series,
+        series[0].n_features,
+        f"{len(series)} series from {path}",
+    )

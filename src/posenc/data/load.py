@@ -47,8 +47,10 @@ def find_data(name: str) -> Path:
     for path in tried:
         if path.is_dir():
             return path
-    raise FileNotFoundError(f"dataset {name!r} not found; looked in {', '.join(map(str, tried))}. Set "
-                            f"POSENC_DATA to the folder holding {name}/ or pass the path itself")
+    raise FileNotFoundError(
+        f"dataset {name!r} not found; looked in {', '.join(map(str, tried))}. Set "
+        f"POSENC_DATA to the folder holding {name}/ or pass the path itself"
+    )
 
 
 def detect_layout(path: Path) -> str:
@@ -62,27 +64,35 @@ def detect_layout(path: Path) -> str:
     if path.is_dir() and is_smd(path):
         return "smd"
     if path.is_dir() and (path / LABELS_FILE).is_file():
-        raise DataFormatError(f"{path}: {LABELS_FILE} is here but no test arrays: a telemanom layout needs "
-                              f"test.npz or test/<chan_id>.npy beside it")
+        raise DataFormatError(
+            f"{path}: {LABELS_FILE} is here but no test arrays: a telemanom layout needs "
+            f"test.npz or test/<chan_id>.npy beside it"
+        )
     if path.is_dir() and (path / "test_label").is_dir():
-        raise DataFormatError(f"{path}: test_label/ is here but no test/<machine>.txt files: the SMD layout "
-                              "needs test/, test_label/ (and optionally train/)")
+        raise DataFormatError(
+            f"{path}: test_label/ is here but no test/<machine>.txt files: the SMD layout "
+            "needs test/, test_label/ (and optionally train/)"
+        )
     if table_files(path):
         return "table"
-    raise ValueError(f"{path}: no known data layout: expected telemanom (labeled_anomalies.csv with test.npz "
-                     "or test/*.npy), SMD (test/*.txt and test_label/), or .csv/.npy files with a label "
-                     "column")
+    raise ValueError(
+        f"{path}: no known data layout: expected telemanom (labeled_anomalies.csv with test.npz "
+        "or test/*.npy), SMD (test/*.txt and test_label/), or .csv/.npy files with a label "
+        "column"
+    )
 
 
 def _call(loader: Callable[..., Any], what: str, *args: Any, **options: Any) -> Any:
     """``loader(*args, **options)``, refusing options it does not take with a message listing those it does."""
     parameters = inspect.signature(loader).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
-        allowed = [n for n, p in list(parameters.items())[len(args):] if p.kind is not p.VAR_POSITIONAL]
+        allowed = [n for n, p in list(parameters.items())[len(args) :] if p.kind is not p.VAR_POSITIONAL]
         unknown = [k for k in options if k not in allowed]
         if unknown:
-            raise UsageTypeError(f"dataset option {', '.join(map(repr, unknown))} is not an option of {what}; its options "
-                            f"are {', '.join(allowed) or 'none'}")
+            raise UsageTypeError(
+                f"dataset option {', '.join(map(repr, unknown))} is not an option of {what}; its options "
+                f"are {', '.join(allowed) or 'none'}"
+            )
     return loader(*args, **options)
 
 
@@ -90,7 +100,11 @@ def load_path(path: str | Path, **options: Any) -> Dataset:
     """Load the dataset at ``path`` with its detected layout; ``options`` go to that loader."""
     path = Path(path)
     layout = detect_layout(path)
-    loaders: dict[str, Callable[..., Dataset]] = {"telemanom": load_telemanom, "smd": load_smd, "table": load_table}
+    loaders: dict[str, Callable[..., Dataset]] = {
+        "telemanom": load_telemanom,
+        "smd": load_smd,
+        "table": load_table,
+    }
     loader = loaders[layout]
     return _call(loader, f"the {layout} loader", path, **options)
 
@@ -113,15 +127,20 @@ def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> 
         if spec == "smd":
             return _call(load_smd, "the smd loader", root, **options)
         if detect_layout(root) != "telemanom":
-            raise ValueError(f"{root}: not a telemanom layout "
-                             "(labeled_anomalies.csv with test.npz or test/*.npy)")
+            raise ValueError(
+                f"{root}: not a telemanom layout (labeled_anomalies.csv with test.npz or test/*.npy)"
+            )
         return _call(load_telemanom, "the msl loader", root, **{"spacecraft": "MSL", **options})
     if not isinstance(spec, (str, os.PathLike)):
         raise TypeError(f"spec must be a dataset name or a path, got {type(spec).__name__}")
     if str(spec).strip() == "":
-        raise ValueError(f"spec must be a dataset name ({', '.join(DATASETS)}) or a path, got an empty string "
-                         "(pass '.' to mean the current folder)")
+        raise ValueError(
+            f"spec must be a dataset name ({', '.join(DATASETS)}) or a path, got an empty string "
+            "(pass '.' to mean the current folder)"
+        )
     if not Path(spec).exists():
-        raise ValueError(f"unknown dataset {str(spec)!r}: expected one of {', '.join(DATASETS)} or an "
-                         "existing path (a telemanom or SMD folder, or .csv/.npy files with a label column)")
+        raise ValueError(
+            f"unknown dataset {str(spec)!r}: expected one of {', '.join(DATASETS)} or an "
+            "existing path (a telemanom or SMD folder, or .csv/.npy files with a label column)"
+        )
     return load_path(Path(spec), **options)

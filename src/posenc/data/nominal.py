@@ -29,8 +29,11 @@ from posenc.data.windows import fit_normalisation
 
 TRAIN_SUFFIX = ":train"
 #: Which loader option gives each named dataset its nominal training arrays.
-NOMINAL_OPTIONS = {"msl": ("include_train", True), "smd": ("include_train", True),
-                   "synthetic": ("nominal_length", 8192)}
+NOMINAL_OPTIONS = {
+    "msl": ("include_train", True),
+    "smd": ("include_train", True),
+    "synthetic": ("nominal_length", 8192),
+}
 
 
 @dataclass
@@ -74,8 +77,14 @@ def default_targets(dataset: Dataset) -> tuple[int, ...]:
     return tuple(range(dataset.n_features))
 
 
-def detection_data(dataset: Dataset, *, window: int, horizon: int = 1, holdout: float = 0.2,
-                   targets: tuple[int, ...] | None = None) -> DetectionData:
+def detection_data(
+    dataset: Dataset,
+    *,
+    window: int,
+    horizon: int = 1,
+    holdout: float = 0.2,
+    targets: tuple[int, ...] | None = None,
+) -> DetectionData:
     """Pair each labelled series with its nominal ``"<name>:train"`` series (module docstring) and normalise.
 
     Raises (before any training):
@@ -85,34 +94,53 @@ def detection_data(dataset: Dataset, *, window: int, horizon: int = 1, holdout: 
     """
     if not 0 < holdout < 1:
         raise ValueError(f"holdout must be a fraction in (0, 1), got {holdout!r}")
-    train = {s.name[: -len(TRAIN_SUFFIX)]: s for s in dataset.series if s.train_only and s.name.endswith(TRAIN_SUFFIX)}
+    train = {
+        s.name[: -len(TRAIN_SUFFIX)]: s
+        for s in dataset.series
+        if s.train_only and s.name.endswith(TRAIN_SUFFIX)
+    }
     labelled = [s for s in dataset.series if not s.train_only]
     if not train:
-        options = "; ".join(f"{name}: --dataset-option {k}={str(v).lower()}" for name, (k, v) in NOMINAL_OPTIONS.items())
-        raise ValueError(f"--task detect needs nominal training arrays, and dataset {dataset.name!r} has none "
-                         f"(no train_only series named '<channel>{TRAIN_SUFFIX}'). Loaders that provide them: "
-                         f"{options} (set automatically for these names)")
+        options = "; ".join(
+            f"{name}: --dataset-option {k}={str(v).lower()}" for name, (k, v) in NOMINAL_OPTIONS.items()
+        )
+        raise ValueError(
+            f"--task detect needs nominal training arrays, and dataset {dataset.name!r} has none "
+            f"(no train_only series named '<channel>{TRAIN_SUFFIX}'). Loaders that provide them: "
+            f"{options} (set automatically for these names)"
+        )
     missing = [s.name for s in labelled if s.name not in train]
     if missing:
-        raise ValueError(f"dataset {dataset.name!r}: channels {missing} have no nominal training array "
-                         f"'<channel>{TRAIN_SUFFIX}'")
+        raise ValueError(
+            f"dataset {dataset.name!r}: channels {missing} have no nominal training array "
+            f"'<channel>{TRAIN_SUFFIX}'"
+        )
     targets = default_targets(dataset) if targets is None else tuple(targets)
     bad = [t for t in targets if not 0 <= t < dataset.n_features]
     if not targets or bad:
         raise ValueError(f"targets must be feature indices in [0, {dataset.n_features}), got {targets!r}")
     need = window + horizon
     cuts = {s.name: round(train[s.name].length * (1 - holdout)) for s in labelled}
-    center, scale = fit_normalisation(np.concatenate([train[s.name].values[:cuts[s.name]] for s in labelled]))
+    center, scale = fit_normalisation(
+        np.concatenate([train[s.name].values[: cuts[s.name]] for s in labelled])
+    )
     channels = []
     for index, series in enumerate(labelled):
         values = train[series.name].values
         cut = cuts[series.name]
-        for part, n in (("training part", cut), ("held-out part", values.shape[0] - cut),
-                        ("test array", series.length)):
+        for part, n in (
+            ("training part", cut),
+            ("held-out part", values.shape[0] - cut),
+            ("test array", series.length),
+        ):
             if n < need:
-                raise ValueError(f"channel {series.name!r}: its {part} has {n} steps, shorter than window + horizon "
-                                 f"= {window} + {horizon} = {need} (train array {values.shape[0]} steps, holdout "
-                                 f"{holdout}); use a shorter --window or --horizon, or leave the channel out")
-        fit, hold, test = (((x - center) / scale).astype(np.float32) for x in (values[:cut], values[cut:], series.values))
+                raise ValueError(
+                    f"channel {series.name!r}: its {part} has {n} steps, shorter than window + horizon "
+                    f"= {window} + {horizon} = {need} (train array {values.shape[0]} steps, holdout "
+                    f"{holdout}); use a shorter --window or --horizon, or leave the channel out"
+                )
+        fit, hold, test = (
+            ((x - center) / scale).astype(np.float32) for x in (values[:cut], values[cut:], series.values)
+        )
         channels.append(Channel(series.name, index, fit, hold, test, series))
     return DetectionData(dataset.name, channels, dataset.n_features, targets, dataset.description)

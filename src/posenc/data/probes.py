@@ -42,13 +42,16 @@ def _check_k(task: str, k: int, window: int) -> int:
     largest = max_distance(task, window)
     if k > largest:
         need = "k + 1 <= window - 1" if task == "lag" else "k <= window - 1"
-        raise ValueError(f"k={k} does not fit a window of {window} steps for task {task!r} ({need}, so "
-                         f"k <= {largest}); use a longer window or a smaller k")
+        raise ValueError(
+            f"k={k} does not fit a window of {window} steps for task {task!r} ({need}, so "
+            f"k <= {largest}); use a longer window or a smaller k"
+        )
     return k
 
 
-def make_probe(task: str, k: int, *, window: int = 64, n: int = 512, seed: int = 0,
-               noise: float = 0.1) -> WindowSet:
+def make_probe(
+    task: str, k: int, *, window: int = 64, n: int = 512, seed: int = 0, noise: float = 0.1
+) -> WindowSet:
     """``n`` probe windows ``X[n, window, 2]`` at distance ``k``: ``n / 2`` positive/negative pairs.
 
     ``series[i]`` is the pair index of window ``i`` (its partner shares it); ``start`` is 0,
@@ -103,8 +106,11 @@ class ProbeSuite:
     def __post_init__(self) -> None:
         _validate.choice("task", self.task, PROBE_TASKS)
         self.window = _validate.positive_int("window", self.window)
-        self.distances = ([_check_k(self.task, k, self.window) for k in self.distances] if self.distances
-                          else list(range(1, max_distance(self.task, self.window) + 1)))
+        self.distances = (
+            [_check_k(self.task, k, self.window) for k in self.distances]
+            if self.distances
+            else list(range(1, max_distance(self.task, self.window) + 1))
+        )
 
     @property
     def name(self) -> str:
@@ -120,10 +126,25 @@ class ProbeSuite:
         sets = {}
         for index, name in enumerate(SPLIT_NAMES):
             seed = int(np.random.SeedSequence([self.seed, k, index]).generate_state(1)[0])
-            sets[name] = make_probe(self.task, k, window=self.window, seed=seed, noise=self.noise,
-                                    n=self.n_train if name == "train" else self.n_eval)
-        summary = {name: {"windows": len(s), "positives": int(s.y.sum()), "events": 0}
-                   for name, s in sets.items()}
-        protocol = {"dataset": self.name, "task": self.task, "k": k, "window": self.window, "seed": self.seed,
-                    "noise": self.noise, "n_train": self.n_train, "n_eval": self.n_eval}
+            sets[name] = make_probe(
+                self.task,
+                k,
+                window=self.window,
+                seed=seed,
+                noise=self.noise,
+                n=self.n_train if name == "train" else self.n_eval,
+            )
+        summary = {
+            name: {"windows": len(s), "positives": int(s.y.sum()), "events": 0} for name, s in sets.items()
+        }
+        protocol = {
+            "dataset": self.name,
+            "task": self.task,
+            "k": k,
+            "window": self.window,
+            "seed": self.seed,
+            "noise": self.noise,
+            "n_train": self.n_train,
+            "n_eval": self.n_eval,
+        }
         return Splits(sets["train"], sets["val"], sets["test"], summary, protocol=protocol)

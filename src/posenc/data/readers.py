@@ -43,9 +43,11 @@ def check_matrix(where: str, array: np.ndarray) -> NDArray[np.float64]:
     bad = ~np.isfinite(out)
     if bad.any():
         row, col = (int(i) for i in np.argwhere(bad)[0])
-        raise DataFormatError(f"{where}: non-finite value {float(out[row, col])!r} (NaN or inf) at row "
-                              f"{row}, "
-                              f"column {col} ({int(bad.sum())} such values)")
+        raise DataFormatError(
+            f"{where}: non-finite value {float(out[row, col])!r} (NaN or inf) at row "
+            f"{row}, "
+            f"column {col} ({int(bad.sum())} such values)"
+        )
     return out
 
 
@@ -59,8 +61,9 @@ def read_npy(path: Path, *, what: str) -> NDArray[np.float64]:
         array = np.load(path, allow_pickle=False)
     except ValueError as exc:
         if "allow_pickle" in str(exc):
-            raise DataFormatError(f"{path}: object array (ragged rows?); "
-                                  "expected a numeric [T, F] array") from None
+            raise DataFormatError(
+                f"{path}: object array (ragged rows?); expected a numeric [T, F] array"
+            ) from None
         raise DataFormatError(f"{path}: not a readable .npy array ({exc})") from None
     except OSError as exc:
         raise DataFormatError(f"{path}: not a readable .npy array ({exc})") from None
@@ -72,7 +75,9 @@ def _load_text(path: Path, *, what: str, dtype: type, header: bool) -> np.ndarra
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": checked below
-            array: np.ndarray = np.loadtxt(path, delimiter=",", ndmin=2, dtype=dtype, skiprows=int(header), quotechar='"')
+            array: np.ndarray = np.loadtxt(
+                path, delimiter=",", ndmin=2, dtype=dtype, skiprows=int(header), quotechar='"'
+            )
     except ValueError as exc:
         problem = "ragged rows" if "number of columns" in str(exc) else "unreadable value"
         raise DataFormatError(f"{path}: {problem}: {exc}") from None
@@ -98,8 +103,9 @@ def read_csv_columns(path: Path, *, what: str, numeric: Sequence[str]) -> NDArra
     names = read_header(path, what=what)
     cells = _load_text(path, what=what, dtype=str, header=True)
     if cells.shape[1] != len(names):
-        raise DataFormatError(f"{path}: ragged rows: the header has {len(names)} columns, the rows "
-                              f"{cells.shape[1]}")
+        raise DataFormatError(
+            f"{path}: ragged rows: the header has {len(names)} columns, the rows {cells.shape[1]}"
+        )
     out = np.empty((cells.shape[0], len(numeric)), dtype=np.float64)
     for j, name in enumerate(numeric):
         column = cells[:, names.index(name)]
@@ -107,12 +113,14 @@ def read_csv_columns(path: Path, *, what: str, numeric: Sequence[str]) -> NDArra
             out[:, j] = column.astype(np.float64)
         except ValueError:
             row = next(i for i, cell in enumerate(column) if not _is_number(cell))
-            raise DataFormatError(f"{path}: column {name!r}, data row {row}: {str(column[row])!r} is "
-                                  "not a number") from None
+            raise DataFormatError(
+                f"{path}: column {name!r}, data row {row}: {str(column[row])!r} is not a number"
+            ) from None
         if not np.isfinite(out[:, j]).all():
             row = int(np.flatnonzero(~np.isfinite(out[:, j]))[0])
-            raise DataFormatError(f"{path}: column {name!r}, data row {row}: non-finite value "
-                                  f"{column[row]!s} (NaN or inf)")
+            raise DataFormatError(
+                f"{path}: column {name!r}, data row {row}: non-finite value {column[row]!s} (NaN or inf)"
+            )
     return check_matrix(str(path), out)
 
 
@@ -159,8 +167,10 @@ def read_csv_rows(path: Path, *, what: str) -> list[dict[str, str]]:
     rows = []
     for line, cells in list(_csv_lines(path))[1:]:
         if len(cells) != len(names):
-            raise DataFormatError(f"{path}: line {line}: {len(cells)} cells, but the header has "
-                                  f"{len(names)} columns ({', '.join(names)})")
+            raise DataFormatError(
+                f"{path}: line {line}: {len(cells)} cells, but the header has "
+                f"{len(names)} columns ({', '.join(names)})"
+            )
         rows.append(dict(zip(names, cells)))
     return rows
 
@@ -170,6 +180,8 @@ def check_column_names(path: Path, names: Sequence[str]) -> None:
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise DataFormatError(f"{path}: column name {name!r} appears more than once in the header "
-                                  f"({', '.join(names)}); column names must be unique")
+            raise DataFormatError(
+                f"{path}: column name {name!r} appears more than once in the header "
+                f"({', '.join(names)}); column names must be unique"
+            )
         seen.add(name)

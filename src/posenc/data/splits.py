@@ -57,8 +57,9 @@ def _fractions(value: Sequence[float]) -> NDArray[np.float64]:
     except (TypeError, ValueError):
         raise TypeError(f"fractions must be three numbers (train, val, test), got {value!r}") from None
     if arr.shape != (3,) or not np.isfinite(arr).all() or (arr <= 0).any() or abs(arr.sum() - 1) > 1e-9:
-        raise ValueError(f"fractions must be three numbers > 0 summing to 1 (train, val, test), got "
-                         f"{value!r}")
+        raise ValueError(
+            f"fractions must be three numbers > 0 summing to 1 (train, val, test), got {value!r}"
+        )
     return arr
 
 
@@ -90,8 +91,9 @@ def _merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-def block_cuts(length: int, events: list[tuple[int, int]], *, block: int, purge: int,
-               min_block: int) -> list[int]:
+def block_cuts(
+    length: int, events: list[tuple[int, int]], *, block: int, purge: int, min_block: int
+) -> list[int]:
     """Cut positions ``c`` (a block ends at ``c - 1``, the next starts at ``c``) for one timeline.
 
     Nominal cuts at multiples of ``block``; a cut forbidden by an event (``s - purge < c <= e``)
@@ -113,8 +115,9 @@ def block_cuts(length: int, events: list[tuple[int, int]], *, block: int, purge:
     return kept
 
 
-def _deal(units: NDArray[np.int64], fractions: NDArray[np.float64], rng: np.random.Generator,
-          out: NDArray[np.int64]) -> None:
+def _deal(
+    units: NDArray[np.int64], fractions: NDArray[np.float64], rng: np.random.Generator, out: NDArray[np.int64]
+) -> None:
     """Shuffle ``units`` and give each to the split furthest below its share (counts)."""
     counts = np.zeros(3)
     for i, unit in enumerate(rng.permutation(units)):
@@ -153,11 +156,21 @@ min–max scaling (:func:`posenc.data.instances.instance_splits`), also leaky; i
 reproduce their results."""
 
 
-def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int = DEFAULT_STRIDE,
-                purge: int | None = None, fractions: Sequence[float] = (0.6, 0.2, 0.2), seed: int = 0,
-                group_events: bool = True, group_duplicates: bool = True,
-                block: int | None = None, normalisation: str = "robust",
-                protocol: str = "blocked", anomaly_percent: float = 100.0) -> Splits:
+def make_splits(
+    dataset: Dataset,
+    *,
+    window: int = DEFAULT_WINDOW,
+    stride: int = DEFAULT_STRIDE,
+    purge: int | None = None,
+    fractions: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    group_events: bool = True,
+    group_duplicates: bool = True,
+    block: int | None = None,
+    normalisation: str = "robust",
+    protocol: str = "blocked",
+    anomaly_percent: float = 100.0,
+) -> Splits:
     """Split ``dataset`` into train / val / test windows without leakage (module docstring).
 
     Args:
@@ -189,9 +202,14 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
             positive windows (raised before any window is materialised).
     """
     if not isinstance(dataset, Dataset):
-        raise TypeError(f"dataset must be a posenc.data.Dataset, got {type(dataset).__name__}"
-                        + ("; a probe suite gives its splits per distance: suite.splits(k)"
-                           if hasattr(dataset, "splits") else ""))
+        raise TypeError(
+            f"dataset must be a posenc.data.Dataset, got {type(dataset).__name__}"
+            + (
+                "; a probe suite gives its splits per distance: suite.splits(k)"
+                if hasattr(dataset, "splits")
+                else ""
+            )
+        )
     _validate.choice("protocol", protocol, PROTOCOLS)
     group_events = _validate.boolean("group_events", group_events)
     group_duplicates = _validate.boolean("group_duplicates", group_duplicates)
@@ -202,8 +220,11 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
     window = _validate.positive_int("window", window)
     stride = _validate.positive_int("stride", stride)
     purge = window if purge is None else _nonnegative_int("purge", purge)
-    block = (max(BLOCKS_PER_WINDOW * window, 2 * (window + purge)) if block is None
-             else _validate.positive_int("block", block))
+    block = (
+        max(BLOCKS_PER_WINDOW * window, 2 * (window + purge))
+        if block is None
+        else _validate.positive_int("block", block)
+    )
     if block < window + purge:
         raise ValueError(f"block must be at least window + purge = {window + purge}, got {block}")
     seed = _nonnegative_int("seed", seed)
@@ -211,18 +232,31 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
     shares = _fractions(fractions)
     require_length(dataset, window)
     if not any(s.events for s in dataset.series):
-        raise ValueError(f"dataset {dataset.name!r} has no labelled anomalies, so no split can hold "
-                         "positive windows")
+        raise ValueError(
+            f"dataset {dataset.name!r} has no labelled anomalies, so no split can hold positive windows"
+        )
     if all(s.labels.all() for s in dataset.series):
-        raise ValueError(f"dataset {dataset.name!r} has no normal time steps (every label is 1), so no split can "
-                         "hold negative windows; a classifier needs both classes")
+        raise ValueError(
+            f"dataset {dataset.name!r} has no normal time steps (every label is 1), so no split can "
+            "hold negative windows; a classifier needs both classes"
+        )
     rng = np.random.default_rng(seed)
     if protocol == "random_windows":
-        indices, record = _random_window_indices(dataset, window=window, stride=stride, shares=shares, rng=rng)
+        indices, record = _random_window_indices(
+            dataset, window=window, stride=stride, shares=shares, rng=rng
+        )
     else:
-        indices, record = _blocked_indices(dataset, window=window, stride=stride, purge=purge, block=block,
-                                           shares=shares, rng=rng, group_events=group_events,
-                                           group_duplicates=group_duplicates)
+        indices, record = _blocked_indices(
+            dataset,
+            window=window,
+            stride=stride,
+            purge=purge,
+            block=block,
+            shares=shares,
+            rng=rng,
+            group_events=group_events,
+            group_duplicates=group_duplicates,
+        )
     why_empty = record.pop("why_empty", "")
     summary = {name: _summary(dataset, indices[name], window) for name in SPLIT_NAMES}
     empty = [name for name in SPLIT_NAMES if summary[name]["positives"] == 0]
@@ -232,38 +266,65 @@ def make_splits(dataset: Dataset, *, window: int = DEFAULT_WINDOW, stride: int =
             f"split {empty[0]!r} of dataset {dataset.name!r} has no positive windows (seed={seed}, "
             f"protocol={protocol!r}, fractions={tuple(float(f) for f in shares)}, block={block}, purge={purge}): "
             f"{why_empty}{n_events} events in all; use a smaller block, a shorter window "
-            f"or purge, or other fractions; counts per split: {summary}")
+            f"or purge, or other fractions; counts per split: {summary}"
+        )
 
-    rows = np.concatenate([dataset.series[i].values[mask] for i, mask in
-                           enumerate(covered_steps(dataset, indices["train"], window))])
+    rows = np.concatenate(
+        [
+            dataset.series[i].values[mask]
+            for i, mask in enumerate(covered_steps(dataset, indices["train"], window))
+        ]
+    )
     center, scale = fit_normalisation(rows, method=normalisation)
 
-    windows = {name: materialise(dataset, indices[name], window=window, center=center, scale=scale)
-               for name in SPLIT_NAMES}
+    windows = {
+        name: materialise(dataset, indices[name], window=window, center=center, scale=scale)
+        for name in SPLIT_NAMES
+    }
     protocol_record = {
-        "protocol": protocol, "leakage_free": protocol == "blocked",
-        "dataset": dataset.name, "window": window, "stride": stride, "fractions": [float(f) for f in shares],
-        "seed": seed, "normalisation": normalisation, **record, "train_time_steps": int(rows.shape[0]),
+        "protocol": protocol,
+        "leakage_free": protocol == "blocked",
+        "dataset": dataset.name,
+        "window": window,
+        "stride": stride,
+        "fractions": [float(f) for f in shares],
+        "seed": seed,
+        "normalisation": normalisation,
+        **record,
+        "train_time_steps": int(rows.shape[0]),
     }
     return Splits(windows["train"], windows["val"], windows["test"], summary, center, scale, protocol_record)
 
 
-def _random_window_indices(dataset: Dataset, *, window: int, stride: int, shares: NDArray[np.float64],
-                           rng: np.random.Generator) -> tuple[dict[str, WindowIndex], dict]:
+def _random_window_indices(
+    dataset: Dataset, *, window: int, stride: int, shares: NDArray[np.float64], rng: np.random.Generator
+) -> tuple[dict[str, WindowIndex], dict]:
     """LEAKY protocol: every window of every series, shuffled and cut by ``shares`` of windows."""
-    everything = window_index(dataset, [(i, 0, s.length) for i, s in enumerate(dataset.series)],
-                              window=window, stride=stride)
+    everything = window_index(
+        dataset, [(i, 0, s.length) for i, s in enumerate(dataset.series)], window=window, stride=stride
+    )
     order = rng.permutation(len(everything.start))
     bounds = np.round(np.cumsum(shares)[:-1] * len(order)).astype(int)
     parts = np.split(order, bounds)
-    indices = {name: WindowIndex(*(column[np.sort(part)] for column in everything))
-               for name, part in zip(SPLIT_NAMES, parts)}
+    indices = {
+        name: WindowIndex(*(column[np.sort(part)] for column in everything))
+        for name, part in zip(SPLIT_NAMES, parts)
+    }
     return indices, {"windows": {name: len(part) for name, part in zip(SPLIT_NAMES, parts)}}
 
 
-def _blocked_indices(dataset: Dataset, *, window: int, stride: int, purge: int, block: int,
-                     shares: NDArray[np.float64], rng: np.random.Generator, group_events: bool,
-                     group_duplicates: bool) -> tuple[dict[str, WindowIndex], dict]:
+def _blocked_indices(
+    dataset: Dataset,
+    *,
+    window: int,
+    stride: int,
+    purge: int,
+    block: int,
+    shares: NDArray[np.float64],
+    rng: np.random.Generator,
+    group_events: bool,
+    group_duplicates: bool,
+) -> tuple[dict[str, WindowIndex], dict]:
     """The leakage-free blocked assignment of the module docstring: window indices per split and its record."""
     timelines = duplicate_groups(dataset) if group_duplicates else [[i] for i in range(len(dataset.series))]
     units: list[tuple[int, int, int]] = []  # (timeline, begin, end)
@@ -274,8 +335,7 @@ def _blocked_indices(dataset: Dataset, *, window: int, stride: int, purge: int, 
         bounds = [0, *cuts, length]
         units.extend((t, b, e) for b, e in zip(bounds[:-1], bounds[1:]))
 
-    positive = np.array([any(dataset.series[m].labels[b:e].any() for m in timelines[t])
-                         for t, b, e in units])
+    positive = np.array([any(dataset.series[m].labels[b:e].any() for m in timelines[t]) for t, b, e in units])
     forced = np.array([any(dataset.series[m].train_only for m in timelines[t]) for t, _, _ in units])
     assignment = np.zeros(len(units), dtype=np.int64)
     for stratum in (positive & ~forced, ~positive & ~forced):
@@ -294,11 +354,15 @@ def _blocked_indices(dataset: Dataset, *, window: int, stride: int, purge: int, 
     for t, begin, end, part in merged:
         segments[SPLIT_NAMES[part]].extend((m, begin, end) for m in timelines[t])
 
-    indices = {name: window_index(dataset, segments[name], window=window, stride=stride)
-               for name in SPLIT_NAMES}
+    indices = {
+        name: window_index(dataset, segments[name], window=window, stride=stride) for name in SPLIT_NAMES
+    }
     names = [s.name for s in dataset.series]
     record = {
-        "purge": purge, "block": block, "group_events": group_events, "group_duplicates": group_duplicates,
+        "purge": purge,
+        "block": block,
+        "group_events": group_events,
+        "group_duplicates": group_duplicates,
         "duplicate_groups": [[names[m] for m in g] for g in timelines if len(g) > 1],
         "blocks": {name: int((assignment == k).sum()) for k, name in enumerate(SPLIT_NAMES)},
         "segments": {name: [(names[i], b, e) for i, b, e in segments[name]] for name in SPLIT_NAMES},

@@ -61,8 +61,13 @@ SHIFT_SIZE = 2.5
 FREQUENCY_FACTOR = 1 / 3
 LONG_SPAN = (96, 192)  # inclusive
 MARGIN = 4  # steps kept free between events
-FAMILIES = {"spike": "point", "order": "order/timing", "timing": "order/timing",
-            "level_shift": "long-range", "frequency": "long-range"}
+FAMILIES = {
+    "spike": "point",
+    "order": "order/timing",
+    "timing": "order/timing",
+    "level_shift": "long-range",
+    "frequency": "long-range",
+}
 KINDS = tuple(FAMILIES)
 
 # the steps a procedure at c may touch, over every variant: [c + REACH[0], c + REACH[1]]
@@ -89,8 +94,10 @@ def _long_ranges(rng: np.random.Generator, length: int, count: int) -> list[tupl
         if all(end + gap < b or begin > e + gap for b, e in placed):
             placed.append((begin, end))
     if len(placed) < count:
-        raise ValueError(f"length={length} is too short for {count} long-range anomalies of "
-                         f"{LONG_SPAN[0]}-{LONG_SPAN[1]} steps each")
+        raise ValueError(
+            f"length={length} is too short for {count} long-range anomalies of "
+            f"{LONG_SPAN[0]}-{LONG_SPAN[1]} steps each"
+        )
     return sorted(placed)
 
 
@@ -103,15 +110,28 @@ def _procedure_times(rng: np.random.Generator, length: int) -> NDArray[np.int64]
 
 def _channel(rng: np.random.Generator, n_sensors: int) -> dict[str, NDArray[np.float64]]:
     """What makes a series one channel: source periods, sensor mixing and offsets (shared by its train array)."""
-    return {"fast_period": rng.uniform(40, 60, size=1), "slow_period": rng.uniform(300, 600, size=1),
-            "mixing": rng.normal(0.0, 1.0, (n_sensors, 2)), "offsets": rng.normal(0.0, 1.0, n_sensors)}
+    return {
+        "fast_period": rng.uniform(40, 60, size=1),
+        "slow_period": rng.uniform(300, 600, size=1),
+        "mixing": rng.normal(0.0, 1.0, (n_sensors, 2)),
+        "offsets": rng.normal(0.0, 1.0, n_sensors),
+    }
 
 
-def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sensors: int,
-                counts: dict[str, int], first_long: int, channel: dict[str, NDArray[np.float64]],
-                train_only: bool = False) -> Series:
+def _one_series(
+    name: str,
+    seeds: np.random.SeedSequence,
+    *,
+    length: int,
+    n_sensors: int,
+    counts: dict[str, int],
+    first_long: int,
+    channel: dict[str, NDArray[np.float64]],
+    train_only: bool = False,
+) -> Series:
     signal_rng, long_rng, schedule_rng, procedure_rng, spike_rng = (
-        np.random.default_rng(s) for s in seeds.spawn(5))
+        np.random.default_rng(s) for s in seeds.spawn(5)
+    )
     events: list[tuple[int, int]] = []
     kinds: list[str] = []
 
@@ -120,7 +140,7 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
     long_kinds = [("level_shift", "frequency")[(first_long + k) % 2] for k in range(len(long_ranges))]
     busy = np.zeros(length, dtype=bool)  # steps (with margins) that a later spike must avoid
     for (begin, end), kind in zip(long_ranges, long_kinds):
-        busy[max(0, begin - MARGIN):end + MARGIN + 1] = True
+        busy[max(0, begin - MARGIN) : end + MARGIN + 1] = True
         events.append((begin, end))
         kinds.append(kind)
 
@@ -129,7 +149,7 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
     frequency = np.full(length, 1.0 / channel["fast_period"][0])
     for (begin, end), kind in zip(long_ranges, long_kinds):
         if kind == "frequency":
-            frequency[begin:end + 1] *= FREQUENCY_FACTOR
+            frequency[begin : end + 1] *= FREQUENCY_FACTOR
     fast = np.sin(2 * np.pi * np.cumsum(frequency) + signal_rng.uniform(0, 2 * np.pi))
     slow = np.sin(2 * np.pi * t / channel["slow_period"][0] + signal_rng.uniform(0, 2 * np.pi))
     mixing, offsets = channel["mixing"], channel["offsets"]
@@ -139,24 +159,26 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
     for (begin, end), kind in zip(long_ranges, long_kinds):
         if kind == "level_shift":
             channels = long_rng.choice(n_sensors, size=min(2, n_sensors), replace=False)
-            sensors[begin:end + 1, channels] += SHIFT_SIZE * sensor_std[channels]
+            sensors[begin : end + 1, channels] += SHIFT_SIZE * sensor_std[channels]
 
     # procedures: every one is normal unless drawn as an order/timing anomaly
     commands = _procedure_times(schedule_rng, length)
     lags = np.full(len(commands), LAG)
     for c in commands:
-        busy[max(0, c + REACH[0] - MARGIN):c + REACH[1] + MARGIN + 1] = True
+        busy[max(0, c + REACH[0] - MARGIN) : c + REACH[1] + MARGIN + 1] = True
     in_long = np.zeros(length, dtype=bool)
     for begin, end in long_ranges:
-        in_long[max(0, begin - MARGIN - REACH[1]):end + MARGIN - REACH[0] + 1] = True
+        in_long[max(0, begin - MARGIN - REACH[1]) : end + MARGIN - REACH[0] + 1] = True
     candidates = procedure_rng.permutation(np.flatnonzero(~in_long[commands]))
     n_order, n_timing = counts["order"], counts["timing"]
     if len(candidates) < n_order + n_timing:
-        raise ValueError(f"length={length} is too short for {n_order} order and {n_timing} timing anomalies "
-                         f"({len(candidates)} procedures available)")
+        raise ValueError(
+            f"length={length} is too short for {n_order} order and {n_timing} timing anomalies "
+            f"({len(candidates)} procedures available)"
+        )
     lags[candidates[:n_order]] = ORDER_LAG
-    lags[candidates[n_order:n_order + n_timing]] = procedure_rng.choice(TIMING_LAGS, size=n_timing)
-    for k in candidates[:n_order + n_timing]:
+    lags[candidates[n_order : n_order + n_timing]] = procedure_rng.choice(TIMING_LAGS, size=n_timing)
+    for k in candidates[: n_order + n_timing]:
         c, lag = int(commands[k]), int(lags[k])
         events.append((min(c, c + lag), max(c, c + lag + len(RESPONSE) - 1)))
         kinds.append("order" if lag == ORDER_LAG else "timing")
@@ -175,7 +197,7 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
             continue
         sensor = int(spike_rng.integers(n_sensors))
         sensors[step, sensor] += spike_rng.choice([-1.0, 1.0]) * SPIKE_SIZE * sensor_std[sensor]
-        busy[max(0, step - MARGIN):step + MARGIN + 1] = True
+        busy[max(0, step - MARGIN) : step + MARGIN + 1] = True
         events.append((int(step), int(step)))
         kinds.append("spike")
         placed += 1
@@ -186,15 +208,28 @@ def _one_series(name: str, seeds: np.random.SeedSequence, *, length: int, n_sens
 
 
 def _rate(name: str, value: object) -> float:
-    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
-            or not math.isfinite(value) or value < 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ValueError(f"{name} must be a finite number >= 0 (events per 1,000 steps), got {value!r}")
     return float(value)
 
 
-def make_synthetic(*, n_series: int = 5, length: int = 6144, seed: int = 0, n_sensors: int = 4,
-                   spikes: float = 1.0, order: float = 5.0, timing: float = 5.0,
-                   long_range: float = 0.3, nominal_length: int = 0) -> Dataset:
+def make_synthetic(
+    *,
+    n_series: int = 5,
+    length: int = 6144,
+    seed: int = 0,
+    n_sensors: int = 4,
+    spikes: float = 1.0,
+    order: float = 5.0,
+    timing: float = 5.0,
+    long_range: float = 0.3,
+    nominal_length: int = 0,
+) -> Dataset:
     """The built-in synthetic dataset (module docstring): ``n_series`` series of ``[length, n_sensors + 2]``.
 
     Args:
@@ -224,26 +259,58 @@ def make_synthetic(*, n_series: int = 5, length: int = 6144, seed: int = 0, n_se
         raise ValueError(f"seed must be an int >= 0, got {seed!r}")
     if length < 512:
         raise ValueError(f"length must be at least 512 steps, got {length}")
-    if (isinstance(nominal_length, bool) or not isinstance(nominal_length, numbers.Integral)
-            or not (nominal_length == 0 or nominal_length >= 512)):
-        raise ValueError(f"nominal_length must be 0 (no training arrays) or an int >= 512, got {nominal_length!r}")
-    rates = {name: _rate(name, value) for name, value in
-             (("spikes", spikes), ("order", order), ("timing", timing), ("long_range", long_range))}
+    if (
+        isinstance(nominal_length, bool)
+        or not isinstance(nominal_length, numbers.Integral)
+        or not (nominal_length == 0 or nominal_length >= 512)
+    ):
+        raise ValueError(
+            f"nominal_length must be 0 (no training arrays) or an int >= 512, got {nominal_length!r}"
+        )
+    rates = {
+        name: _rate(name, value)
+        for name, value in (
+            ("spikes", spikes),
+            ("order", order),
+            ("timing", timing),
+            ("long_range", long_range),
+        )
+    }
     counts = {name: _count(rate, length) for name, rate in rates.items()}
     nominal = dict.fromkeys(counts, 0)
     series = []
     for i in range(n_series):
         sequence = np.random.SeedSequence([int(seed), i])
         channel = _channel(np.random.default_rng(np.random.SeedSequence([int(seed), i, 2])), n_sensors)
-        series.append(_one_series(f"synthetic-{i}", sequence, length=length, n_sensors=n_sensors,
-                                  counts=counts, first_long=i % 2, channel=channel))
+        series.append(
+            _one_series(
+                f"synthetic-{i}",
+                sequence,
+                length=length,
+                n_sensors=n_sensors,
+                counts=counts,
+                first_long=i % 2,
+                channel=channel,
+            )
+        )
         if nominal_length:
-            series.append(_one_series(f"synthetic-{i}:train", np.random.SeedSequence([int(seed), i, 1]),
-                                      length=int(nominal_length), n_sensors=n_sensors, counts=nominal,
-                                      first_long=0, channel=channel, train_only=True))
-    description = (f"synthetic telemetry (seed {seed}): {n_series} series × {length} steps, "
-                   f"{n_sensors} sensors + command + response; per series {counts['spikes']} spike, "
-                   f"{counts['order']} order, {counts['timing']} timing and {counts['long_range']} "
-                   "long-range anomalies"
-                   + (f"; plus a nominal training array of {nominal_length} steps per series" if nominal_length else ""))
+            series.append(
+                _one_series(
+                    f"synthetic-{i}:train",
+                    np.random.SeedSequence([int(seed), i, 1]),
+                    length=int(nominal_length),
+                    n_sensors=n_sensors,
+                    counts=nominal,
+                    first_long=0,
+                    channel=channel,
+                    train_only=True,
+                )
+            )
+    description = (
+        f"synthetic telemetry (seed {seed}): {n_series} series × {length} steps, "
+        f"{n_sensors} sensors + command + response; per series {counts['spikes']} spike, "
+        f"{counts['order']} order, {counts['timing']} timing and {counts['long_range']} "
+        "long-range anomalies"
+        + (f"; plus a nominal training array of {nominal_length} steps per series" if nominal_length else "")
+    )
     return Dataset("synthetic", series, n_sensors + 2, description)

@@ -37,7 +37,8 @@ Reader = Callable[[str, str], tuple[NDArray[np.float64], str]]  # (part, chan) -
 def is_telemanom(root: Path) -> bool:
     """Whether ``root`` holds ``labeled_anomalies.csv`` and either ``test.npz`` or ``test/*.npy``."""
     return (root / LABELS_FILE).is_file() and (
-        (root / "test.npz").is_file() or any((root / "test").glob("*.npy")))
+        (root / "test.npz").is_file() or any((root / "test").glob("*.npy"))
+    )
 
 
 def _npz_reader(root: Path) -> Reader:
@@ -73,12 +74,15 @@ def _ranges(csv_path: Path, row: int, chan: str, text: str) -> list[tuple[int, i
     try:
         pairs = json.loads(text)
     except json.JSONDecodeError:
-        raise DataFormatError(f"{where}: anomaly_sequences {text!r} is not a list of "
-                              "[start, end] pairs") from None
+        raise DataFormatError(
+            f"{where}: anomaly_sequences {text!r} is not a list of [start, end] pairs"
+        ) from None
     if not isinstance(pairs, list) or not all(
-            isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p) for p in pairs):
-        raise DataFormatError(f"{where}: anomaly_sequences {text!r} is not a list of "
-                              "[start, end] integer pairs")
+        isinstance(p, list) and len(p) == 2 and all(isinstance(v, int) for v in p) for p in pairs
+    ):
+        raise DataFormatError(
+            f"{where}: anomaly_sequences {text!r} is not a list of [start, end] integer pairs"
+        )
     return [(p[0], p[1]) for p in pairs]
 
 
@@ -87,28 +91,36 @@ def _kinds(csv_path: Path, row: int, chan: str, text: str | None, n: int) -> lis
         return []
     kinds = [k.strip() for k in text.strip().strip("[]").split(",") if k.strip()]
     if len(kinds) != n:
-        raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): class lists {len(kinds)} "
-                              f"kinds for {n} anomaly ranges")
+        raise DataFormatError(
+            f"{csv_path}: row {row} (chan_id {chan!r}): class lists {len(kinds)} kinds for {n} anomaly ranges"
+        )
     return kinds
 
 
-def _row_events(csv_path: Path, row: int, r: dict[str, str], n_rows: int, where: str) -> list[tuple[int, int, str]]:
+def _row_events(
+    csv_path: Path, row: int, r: dict[str, str], n_rows: int, where: str
+) -> list[tuple[int, int, str]]:
     """The ``(start, end, kind)`` events of csv row ``row`` (checked against the ``n_rows`` test rows)."""
     chan = r["chan_id"]
     if r["num_values"].strip() != str(n_rows):
-        raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): num_values {r['num_values']!r} "
-                              f"but {where} has {n_rows} rows")
+        raise DataFormatError(
+            f"{csv_path}: row {row} (chan_id {chan!r}): num_values {r['num_values']!r} "
+            f"but {where} has {n_rows} rows"
+        )
     ranges = _ranges(csv_path, row, chan, r["anomaly_sequences"])
     for start, end in ranges:
         if not 0 <= start <= end < n_rows:
-            raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): label range [{start}, {end}] "
-                                  f"is out of bounds for {where} with {n_rows} rows (ranges are "
-                                  f"inclusive: 0 <= start <= end < {n_rows})")
+            raise DataFormatError(
+                f"{csv_path}: row {row} (chan_id {chan!r}): label range [{start}, {end}] "
+                f"is out of bounds for {where} with {n_rows} rows (ranges are "
+                f"inclusive: 0 <= start <= end < {n_rows})"
+            )
     ordered = sorted(ranges)
     for (_, end), (start, _) in zip(ordered[:-1], ordered[1:]):
         if start <= end:
-            raise DataFormatError(f"{csv_path}: row {row} (chan_id {chan!r}): label ranges overlap "
-                                  f"at row {start} of {where}")
+            raise DataFormatError(
+                f"{csv_path}: row {row} (chan_id {chan!r}): label ranges overlap at row {start} of {where}"
+            )
     kinds = _kinds(csv_path, row, chan, r.get("class"), len(ranges)) or [""] * len(ranges)
     return [(start, end, kind) for (start, end), kind in zip(ranges, kinds)]
 
@@ -128,8 +140,13 @@ def _unite(events: list[tuple[int, int, str]]) -> tuple[list[tuple[int, int]], l
     return [(a, b) for a, b in ranges], ["+".join(k for k in ks if k) for ks in kinds]
 
 
-def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
-                   channels: Sequence[str] | None = None, include_train: bool = False) -> Dataset:
+def load_telemanom(
+    root: str | Path,
+    *,
+    spacecraft: str | None = None,
+    channels: Sequence[str] | None = None,
+    include_train: bool = False,
+) -> Dataset:
     """Load MSL/SMAP from either telemanom layout (module docstring).
 
     Args:
@@ -146,12 +163,15 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
     root = Path(root)
     include_train = _validate.boolean("include_train", include_train)
     csv_path = root / LABELS_FILE
-    rows = read_csv_rows(csv_path, what="one row per channel: chan_id, spacecraft, anomaly_sequences, "
-                                        "class, num_values")
+    rows = read_csv_rows(
+        csv_path, what="one row per channel: chan_id, spacecraft, anomaly_sequences, class, num_values"
+    )
     missing = [c for c in REQUIRED_COLUMNS if rows and c not in rows[0]]
     if not rows or missing:
-        raise DataFormatError(f"{csv_path}: expected columns {', '.join(REQUIRED_COLUMNS)}"
-                              + (f"; missing {missing}" if rows else "; the file has no data rows"))
+        raise DataFormatError(
+            f"{csv_path}: expected columns {', '.join(REQUIRED_COLUMNS)}"
+            + (f"; missing {missing}" if rows else "; the file has no data rows")
+        )
     craft = sorted({r["spacecraft"] for r in rows})
     if spacecraft is None and len(craft) > 1:
         raise ValueError(f"{csv_path} lists spacecraft {craft}; pass spacecraft= one of them")
@@ -179,8 +199,10 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
         if n_features is None:
             n_features, first_where = test.shape[1], where
         elif test.shape[1] != n_features:
-            raise DataFormatError(f"{where}: {test.shape[1]} features, but {first_where} has {n_features}; "
-                                  "every channel must have the same feature count")
+            raise DataFormatError(
+                f"{where}: {test.shape[1]} features, but {first_where} has {n_features}; "
+                "every channel must have the same feature count"
+            )
         events: list[tuple[int, int, str]] = []
         for row, r in listed:
             events += _row_events(csv_path, row, r, test.shape[0], where)
@@ -189,16 +211,21 @@ def load_telemanom(root: str | Path, *, spacecraft: str | None = None,
         if include_train:
             train, train_where = read("train", chan)
             if train.shape[1] != n_features:
-                raise DataFormatError(f"{train_where}: {train.shape[1]} features, but {first_where} has "
-                                      f"{n_features}")
-            series.append(Series(f"{chan}:train", train, np.zeros(train.shape[0], dtype=bool), [],
-                                 train_only=True))
+                raise DataFormatError(
+                    f"{train_where}: {train.shape[1]} features, but {first_where} has {n_features}"
+                )
+            series.append(
+                Series(f"{chan}:train", train, np.zeros(train.shape[0], dtype=bool), [], train_only=True)
+            )
     if not series:
-        raise ValueError(f"no channel selected from {csv_path} (spacecraft={spacecraft!r}, "
-                         f"channels={channels!r})")
+        raise ValueError(
+            f"no channel selected from {csv_path} (spacecraft={spacecraft!r}, channels={channels!r})"
+        )
     label = spacecraft or craft[0]
-    description = (f"telemanom {label} from {root}: {len(by_channel)} channels, labelled test arrays "
-                   f"(inclusive ranges from {LABELS_FILE})"
-                   + ("; plus the train arrays as nominal-only training series" if include_train else ""))
+    description = (
+        f"telemanom {label} from {root}: {len(by_channel)} channels, labelled test arrays "
+        f"(inclusive ranges from {LABELS_FILE})"
+        + ("; plus the train arrays as nominal-only training series" if include_train else "")
+    )
     assert n_features is not None  # at least one channel was read, or we raised above
     return Dataset(label.lower(), series, n_features, description)

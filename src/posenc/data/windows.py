@@ -49,8 +49,9 @@ def first_events(events: list[tuple[int, int]], starts: NDArray[np.int64], windo
     return np.where(hit, first, -1).astype(np.int64)
 
 
-def events_covered(events: list[tuple[int, int]], starts: NDArray[np.int64],
-                   window: int) -> NDArray[np.bool_]:
+def events_covered(
+    events: list[tuple[int, int]], starts: NDArray[np.int64], window: int
+) -> NDArray[np.bool_]:
     """For each event, whether at least one window (``starts`` sorted) overlaps it."""
     if not events:
         return np.zeros(0, dtype=bool)
@@ -65,8 +66,9 @@ NORMALISATIONS = ("robust", "zscore", "none")
 IQR_TO_STD = 1.3489795003921634  # q75 - q25 of the standard normal: IQR / this estimates σ
 
 
-def fit_normalisation(rows: NDArray[np.float64], *, method: str = "robust"
-                      ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def fit_normalisation(
+    rows: NDArray[np.float64], *, method: str = "robust"
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Per-feature ``(center, scale)`` of ``rows[N, F]`` for ``(x - center) / scale``.
 
     * ``"robust"``: center = median, scale = (q75 − q25) / 1.349 (the interquartile range made
@@ -82,8 +84,9 @@ def fit_normalisation(rows: NDArray[np.float64], *, method: str = "robust"
     """
     _validate.choice("normalisation", method, NORMALISATIONS)
     if rows.ndim != 2 or rows.shape[0] == 0:
-        raise ValueError(f"cannot fit a normalisation on zero training time steps (rows of shape "
-                         f"{rows.shape})")
+        raise ValueError(
+            f"cannot fit a normalisation on zero training time steps (rows of shape {rows.shape})"
+        )
     n_features = rows.shape[1]
     if method == "none":
         return np.zeros(n_features), np.ones(n_features)
@@ -115,17 +118,27 @@ def window_index(dataset: Dataset, segments: list[Segment], *, window: int, stri
         source = dataset.series[index]
         starts = segment_starts(begin, end, window=window, stride=stride)
         local = first_events(source.events, starts, window)
-        parts.append((np.full(len(starts), index, dtype=np.int64), starts,
-                      window_labels(source.labels, starts, window),
-                      np.where(local >= 0, local + offsets[index], -1).astype(np.int64)))
+        parts.append(
+            (
+                np.full(len(starts), index, dtype=np.int64),
+                starts,
+                window_labels(source.labels, starts, window),
+                np.where(local >= 0, local + offsets[index], -1).astype(np.int64),
+            )
+        )
     if not parts:
         return WindowIndex(*(np.empty(0, dtype=np.int64) for _ in range(4)))
     return WindowIndex(*(np.concatenate(column) for column in zip(*parts)))
 
 
-def materialise(dataset: Dataset, index: WindowIndex, *, window: int,
-                center: NDArray[np.float64] | None = None,
-                scale: NDArray[np.float64] | None = None) -> WindowSet:
+def materialise(
+    dataset: Dataset,
+    index: WindowIndex,
+    *,
+    window: int,
+    center: NDArray[np.float64] | None = None,
+    scale: NDArray[np.float64] | None = None,
+) -> WindowSet:
     """The windows listed by ``index``, normalised by ``(center, scale)`` if given.
 
     Returns a :class:`WindowSet` with ``X[n, window, F]`` float32 (computed in float64, then cast).
@@ -139,9 +152,14 @@ def materialise(dataset: Dataset, index: WindowIndex, *, window: int,
     return WindowSet(X, index.y, index.series, index.start, index.event)
 
 
-def make_windows(dataset: Dataset, *, window: int, stride: int,
-                 center: NDArray[np.float64] | None = None,
-                 scale: NDArray[np.float64] | None = None) -> WindowSet:
+def make_windows(
+    dataset: Dataset,
+    *,
+    window: int,
+    stride: int,
+    center: NDArray[np.float64] | None = None,
+    scale: NDArray[np.float64] | None = None,
+) -> WindowSet:
     """Every window of every series (no split), e.g. to score new data with a trained model.
 
     Pass the ``center``/``scale`` of :class:`~posenc.data.Splits` to normalise as in training.
@@ -159,7 +177,9 @@ def require_length(dataset: Dataset, window: int) -> None:
     short = [s for s in dataset.series if s.length < window]
     if short:
         shortest = min(short, key=lambda s: s.length)
-        raise ValueError(f"window={window} is longer than series {shortest.name!r} of dataset "
-                         f"{dataset.name!r} ({shortest.length} time steps; {len(short)} series are "
-                         f"shorter than the window); use window <= "
-                         f"{min(s.length for s in dataset.series)}")
+        raise ValueError(
+            f"window={window} is longer than series {shortest.name!r} of dataset "
+            f"{dataset.name!r} ({shortest.length} time steps; {len(short)} series are "
+            f"shorter than the window); use window <= "
+            f"{min(s.length for s in dataset.series)}"
+        )

@@ -43,7 +43,9 @@ def ab_join(query: NDArray[np.floating], reference: NDArray[np.floating], window
     if q.ndim != 2 or r.ndim != 2 or q.shape[1] != r.shape[1]:
         raise ValueError(f"query and reference must be [T, F] with equal F, got {q.shape} and {r.shape}")
     if min(len(q), len(r)) < window:
-        raise ValueError(f"query ({len(q)}) and reference ({len(r)}) must hold at least window={window} steps")
+        raise ValueError(
+            f"query ({len(q)}) and reference ({len(r)}) must hold at least window={window} steps"
+        )
     total = np.zeros(len(q) - window + 1)
     with warnings.catch_warnings():  # exact matches (distance 0) are expected between nominal stretches
         warnings.filterwarnings("ignore", message="A large number of values in `P`", category=UserWarning)
@@ -56,13 +58,13 @@ def _rolling_max(x: NDArray[np.float64], window: int) -> NDArray[np.float64]:
     """``max(x[t - window + 1 … t])`` for ``t ≥ window − 1`` (``NaN`` before)."""
     out = np.full(len(x), np.nan)
     if len(x) >= window:
-        out[window - 1:] = np.lib.stride_tricks.sliding_window_view(x, window).max(axis=1)
+        out[window - 1 :] = np.lib.stride_tricks.sliding_window_view(x, window).max(axis=1)
     return out
 
 
 def _ending_at(profile: NDArray[np.float64], n: int, window: int) -> NDArray[np.float64]:
     out = np.full(n, np.nan)
-    out[window - 1:] = profile
+    out[window - 1 :] = profile
     return out
 
 
@@ -72,8 +74,12 @@ def detect_step_scores(name: str, data: DetectionData, *, window: int) -> tuple[
     tests, holds = [], []
     for c in data.channels:
         if name == "matrix-profile":
-            tests.append(_ending_at(ab_join(c.test[:, targets], c.fit[:, targets], window), len(c.test), window))
-            holds.append(_ending_at(ab_join(c.holdout[:, targets], c.fit[:, targets], window), len(c.holdout), window))
+            tests.append(
+                _ending_at(ab_join(c.test[:, targets], c.fit[:, targets], window), len(c.test), window)
+            )
+            holds.append(
+                _ending_at(ab_join(c.holdout[:, targets], c.fit[:, targets], window), len(c.holdout), window)
+            )
         elif name == "max-abs":
             for arr, out in ((c.test, tests), (c.holdout, holds)):
                 out.append(_rolling_max(np.abs(arr[:, targets]).max(axis=1).astype(np.float64), window))
@@ -90,8 +96,9 @@ def _separated(windows: NDArray[np.float32], f: int) -> NDArray[np.float64]:
     return out.ravel()
 
 
-def window_profile(windows: NDArray[np.float32], reference: NDArray[np.float32],
-                   features: list[int]) -> NDArray[np.float64]:
+def window_profile(
+    windows: NDArray[np.float32], reference: NDArray[np.float32], features: list[int]
+) -> NDArray[np.float64]:
     """Matrix profile of whole windows ``[n, W, F]`` against reference windows: ``[n]`` (module docstring)."""
     n, w, _ = windows.shape
     total = np.zeros(n)

@@ -69,10 +69,19 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     base = plan.base
     positions = base.n_windows if base.model == "spatiotemporal" else base.window  # what the encoding indexes
     check_faithful_window(plan.encodings, window=positions, d_model=base.d_model)
-    dataset = cast("Dataset", load_dataset(base.dataset, **base.dataset_options))  # probes take their own runner
+    dataset = cast(
+        "Dataset", load_dataset(base.dataset, **base.dataset_options)
+    )  # probes take their own runner
     splits = {
-        k: make_splits(dataset, window=base.window, stride=base.stride, seed=k, protocol=base.protocol,
-                       anomaly_percent=base.anomaly_percent) for k in range(plan.splits)
+        k: make_splits(
+            dataset,
+            window=base.window,
+            stride=base.stride,
+            seed=k,
+            protocol=base.protocol,
+            anomaly_percent=base.anomaly_percent,
+        )
+        for k in range(plan.splits)
     }
     return dataset, splits
 
@@ -101,8 +110,11 @@ def test_families(dataset: Any, windows: Any) -> np.ndarray:
     """The family of each window's first event (synthetic kinds mapped by ``FAMILIES``; ``""`` for none)."""
     from posenc.data.synthetic import FAMILIES
 
-    kinds = [FAMILIES.get(k, k) if s.event_kinds else "" for s in dataset.series
-             for k in (s.event_kinds or [""] * len(s.events))]
+    kinds = [
+        FAMILIES.get(k, k) if s.event_kinds else ""
+        for s in dataset.series
+        for k in (s.event_kinds or [""] * len(s.events))
+    ]
     table = np.array(kinds + [""], dtype=object)  # index -1 (no event) → ""
     return table[windows.event].astype(str)
 
@@ -115,9 +127,14 @@ class ClassifySource:
         from posenc.experiment.metrics import METRICS
 
         dataset, splits = prepare(plan)
-        lines = [f"split {k}: " + ", ".join(f"{name} {v['windows']} windows / {v['positives']} positive / "
-                                            f"{v['events']} events" for name, v in s.summary.items())
-                 for k, s in splits.items()]
+        lines = [
+            f"split {k}: "
+            + ", ".join(
+                f"{name} {v['windows']} windows / {v['positives']} positive / {v['events']} events"
+                for name, v in s.summary.items()
+            )
+            for k, s in splits.items()
+        ]
         self.families = {k: test_families(dataset, s.test) for k, s in splits.items()}
         present = sorted({f for fam in self.families.values() for f in fam if f})
         metrics = METRICS + tuple(f"auprc:{f}" for f in present) if len(present) > 1 else METRICS
@@ -126,10 +143,15 @@ class ClassifySource:
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
         from posenc.experiment.baselines import NAMES, classify_baseline
 
-        out = [{"name": BASELINE, "split_seed": k, "test": order_free_baseline(s, families=self.families[k])}
-               for k, s in prepared.data.items()]
-        out += [{"name": name, "split_seed": k, "test": classify_baseline(name, s, families=self.families[k])}
-                for name in NAMES for k, s in prepared.data.items()]
+        out = [
+            {"name": BASELINE, "split_seed": k, "test": order_free_baseline(s, families=self.families[k])}
+            for k, s in prepared.data.items()
+        ]
+        out += [
+            {"name": name, "split_seed": k, "test": classify_baseline(name, s, families=self.families[k])}
+            for name in NAMES
+            for k, s in prepared.data.items()
+        ]
         return out
 
     def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]] | None:
@@ -147,11 +169,15 @@ class DetectSource:
 
         base = plan.base
         if base.model != "transformer":
-            raise ValueError(f"--model {base.model} applies to the classify task; --task detect builds its own "
-                             "forecaster/reconstructor (--detector)")
+            raise ValueError(
+                f"--model {base.model} applies to the classify task; --task detect builds its own "
+                "forecaster/reconstructor (--detector)"
+            )
         if plan.splits != 1:
-            raise ValueError(f"--splits applies to the classify task; detect trains on the nominal training arrays "
-                             f"and tests on the test arrays, so use --splits 1 (got {plan.splits})")
+            raise ValueError(
+                f"--splits applies to the classify task; detect trains on the nominal training arrays "
+                f"and tests on the test arrays, so use --splits 1 (got {plan.splits})"
+            )
         check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
         options = dict(base.dataset_options)
         if base.dataset in NOMINAL_OPTIONS:
@@ -160,10 +186,14 @@ class DetectSource:
         dataset = cast("Dataset", load_dataset(base.dataset, **options))
         data = detection_data(dataset, window=base.window, horizon=base.horizon, holdout=base.holdout)
         fit_steps = sum(len(c.fit) for c in data.channels)
-        lines = [(f"detect: {data.n_channels} channels, {fit_steps} nominal training steps "
-                  f"({sum(len(c.holdout) for c in data.channels)} held out), "
-                  f"{sum(len(c.test) for c in data.channels)} test steps, "
-                  f"{sum(len(c.series.events) for c in data.channels)} test events; targets {list(data.targets)}")]
+        lines = [
+            (
+                f"detect: {data.n_channels} channels, {fit_steps} nominal training steps "
+                f"({sum(len(c.holdout) for c in data.channels)} held out), "
+                f"{sum(len(c.test) for c in data.channels)} test steps, "
+                f"{sum(len(c.series.events) for c in data.channels)} test events; targets {list(data.targets)}"
+            )
+        ]
         return Prepared(dataset, {0: data}, DetectTask(), DETECT_METRICS, DETECT_PAIRED, lines)
 
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
@@ -229,25 +259,47 @@ def run_bench(
     records, trained = [], 0
     runs = list(plan.runs())
     for i, config in enumerate(runs, 1):
-        record = execute(config, prepared.data[config.split_seed], root=out, device=torch_device, world=world,
-                         shuffle_control=plan.shuffle_control, progress=progress, on_epoch=on_epoch, log=say,
-                         task=prepared.task)
+        record = execute(
+            config,
+            prepared.data[config.split_seed],
+            root=out,
+            device=torch_device,
+            world=world,
+            shuffle_control=plan.shuffle_control,
+            progress=progress,
+            on_epoch=on_epoch,
+            log=say,
+            task=prepared.task,
+        )
         trained += not record["skipped"]
         model = f"{config.detector} " if config.task == "detect" else ""
-        say(f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
+        say(
+            f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
             + " ".join(f"{m} {record['test'][m]:.3f}" for m in shown)
-            + (" (finished earlier, skipped)" if record["skipped"] else ""))
+            + (" (finished earlier, skipped)" if record["skipped"] else "")
+        )
         records.append(record)
     baseline = []
     if plan.baseline and world.is_main:
         t0 = time.perf_counter()
         baseline = source.baselines(prepared, plan)
-        say(f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): {time.perf_counter() - t0:.1f} s")
+        say(
+            f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): {time.perf_counter() - t0:.1f} s"
+        )
     seconds = time.perf_counter() - start
-    comparison = compare(records, baseline=baseline, metrics=prepared.metrics, paired_metrics=prepared.paired_metrics,
-                         no_skill=source.no_skill(prepared, plan))
-    comparison.meta.update(_meta(plan, prepared.dataset, torch_device, world), wall_seconds=seconds,
-                           runs_trained=trained, runs_skipped=len(records) - trained)
+    comparison = compare(
+        records,
+        baseline=baseline,
+        metrics=prepared.metrics,
+        paired_metrics=prepared.paired_metrics,
+        no_skill=source.no_skill(prepared, plan),
+    )
+    comparison.meta.update(
+        _meta(plan, prepared.dataset, torch_device, world),
+        wall_seconds=seconds,
+        runs_trained=trained,
+        runs_skipped=len(records) - trained,
+    )
     paths = write(comparison, out) if world.is_main else {}
     world.barrier()
     return BenchResult(comparison, paths, seconds, trained, len(records) - trained)

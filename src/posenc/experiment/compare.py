@@ -114,8 +114,9 @@ def _std(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1)) if values.size > 1 else float("nan")
 
 
-def _vs_no_skill(records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-                 no_skill: Mapping[int, Mapping[str, float]]) -> dict[str, tuple[float, float, float]]:
+def _vs_no_skill(
+    records: Sequence[Mapping[str, Any]], metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]]
+) -> dict[str, tuple[float, float, float]]:
     out = {}
     for m in metrics:
         by_split: dict[int, list[float]] = {}
@@ -129,18 +130,37 @@ def _vs_no_skill(records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
     return out
 
 
-def _row(encoding: str, scale: str, records: Sequence[Mapping[str, Any]], metrics: Sequence[str],
-         paired_metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]] | None, model: str = "") -> Row:
+def _row(
+    encoding: str,
+    scale: str,
+    records: Sequence[Mapping[str, Any]],
+    metrics: Sequence[str],
+    paired_metrics: Sequence[str],
+    no_skill: Mapping[int, Mapping[str, float]] | None,
+    model: str = "",
+) -> Row:
     values = {m: np.array([r["test"][m] for r in records], dtype=np.float64) for m in metrics}
     drop = None
     if records and all("shuffled_test" in r for r in records):
-        drop = {m: float(np.mean([r["test"][m] - r["shuffled_test"][m] for r in records])) for m in paired_metrics}
+        drop = {
+            m: float(np.mean([r["test"][m] - r["shuffled_test"][m] for r in records])) for m in paired_metrics
+        }
     vs = _vs_no_skill(records, paired_metrics, no_skill) if no_skill is not None else None
-    return Row(encoding, scale, len(records), {m: float(v.mean()) for m, v in values.items()},
-               {m: _std(v) for m, v in values.items()}, drop, vs, model)
+    return Row(
+        encoding,
+        scale,
+        len(records),
+        {m: float(v.mean()) for m, v in values.items()},
+        {m: _std(v) for m, v in values.items()},
+        drop,
+        vs,
+        model,
+    )
 
 
-def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[dict], model: str = "") -> Paired | None:
+def _paired(
+    encoding: str, scale: str, metric: str, mine: list[dict], ref: list[dict], model: str = ""
+) -> Paired | None:
     ref_by_pair = {(r["split_seed"], r["seed"]): r["test"][metric] for r in ref}
     by_split: dict[int, list[float]] = {}
     for r in mine:
@@ -151,17 +171,35 @@ def _paired(encoding: str, scale: str, metric: str, mine: list[dict], ref: list[
         return None
     d = np.concatenate([np.asarray(v) for v in by_split.values()])
     lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
-    return Paired(encoding, scale, metric, REFERENCE, d.size, float(d.mean()), lo, hi,
-                  stats.sign_flip_p(d), stats.wilcoxon_p(d), stats.min_attainable_p(d.size), model)
+    return Paired(
+        encoding,
+        scale,
+        metric,
+        REFERENCE,
+        d.size,
+        float(d.mean()),
+        lo,
+        hi,
+        stats.sign_flip_p(d),
+        stats.wilcoxon_p(d),
+        stats.min_attainable_p(d.size),
+        model,
+    )
 
 
 def _test_splits(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     splits: dict[int, dict[str, Any]] = {}
     for r in runs:
-        splits.setdefault(r["split_seed"], {"split_seed": r["split_seed"], "test_windows": r["test_windows"],
-                                            "test_positive_windows": r["test_positive_windows"],
-                                            "test_events": r["test_events"],
-                                            "test_events_in_train": r.get("test_events_in_train", 0)})
+        splits.setdefault(
+            r["split_seed"],
+            {
+                "split_seed": r["split_seed"],
+                "test_windows": r["test_windows"],
+                "test_positive_windows": r["test_positive_windows"],
+                "test_events": r["test_events"],
+                "test_events_in_train": r.get("test_events_in_train", 0),
+            },
+        )
     return [splits[k] for k in sorted(splits)]
 
 
@@ -188,9 +226,14 @@ def compare(
     metrics, paired_metrics = tuple(metrics), tuple(paired_metrics)
     test_splits = _test_splits(runs)
     if no_skill is None:
-        no_skill = [{"split_seed": s["split_seed"],
-                     "test": no_skill_metrics(s["test_positive_windows"] / s["test_windows"])}
-                    for s in test_splits if s["test_windows"] and s["test_positive_windows"]]
+        no_skill = [
+            {
+                "split_seed": s["split_seed"],
+                "test": no_skill_metrics(s["test_positive_windows"] / s["test_windows"]),
+            }
+            for s in test_splits
+            if s["test_windows"] and s["test_positive_windows"]
+        ]
     flag_all = {int(r["split_seed"]): r["test"] for r in no_skill}
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in runs:  # "detector" names the model of a detect run (one table section per model)
@@ -218,12 +261,23 @@ def compare(
     for b in baseline:
         by_name.setdefault(b.get("name", BASELINE), []).append(b)
     for name, records in by_name.items():
-        rows.append(_row(name, "-", records, [m for m in metrics if m in records[0]["test"]],
-                         paired_metrics, flag_all))
+        rows.append(
+            _row(
+                name, "-", records, [m for m in metrics if m in records[0]["test"]], paired_metrics, flag_all
+            )
+        )
     if no_skill:
         rows.append(_row(NO_SKILL, "-", no_skill, [m for m in metrics if m in no_skill[0]["test"]], (), None))
-    return Comparison(rows, paired, list(runs), list(baseline), test_splits, metrics=metrics,
-                      paired_metrics=paired_metrics, no_skill=list(no_skill))
+    return Comparison(
+        rows,
+        paired,
+        list(runs),
+        list(baseline),
+        test_splits,
+        metrics=metrics,
+        paired_metrics=paired_metrics,
+        no_skill=list(no_skill),
+    )
 
 
 def from_json(text: str) -> Comparison:
@@ -233,9 +287,13 @@ def from_json(text: str) -> Comparison:
     their metadata are kept.
     """
     data = json.loads(text)
-    comparison = compare(data["runs"], baseline=data.get("baseline", []),
-                         metrics=data.get("metrics", METRICS), paired_metrics=data.get("paired_metrics", PAIRED_METRICS),
-                         no_skill=data.get("no_skill") or None)
+    comparison = compare(
+        data["runs"],
+        baseline=data.get("baseline", []),
+        metrics=data.get("metrics", METRICS),
+        paired_metrics=data.get("paired_metrics", PAIRED_METRICS),
+        no_skill=data.get("no_skill") or None,
+    )
     comparison.meta.update(data.get("meta", {}))
     return comparison
 
@@ -249,9 +307,16 @@ def _p(p: float) -> str:
 
 
 #: Column titles of metric names (others are shown as they are).
-LABELS = {"precision": "precision", "recall": "recall", "f1": "F1", "auprc": "AUPRC",
-          "event_precision": "event precision", "event_recall": "event recall", "event_f1": "event F1",
-          "pa_f1": "point-adjusted F1 (inflated)"}
+LABELS = {
+    "precision": "precision",
+    "recall": "recall",
+    "f1": "F1",
+    "auprc": "AUPRC",
+    "event_precision": "event precision",
+    "event_recall": "event recall",
+    "event_f1": "event F1",
+    "pa_f1": "point-adjusted F1 (inflated)",
+}
 
 
 def _label(metric: str) -> str:
@@ -273,37 +338,57 @@ def markdown(comparison: Comparison) -> str:
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     with_model = any(r.model for r in comparison.rows)
     lines = [
-        ("| model " if with_model else "") + "| encoding | scale | n | " + " | ".join(_label(m) for m in metrics)
-        + " | " + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics) + " |",
+        ("| model " if with_model else "")
+        + "| encoding | scale | n | "
+        + " | ".join(_label(m) for m in metrics)
+        + " | "
+        + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics)
+        + " |",
         "|---|---|---|" + "---|" * (len(metrics) + len(paired_metrics) + with_model),
     ]
     for r in comparison.rows:
         drop = r.shuffle_drop or {}
         lines.append(
             (f"| {r.model or '—'} " if with_model else "")
-            + f"| {r.encoding} | {r.scale} | {r.n} | " + " | ".join(_cell(r, m) for m in metrics)
-            + " | " + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in paired_metrics) + " |"
+            + f"| {r.encoding} | {r.scale} | {r.n} | "
+            + " | ".join(_cell(r, m) for m in metrics)
+            + " | "
+            + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in paired_metrics)
+            + " |"
         )
-    marked = [(f"{r.model} " if r.model else "") + (r.encoding if r.scale in ("-", "native") else
-                                                     f"{r.encoding} ({r.scale})") for r in comparison.rows
-              if any(r.clears_no_skill(m) is False for m in paired_metrics)]
-    what = (f"`{NO_SKILL}` flags every test step: event recall 1, one false positive per stretch of normal steps "
-            "between events, window AUPRC = window prevalence, computed by the same metric code. "
-            if "event_f1" in metrics else
-            f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
-            "prevalence p, per split). ")
-    lines += ["", what + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
-              f"`{NO_SKILL}` on the same split does not lie above 0 — no better than flagging everything. "
-              + (f"Not above `{NO_SKILL}` in {' or '.join(_label(m) for m in paired_metrics)}: "
-                 + ", ".join(marked) + "." if marked else
-                 f"Every row is above `{NO_SKILL}` in {' and '.join(_label(m) for m in paired_metrics)}.")]
+    marked = [
+        (f"{r.model} " if r.model else "")
+        + (r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})")
+        for r in comparison.rows
+        if any(r.clears_no_skill(m) is False for m in paired_metrics)
+    ]
+    what = (
+        f"`{NO_SKILL}` flags every test step: event recall 1, one false positive per stretch of normal steps "
+        "between events, window AUPRC = window prevalence, computed by the same metric code. "
+        if "event_f1" in metrics
+        else f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
+        "prevalence p, per split). "
+    )
+    lines += [
+        "",
+        what + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
+        f"`{NO_SKILL}` on the same split does not lie above 0 — no better than flagging everything. "
+        + (
+            f"Not above `{NO_SKILL}` in {' or '.join(_label(m) for m in paired_metrics)}: "
+            + ", ".join(marked)
+            + "."
+            if marked
+            else f"Every row is above `{NO_SKILL}` in {' and '.join(_label(m) for m in paired_metrics)}."
+        ),
+    ]
     if comparison.paired:
         lines += [
             "",
             f"Paired differences against `{REFERENCE}` at the same scale "
             "(encoding − reference, over (split, seed) pairs):",
             "",
-            ("| model " if with_model else "") + "| encoding | scale | metric | pairs | mean diff | bootstrap 95% CI "
+            ("| model " if with_model else "")
+            + "| encoding | scale | metric | pairs | mean diff | bootstrap 95% CI "
             "| p sign-flip (exact) | p Wilcoxon | min attainable p |",
             "|---|---|---|---|---|---|---|---|---|" + "---|" * with_model,
         ]
@@ -313,25 +398,39 @@ def markdown(comparison: Comparison) -> str:
                 + f"| {t.encoding} | {t.scale} | {t.metric} | {t.n} | {t.mean_diff:+.4f} | "
                 f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}] | {_p(t.p_sign_flip)} | {_p(t.p_wilcoxon)} | {t.min_p:.3g} |"
             )
-    lines += ["", "Test splits: " + "; ".join(
-        f"split {s['split_seed']}: {s['test_windows']} windows, {s['test_positive_windows']} positive, "
-        f"{s['test_events']} events" + (f" ({s['test_events_in_train']} also in training: LEAKY)"
-                                        if s.get("test_events_in_train") else "")
-        for s in comparison.test_splits
-    )]
+    lines += [
+        "",
+        "Test splits: "
+        + "; ".join(
+            f"split {s['split_seed']}: {s['test_windows']} windows, {s['test_positive_windows']} positive, "
+            f"{s['test_events']} events"
+            + (
+                f" ({s['test_events_in_train']} also in training: LEAKY)"
+                if s.get("test_events_in_train")
+                else ""
+            )
+            for s in comparison.test_splits
+        ),
+    ]
     lines += ["", "mean ± std over split seeds × seeds (ddof=1). " + stats.METHOD_NOTE]
     meta = comparison.meta
     if meta.get("hyperparameters", {}).get("protocol", "blocked") != "blocked":
-        lines[:0] = [f"**LEAKY split protocol `{meta['hyperparameters']['protocol']}`: windows were dealt to splits "
-                     "at random, so training and test windows share time steps and events. These scores measure "
-                     "leakage, not generalisation.**", ""]
+        lines[:0] = [
+            f"**LEAKY split protocol `{meta['hyperparameters']['protocol']}`: windows were dealt to splits "
+            "at random, so training and test windows share time steps and events. These scores measure "
+            "leakage, not generalisation.**",
+            "",
+        ]
     if meta.get("notes"):
         lines += [""] + list(meta["notes"])
     if "wall_seconds" in meta:
-        lines += ["", f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
-                      f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
-                      f"{meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads, {meta['platform']}, "
-                      f"torch {meta['torch']}."]
+        lines += [
+            "",
+            f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
+            f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
+            f"{meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads, {meta['platform']}, "
+            f"torch {meta['torch']}.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -339,11 +438,17 @@ def _csv(comparison: Comparison) -> str:
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(["model", "encoding", "scale", "n"] + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
-                    + [f"shuffle_drop_{m}" for m in paired_metrics]
-                    + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
-                    + [f"{m}_{k}" for m in paired_metrics
-                       for k in ("diff", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")])
+    writer.writerow(
+        ["model", "encoding", "scale", "n"]
+        + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
+        + [f"shuffle_drop_{m}" for m in paired_metrics]
+        + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
+        + [
+            f"{m}_{k}"
+            for m in paired_metrics
+            for k in ("diff", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")
+        ]
+    )
     tests = {(t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
     for r in comparison.rows:
         drop = r.shuffle_drop or {}

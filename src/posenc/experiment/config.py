@@ -53,11 +53,15 @@ def _check_encoding_options(options: object) -> None:
         if not isinstance(key, str) or not key.isidentifier():
             raise ValueError(f"encoding_options keys must be option names, got {key!r}")
         if key in registry.MODEL_SIZES:
-            raise ValueError(f"encoding option {key!r} is set by the model's sizes ({', '.join(registry.MODEL_SIZES)})")
+            raise ValueError(
+                f"encoding option {key!r} is set by the model's sizes ({', '.join(registry.MODEL_SIZES)})"
+            )
         try:
             json.dumps(value, allow_nan=False)
         except (TypeError, ValueError):
-            raise ValueError(f"encoding option {key}={value!r} must be a JSON value (it is recorded per run)") from None
+            raise ValueError(
+                f"encoding option {key}={value!r} must be a JSON value (it is recorded per run)"
+            ) from None
 
 
 def resolve_encoding_options(
@@ -74,14 +78,20 @@ def resolve_encoding_options(
         name, dot, key = item.rpartition(".")
         item = f"{item}={value if isinstance(value, str) else json.dumps(value)}"
         if key in registry.MODEL_SIZES:
-            raise ValueError(f"--encoding-option {item}: {key!r} comes from the bench's size flags "
-                             "(--d-model, --heads, --window), not from --encoding-option")
+            raise ValueError(
+                f"--encoding-option {item}: {key!r} comes from the bench's size flags "
+                "(--d-model, --heads, --window), not from --encoding-option"
+            )
         targets = [name] if dot else [e for e in encodings if key in registry.get(e).option_names()]
         if dot and name not in encodings:
-            raise ValueError(f"--encoding-option {item}: {name!r} is not among --encodings ({', '.join(encodings)})")
+            raise ValueError(
+                f"--encoding-option {item}: {name!r} is not among --encodings ({', '.join(encodings)})"
+            )
         if dot and key not in registry.get(name).option_names():
             known = ", ".join(registry.get(name).option_names()) or "none"
-            raise ValueError(f"--encoding-option {item}: encoding {name!r} has no option {key!r}; its options: {known}")
+            raise ValueError(
+                f"--encoding-option {item}: encoding {name!r} has no option {key!r}; its options: {known}"
+            )
         if not targets:
             raise ValueError(
                 f"--encoding-option {item}: no encoding of {', '.join(encodings)} takes an option {key!r}"
@@ -163,10 +173,21 @@ class RunConfig:
         if not isinstance(self.dataset, str) or not self.dataset:
             raise ValueError(f"dataset must be a non-empty string, got {self.dataset!r}")
         if not isinstance(self.subset, str) or not re.fullmatch(r"[A-Za-z0-9._-]*", self.subset):
-            raise ValueError(f"subset must be a string of letters, digits, '.', '_' or '-', got {self.subset!r}")
+            raise ValueError(
+                f"subset must be a string of letters, digits, '.', '_' or '-', got {self.subset!r}"
+            )
         if not isinstance(self.dataset_options, Mapping):
             raise TypeError(f"dataset_options must be a mapping, got {type(self.dataset_options).__name__}")
-        for name in ("window", "stride", "d_model", "n_heads", "n_layers", "epochs", "patience", "batch_size"):
+        for name in (
+            "window",
+            "stride",
+            "d_model",
+            "n_heads",
+            "n_layers",
+            "epochs",
+            "patience",
+            "batch_size",
+        ):
             _validate.positive_int(name, getattr(self, name))
         _non_negative_int("split_seed", self.split_seed)
         _non_negative_int("seed", self.seed)
@@ -179,11 +200,21 @@ class RunConfig:
         _validate.choice("detector", self.detector, DETECTORS)
         _validate.positive_int("horizon", self.horizon)
         if self.horizon >= self.window:
-            raise ValueError(f"horizon must be < window (a forecast of at least a whole window from one window), "
-                             f"got horizon={self.horizon}, window={self.window}")
-        if isinstance(self.smoothing, bool) or not isinstance(self.smoothing, numbers.Real) or not self.smoothing >= 1:
+            raise ValueError(
+                f"horizon must be < window (a forecast of at least a whole window from one window), "
+                f"got horizon={self.horizon}, window={self.window}"
+            )
+        if (
+            isinstance(self.smoothing, bool)
+            or not isinstance(self.smoothing, numbers.Real)
+            or not self.smoothing >= 1
+        ):
             raise ValueError(f"smoothing (EWMA span) must be a number >= 1, got {self.smoothing!r}")
-        if isinstance(self.holdout, bool) or not isinstance(self.holdout, numbers.Real) or not 0 < self.holdout < 1:
+        if (
+            isinstance(self.holdout, bool)
+            or not isinstance(self.holdout, numbers.Real)
+            or not 0 < self.holdout < 1
+        ):
             raise ValueError(f"holdout must be a fraction in (0, 1), got {self.holdout!r}")
         _validate.choice("model", self.model, MODELS)
         _validate.positive_int("n_windows", self.n_windows)
@@ -197,17 +228,25 @@ class RunConfig:
                     f"got window={self.window}"
                 )
             if self.window_length < 8:
-                raise ValueError(f"window_length must be >= 8 for model 'spatiotemporal': its CNN halves it three "
-                                 f"times, so window_length={self.window_length} leaves 0 features")
+                raise ValueError(
+                    f"window_length must be >= 8 for model 'spatiotemporal': its CNN halves it three "
+                    f"times, so window_length={self.window_length} leaves 0 features"
+                )
             if self.d_model % (self.window_length // 8):
-                raise ValueError(f"d_model must be a multiple of window_length // 8 = {self.window_length // 8} for "
-                                 f"model 'spatiotemporal' (CNN channels × {self.window_length // 8}), "
-                                 f"got d_model={self.d_model}")
+                raise ValueError(
+                    f"d_model must be a multiple of window_length // 8 = {self.window_length // 8} for "
+                    f"model 'spatiotemporal' (CNN channels × {self.window_length // 8}), "
+                    f"got d_model={self.d_model}"
+                )
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads}"
             )
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, numbers.Real) or not 0 <= self.dropout < 1:
+        if (
+            isinstance(self.dropout, bool)
+            or not isinstance(self.dropout, numbers.Real)
+            or not 0 <= self.dropout < 1
+        ):
             raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
         _validate.positive_float("lr", self.lr)
         wd = self.weight_decay
@@ -217,7 +256,9 @@ class RunConfig:
     @property
     def encoding_label(self) -> str:
         """``encoding`` followed by its options, e.g. ``"rope+layout=adjacent"`` (names the run's directory)."""
-        return self.encoding + "".join(f"+{k}={json.dumps(v)}" for k, v in sorted(self.encoding_options.items()))
+        return self.encoding + "".join(
+            f"+{k}={json.dumps(v)}" for k, v in sorted(self.encoding_options.items())
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field; ``encoding_options`` only when there are any and the detect
@@ -276,7 +317,9 @@ class BenchPlan:
         _validate.positive_int("splits", self.splits)
         for name, options in self.encoding_options.items():
             if name not in self.encodings:
-                raise ValueError(f"encoding_options name {name!r}, which is not among encodings {self.encodings}")
+                raise ValueError(
+                    f"encoding_options name {name!r}, which is not among encodings {self.encodings}"
+                )
             _check_encoding_options(options)
 
     def options_for(self, encoding: str) -> dict[str, Any]:
@@ -289,13 +332,20 @@ class BenchPlan:
 
     def runs(self) -> Iterator[RunConfig]:
         """Every run of the grid, split seed outermost (so one split's data is reused), then detector."""
-        detectors = (self.detectors or (self.base.detector,)) if self.base.task == "detect" else (self.base.detector,)
+        detectors = (
+            (self.detectors or (self.base.detector,)) if self.base.task == "detect" else (self.base.detector,)
+        )
         for split_seed in range(self.splits):
             for detector in detectors:
                 for encoding in self.encodings:
                     for scale in self.scales_for(encoding):
                         for seed in range(self.seeds):
                             yield dataclasses.replace(
-                                self.base, encoding=encoding, encoding_options=self.options_for(encoding),
-                                scale=scale, split_seed=split_seed, seed=seed, detector=detector,
+                                self.base,
+                                encoding=encoding,
+                                encoding_options=self.options_for(encoding),
+                                scale=scale,
+                                split_seed=split_seed,
+                                seed=seed,
+                                detector=detector,
                             )

@@ -34,7 +34,9 @@ def window_summary(X: np.ndarray) -> np.ndarray:
     )
 
 
-def order_free_baseline(splits: Any, *, seed: int = 0, families: np.ndarray | None = None) -> dict[str, float]:
+def order_free_baseline(
+    splits: Any, *, seed: int = 0, families: np.ndarray | None = None
+) -> dict[str, float]:
     """Fit gradient boosting on summary statistics of ``splits.train``; threshold on val; metrics on test.
 
     Classes are balanced by ``class_weight="balanced"`` (the counterpart of the Transformer's
@@ -50,4 +52,8 @@ def order_free_baseline(splits: Any, *, seed: int = 0, families: np.ndarray | No
     threshold = best_f1_threshold(splits.val.y, val_scores)
     test_scores = clf.predict_proba(window_summary(splits.test.X))[:, 1]
     by_family = family_auprc(splits.test.y, test_scores, families) if families is not None else {}
-    return {**binary_metrics(splits.test.y, test_scores, threshold=threshold), **by_family, "threshold": threshold}
+    return {
+        **binary_metrics(splits.test.y, test_scores, threshold=threshold),
+        **by_family,
+        "threshold": threshold,
+    }

@@ -55,9 +55,20 @@ def build_detector(config: RunConfig, data: DetectionData) -> tuple[SequenceDete
         raise ValueError("scale 'matched' is defined for the classify task only; use native, unit or learned")
     options = run_encoding_options(config)
     torch.manual_seed(config.seed)
-    model = SequenceDetector(data.n_features, len(data.targets), data.n_channels, config.d_model, config.n_heads,
-                             config.n_layers, kind=config.detector, horizon=config.horizon, encoding=config.encoding,
-                             encoding_options=options, dropout=config.dropout, max_len=config.window)
+    model = SequenceDetector(
+        data.n_features,
+        len(data.targets),
+        data.n_channels,
+        config.d_model,
+        config.n_heads,
+        config.n_layers,
+        kind=config.detector,
+        horizon=config.horizon,
+        encoding=config.encoding,
+        encoding_options=options,
+        dropout=config.dropout,
+        max_len=config.window,
+    )
     return model, options
 
 
@@ -81,7 +92,9 @@ class _Pool:
         return self.values[rows]
 
 
-def _train_starts(pool: _Pool, *, span: int, stride: int, rng: np.random.Generator) -> tuple[NDArray, NDArray]:
+def _train_starts(
+    pool: _Pool, *, span: int, stride: int, rng: np.random.Generator
+) -> tuple[NDArray, NDArray]:
     """``(channel, start)`` of every window of ``span`` steps at ``stride`` from a random offset per channel."""
     chans, starts = [], []
     for c, n in enumerate(pool.lengths):
@@ -91,8 +104,16 @@ def _train_starts(pool: _Pool, *, span: int, stride: int, rng: np.random.Generat
     return np.concatenate(chans), np.concatenate(starts)
 
 
-def _loss(model: nn.Module, pool: _Pool, chan: NDArray, start: NDArray, config: RunConfig,
-          targets: list[int], device: torch.device, generator: torch.Generator | None) -> torch.Tensor:
+def _loss(
+    model: nn.Module,
+    pool: _Pool,
+    chan: NDArray,
+    start: NDArray,
+    config: RunConfig,
+    targets: list[int],
+    device: torch.device,
+    generator: torch.Generator | None,
+) -> torch.Tensor:
     W, h = config.window, config.horizon
     c = torch.from_numpy(chan).to(device)
     if config.detector == "forecast":
@@ -107,18 +128,21 @@ def _loss(model: nn.Module, pool: _Pool, chan: NDArray, start: NDArray, config: 
 
 
 @torch.inference_mode()
-def _holdout_loss(model: nn.Module, pool: _Pool, config: RunConfig, targets: list[int], device: torch.device) -> float:
+def _holdout_loss(
+    model: nn.Module, pool: _Pool, config: RunConfig, targets: list[int], device: torch.device
+) -> float:
     """Mean loss on held-out windows at stride ``window`` (fixed masks: seeded generator)."""
     was = model.training
     model.eval()
-    chan, start = _train_starts(pool, span=config.window + config.horizon, stride=config.window,
-                                rng=np.random.default_rng(0))
+    chan, start = _train_starts(
+        pool, span=config.window + config.horizon, stride=config.window, rng=np.random.default_rng(0)
+    )
     gen = torch.Generator().manual_seed(0)
     total, n = 0.0, 0
     for i in range(0, len(chan), 256):
-        loss = _loss(model, pool, chan[i:i + 256], start[i:i + 256], config, targets, device, gen)
-        total += float(loss) * len(chan[i:i + 256])
-        n += len(chan[i:i + 256])
+        loss = _loss(model, pool, chan[i : i + 256], start[i : i + 256], config, targets, device, gen)
+        total += float(loss) * len(chan[i : i + 256])
+        n += len(chan[i : i + 256])
     model.train(was)
     return total / n
 
@@ -157,20 +181,29 @@ def fit_detector(
         torch.manual_seed(seed)
         rng = np.random.default_rng(seed)
         gen = torch.Generator().manual_seed(seed)
-        chan, start = _train_starts(fit_pool, span=config.window + config.horizon, stride=config.stride, rng=rng)
+        chan, start = _train_starts(
+            fit_pool, span=config.window + config.horizon, stride=config.stride, rng=rng
+        )
         order = rng.permutation(len(chan))
         model.train()
         total, t0 = 0.0, time.perf_counter()
         batches = range(0, len(order), config.batch_size)
-        bar = tqdm(batches, desc=f"{config.detector} {config.encoding} seed {config.seed} epoch {epoch}",
-                   leave=False, disable=not progress)
+        bar = tqdm(
+            batches,
+            desc=f"{config.detector} {config.encoding} seed {config.seed} epoch {epoch}",
+            leave=False,
+            disable=not progress,
+        )
         for i in bar:
-            idx = order[i:i + config.batch_size]
+            idx = order[i : i + config.batch_size]
             loss = _loss(model, fit_pool, chan[idx], start[idx], config, targets, device, gen)
             if not torch.isfinite(loss):
-                raise TrainingDiverged(f"training loss became {loss.item()} at epoch {epoch} ({config.detector} "
-                                       f"{config.encoding}, seed {config.seed}) with lr={config.lr}: the updates "
-                                       "diverged; try a smaller lr", lr=config.lr)
+                raise TrainingDiverged(
+                    f"training loss became {loss.item()} at epoch {epoch} ({config.detector} "
+                    f"{config.encoding}, seed {config.seed}) with lr={config.lr}: the updates "
+                    "diverged; try a smaller lr",
+                    lr=config.lr,
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -184,8 +217,14 @@ def fit_detector(
             state.bad_epochs += 1
         state.epoch = epoch
         state.stopped = state.bad_epochs >= config.patience
-        row = {"epoch": epoch, "train_loss": total / len(order), "val_loss": val_loss, "val_auprc": math.nan,
-               "train_seconds": seconds, "windows_per_s": len(order) / seconds}
+        row = {
+            "epoch": epoch,
+            "train_loss": total / len(order),
+            "val_loss": val_loss,
+            "val_auprc": math.nan,
+            "train_seconds": seconds,
+            "windows_per_s": len(order) / seconds,
+        }
         state.history.append(row)
         if on_epoch is not None:
             on_epoch(checkpoint_of(model, optimizer, state), row)
@@ -201,9 +240,17 @@ def _tile(n: int, span: int, step: int) -> NDArray[np.int64]:
 
 
 @torch.inference_mode()
-def step_errors(model: SequenceDetector, values: NDArray[np.float32], channel: int, config: RunConfig,
-                targets: list[int], *, device: torch.device, shuffle_seed: int | None = None,
-                batch_size: int = 512) -> NDArray[np.float64]:
+def step_errors(
+    model: SequenceDetector,
+    values: NDArray[np.float32],
+    channel: int,
+    config: RunConfig,
+    targets: list[int],
+    *,
+    device: torch.device,
+    shuffle_seed: int | None = None,
+    batch_size: int = 512,
+) -> NDArray[np.float64]:
     """Absolute error per step of ``values[T, F]`` (mean over targets; ``NaN`` where not scored; module docstring).
 
     ``shuffle_seed``: permute the steps of every input window (the time-shuffle control).
@@ -217,10 +264,13 @@ def step_errors(model: SequenceDetector, values: NDArray[np.float32], channel: i
     if config.detector == "forecast":
         starts = _tile(len(values), W + h, h)
         for i in range(0, len(starts), batch_size):
-            s = torch.from_numpy(starts[i:i + batch_size])
+            s = torch.from_numpy(starts[i : i + batch_size])
             ctx = x_all[s[:, None] + torch.arange(W)]
             if rng is not None:
-                ctx = ctx[torch.arange(len(s))[:, None], torch.from_numpy(rng.permuted(np.tile(np.arange(W), (len(s), 1)), axis=1))]
+                ctx = ctx[
+                    torch.arange(len(s))[:, None],
+                    torch.from_numpy(rng.permuted(np.tile(np.arange(W), (len(s), 1)), axis=1)),
+                ]
             pred = model(ctx.to(device), torch.full((len(s),), channel, device=device)).cpu()
             rows = s[:, None] + W + torch.arange(h)
             e = (pred - x_all[rows][..., targets]).abs().mean(dim=-1).double().numpy()
@@ -230,7 +280,7 @@ def step_errors(model: SequenceDetector, values: NDArray[np.float32], channel: i
         for k in range(MASK_EVERY):
             mask = (torch.arange(W) % MASK_EVERY == k).expand(len(starts), W)
             for i in range(0, len(starts), batch_size):
-                s = torch.from_numpy(starts[i:i + batch_size])
+                s = torch.from_numpy(starts[i : i + batch_size])
                 rows = s[:, None] + torch.arange(W)
                 m = mask[: len(s)]
                 if rng is not None:
@@ -265,22 +315,35 @@ def scored_channel(channel: Channel, score: NDArray[np.float64]) -> ScoredChanne
     return ScoredChannel(channel.name, score, s.labels, s.events, [FAMILIES.get(k, k) for k in s.event_kinds])
 
 
-def evaluate_scores(data: DetectionData, scores: list[NDArray[np.float64]], config: RunConfig,
-                    *, flag_all: bool = False) -> dict[str, float]:
+def evaluate_scores(
+    data: DetectionData, scores: list[NDArray[np.float64]], config: RunConfig, *, flag_all: bool = False
+) -> dict[str, float]:
     """:func:`posenc.experiment.events.detection_metrics` of calibrated step scores, threshold 1."""
     chans = [scored_channel(c, s) for c, s in zip(data.channels, scores)]
-    return detection_metrics(chans, threshold=1.0, window=config.window, stride=config.stride, flag_all=flag_all)
+    return detection_metrics(
+        chans, threshold=1.0, window=config.window, stride=config.stride, flag_all=flag_all
+    )
 
 
-def detector_scores(model: SequenceDetector, data: DetectionData, config: RunConfig, *, device: torch.device,
-                    shuffle_seed: int | None = None) -> list[NDArray[np.float64]]:
+def detector_scores(
+    model: SequenceDetector,
+    data: DetectionData,
+    config: RunConfig,
+    *,
+    device: torch.device,
+    shuffle_seed: int | None = None,
+) -> list[NDArray[np.float64]]:
     """Calibrated, smoothed step scores of every test array (module docstring, steps 2–3)."""
     targets = list(data.targets)
     out = []
     for c in data.channels:
-        hold = smooth(step_errors(model, c.holdout, c.index, config, targets, device=device), config.smoothing)
-        test = smooth(step_errors(model, c.test, c.index, config, targets, device=device, shuffle_seed=shuffle_seed),
-                      config.smoothing)
+        hold = smooth(
+            step_errors(model, c.holdout, c.index, config, targets, device=device), config.smoothing
+        )
+        test = smooth(
+            step_errors(model, c.test, c.index, config, targets, device=device, shuffle_seed=shuffle_seed),
+            config.smoothing,
+        )
         out.append(calibrated(test, hold))
     return out
 
@@ -293,14 +356,26 @@ def split_summary(data: DetectionData, config: RunConfig) -> dict[str, int]:
         starts = _tile(len(c.test), config.window, config.stride)
         windows += len(starts)
         positives += int(c.series.labels[starts[:, None] + np.arange(config.window)].any(axis=1).sum())
-    return {"test_windows": windows, "test_positive_windows": positives, "test_events": int(metrics_all["events"])}
+    return {
+        "test_windows": windows,
+        "test_positive_windows": positives,
+        "test_events": int(metrics_all["events"]),
+    }
 
 
-def evaluate_detector(model: SequenceDetector, data: DetectionData, config: RunConfig, *, device: torch.device,
-                      shuffle_control: bool) -> dict[str, Any]:
+def evaluate_detector(
+    model: SequenceDetector,
+    data: DetectionData,
+    config: RunConfig,
+    *,
+    device: torch.device,
+    shuffle_control: bool,
+) -> dict[str, Any]:
     """The run record's metrics: ``test`` (and ``shuffled_test``) and the scoring throughput."""
     t0 = time.perf_counter()
-    record: dict[str, Any] = {"test": evaluate_scores(data, detector_scores(model, data, config, device=device), config)}
+    record: dict[str, Any] = {
+        "test": evaluate_scores(data, detector_scores(model, data, config, device=device), config)
+    }
     record["score_seconds"] = time.perf_counter() - t0
     if shuffle_control:
         shuffled = detector_scores(model, data, config, device=device, shuffle_seed=config.seed)
@@ -308,12 +383,16 @@ def evaluate_detector(model: SequenceDetector, data: DetectionData, config: RunC
     return {**record, **split_summary(data, config)}
 
 
-
 def detection_fingerprint(data: DetectionData) -> str:
     """SHA-256 (hex) of every channel's fit/held-out/test arrays, labels and the target features."""
     digest = hashlib.sha256(f"targets:{data.targets};".encode())
     for c in data.channels:
-        for name, array in (("fit", c.fit), ("holdout", c.holdout), ("test", c.test), ("labels", c.series.labels)):
+        for name, array in (
+            ("fit", c.fit),
+            ("holdout", c.holdout),
+            ("test", c.test),
+            ("labels", c.series.labels),
+        ):
             a = np.ascontiguousarray(array)
             digest.update(f"{c.name}.{name}:{a.dtype.str}:{a.shape};".encode())
             digest.update(a.reshape(-1).view(np.uint8).tobytes())
@@ -332,20 +411,50 @@ class DetectTask:
     def build(self, config: RunConfig, data: DetectionData) -> tuple[nn.Module, dict[str, Any]]:
         return build_detector(config, data)
 
-    def fit(self, model: nn.Module, data: DetectionData, config: RunConfig, *, device: torch.device, world: World,
-            checkpoint: dict[str, Any] | None, on_epoch: EpochHook, progress: bool) -> FitState:
-        return fit_detector(model, data, config, device=device, world=world, checkpoint=checkpoint,
-                            on_epoch=on_epoch, progress=progress)
+    def fit(
+        self,
+        model: nn.Module,
+        data: DetectionData,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        world: World,
+        checkpoint: dict[str, Any] | None,
+        on_epoch: EpochHook,
+        progress: bool,
+    ) -> FitState:
+        return fit_detector(
+            model,
+            data,
+            config,
+            device=device,
+            world=world,
+            checkpoint=checkpoint,
+            on_epoch=on_epoch,
+            progress=progress,
+        )
 
-    def evaluate(self, model: nn.Module, data: DetectionData, config: RunConfig, *, device: torch.device,
-                 shuffle_control: bool) -> dict[str, Any]:
-        hold = _holdout_loss(model, _Pool.of([c.holdout for c in data.channels]), config, list(data.targets), device)
-        record = evaluate_detector(cast(SequenceDetector, model), data, config, device=device,
-                                   shuffle_control=shuffle_control)
+    def evaluate(
+        self,
+        model: nn.Module,
+        data: DetectionData,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        shuffle_control: bool,
+    ) -> dict[str, Any]:
+        hold = _holdout_loss(
+            model, _Pool.of([c.holdout for c in data.channels]), config, list(data.targets), device
+        )
+        record = evaluate_detector(
+            cast(SequenceDetector, model), data, config, device=device, shuffle_control=shuffle_control
+        )
         return {**record, "detector": config.detector, "val": {"holdout_loss": hold}}
 
 
-def baseline_records(data: DetectionData, config: RunConfig, *, names: tuple[str, ...]) -> list[dict[str, Any]]:
+def baseline_records(
+    data: DetectionData, config: RunConfig, *, names: tuple[str, ...]
+) -> list[dict[str, Any]]:
     """One record per untrained baseline (:mod:`posenc.experiment.baselines`), scored like the detectors."""
     from posenc.experiment.baselines import detect_step_scores
 
@@ -354,12 +463,20 @@ def baseline_records(data: DetectionData, config: RunConfig, *, names: tuple[str
         t0 = time.perf_counter()
         tests, holds = detect_step_scores(name, data, window=config.window)
         scores = [calibrated(t, h) for t, h in zip(tests, holds)]
-        out.append({"name": name, "split_seed": 0, "test": evaluate_scores(data, scores, config),
-                    "seconds": time.perf_counter() - t0})
+        out.append(
+            {
+                "name": name,
+                "split_seed": 0,
+                "test": evaluate_scores(data, scores, config),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
     return out
 
 
 def no_skill_record(data: DetectionData, config: RunConfig) -> dict[str, Any]:
     """Flagging every test step: the detect table's ``flag-all`` row."""
-    return {"split_seed": 0, "test": evaluate_scores(data, [np.zeros(len(c.test)) for c in data.channels], config,
-                                                      flag_all=True)}
+    return {
+        "split_seed": 0,
+        "test": evaluate_scores(data, [np.zeros(len(c.test)) for c in data.channels], config, flag_all=True),
+    }

@@ -76,7 +76,9 @@ def _f1(p: float, r: float) -> float:
     return 2 * p * r / (p + r) if p + r > 0 else 0.0
 
 
-def _windows(channel: ScoredChannel, window: int, stride: int) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+def _windows(
+    channel: ScoredChannel, window: int, stride: int
+) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
     starts = segment_starts(0, len(channel.score), window=window, stride=stride)
     filled = np.where(np.isnan(channel.score), -np.inf, channel.score)
     idx = starts[:, None] + np.arange(window)
@@ -85,8 +87,9 @@ def _windows(channel: ScoredChannel, window: int, stride: int) -> tuple[NDArray[
     return y, np.where(np.isfinite(s), s, np.nan)
 
 
-def detection_metrics(channels: Sequence[ScoredChannel], *, threshold: float, window: int,
-                      stride: int, flag_all: bool = False) -> dict[str, float]:
+def detection_metrics(
+    channels: Sequence[ScoredChannel], *, threshold: float, window: int, stride: int, flag_all: bool = False
+) -> dict[str, float]:
     """Event-wise P/R/F1, window AUPRC and point-adjusted F1, pooled over ``channels`` (module docstring).
 
     A step is flagged when ``score > threshold`` (unscored steps never); ``flag_all=True`` flags
@@ -99,7 +102,11 @@ def detection_metrics(channels: Sequence[ScoredChannel], *, threshold: float, wi
     pa_tp = pa_fp = pa_fn = 0
     by_family: dict[str, list[int]] = {}
     for ch in channels:
-        flags = np.ones(len(ch.score), dtype=bool) if flag_all else np.nan_to_num(ch.score, nan=-np.inf) > threshold
+        flags = (
+            np.ones(len(ch.score), dtype=bool)
+            if flag_all
+            else np.nan_to_num(ch.score, nan=-np.inf) > threshold
+        )
         detected, false_runs = event_counts(ch, flags)
         tp += int(detected.sum())
         fp += false_runs
@@ -107,7 +114,7 @@ def detection_metrics(channels: Sequence[ScoredChannel], *, threshold: float, wi
         adjusted = flags.copy()
         for (s, e), hit in zip(ch.events, detected):
             if hit:
-                adjusted[s:e + 1] = True
+                adjusted[s : e + 1] = True
         for hit, kind in zip(detected, ch.kinds):
             by_family.setdefault(kind, []).append(int(hit))
         pa_tp += int((adjusted & ch.labels).sum())
@@ -123,9 +130,15 @@ def detection_metrics(channels: Sequence[ScoredChannel], *, threshold: float, wi
     pa_r = pa_tp / (pa_tp + pa_fn) if pa_tp + pa_fn else 0.0
     y_all, s_all, f_all = np.concatenate(ys), np.concatenate(ss), np.concatenate(fams)
     s_all = np.nan_to_num(s_all, nan=np.nanmin(s_all) if np.isfinite(s_all).any() else 0.0)
-    out = {"event_precision": precision, "event_recall": recall, "event_f1": _f1(precision, recall),
-           "auprc": float(average_precision_score(y_all, s_all)), "pa_f1": _f1(pa_p, pa_r),
-           "events": float(n_events), "false_positive_runs": float(fp)}
+    out = {
+        "event_precision": precision,
+        "event_recall": recall,
+        "event_f1": _f1(precision, recall),
+        "auprc": float(average_precision_score(y_all, s_all)),
+        "pa_f1": _f1(pa_p, pa_r),
+        "events": float(n_events),
+        "false_positive_runs": float(fp),
+    }
     for family, hits in sorted(by_family.items()):
         out[f"event_recall:{family}"] = float(np.mean(hits))
         keep = (y_all == 0) | (f_all == family)

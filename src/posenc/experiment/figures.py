@@ -33,8 +33,11 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
 
     rows = comparison.rows
     metrics = comparison.paired_metrics
-    labels = [(f"{r.model} " if r.model else "") + (r.encoding if r.scale in ("native", "-") else
-                                                    f"{r.encoding}\n({r.scale})") for r in rows]
+    labels = [
+        (f"{r.model} " if r.model else "")
+        + (r.encoding if r.scale in ("native", "-") else f"{r.encoding}\n({r.scale})")
+        for r in rows
+    ]
     x = np.arange(len(rows))
     fig = _figure((max(6.0, 1.1 * len(rows) + 2), 3.8))
     axes = fig.subplots(1, len(metrics), sharey=True, squeeze=False)
@@ -43,7 +46,9 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
         std = np.nan_to_num(np.array([r.std.get(metric, np.nan) for r in rows]))
         colors = ["0.6" if r.encoding == NO_SKILL else "C0" for r in rows]
         ax.bar(x - 0.2, mean, 0.4, yerr=std, capsize=3, color=colors, label="test")
-        shuffled = np.array([m - r.shuffle_drop[metric] if r.shuffle_drop else np.nan for m, r in zip(mean, rows)])
+        shuffled = np.array(
+            [m - r.shuffle_drop[metric] if r.shuffle_drop else np.nan for m, r in zip(mean, rows)]
+        )
         if np.isfinite(shuffled).any():
             ax.bar(x + 0.2, shuffled, 0.4, hatch="//", fill=False, label="time-shuffled test")
         flag_all = [r for r in rows if r.encoding == NO_SKILL and metric in r.mean]

@@ -56,8 +56,13 @@ def binary_metrics(y: ArrayLike, scores: ArrayLike, *, threshold: float) -> dict
     y, s = _labels_and_scores(y, scores)
     pred = (s >= threshold).astype(np.int64)
     p, r, f, _ = precision_recall_fscore_support(y, pred, average="binary", zero_division=0)
-    return {"precision": float(p), "recall": float(r), "f1": float(f),
-            "auprc": float(average_precision_score(y, s)), "accuracy": float(accuracy_score(y, pred))}
+    return {
+        "precision": float(p),
+        "recall": float(r),
+        "f1": float(f),
+        "auprc": float(average_precision_score(y, s)),
+        "accuracy": float(accuracy_score(y, pred)),
+    }
 
 
 def family_auprc(y: ArrayLike, scores: ArrayLike, families: ArrayLike) -> dict[str, float]:

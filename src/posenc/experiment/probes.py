@@ -51,12 +51,16 @@ def load_suite(plan: BenchPlan) -> Any:
 
     base = plan.base
     if plan.splits != 1:
-        raise ValueError(f"--splits applies to anomaly datasets; probes draw independent train/val/test sets "
-                         f"per distance k, so use --splits 1 (got {plan.splits})")
+        raise ValueError(
+            f"--splits applies to anomaly datasets; probes draw independent train/val/test sets "
+            f"per distance k, so use --splits 1 (got {plan.splits})"
+        )
     options = dict(base.dataset_options)
     if options.setdefault("window", base.window) != base.window:
-        raise ValueError(f"the probe window is --window ({base.window}); do not also pass window={options['window']} "
-                         "as a dataset option")
+        raise ValueError(
+            f"the probe window is --window ({base.window}); do not also pass window={options['window']} "
+            "as a dataset option"
+        )
     check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
     return load_dataset("probes", **options)
 
@@ -87,19 +91,40 @@ def run_probes(
         for scale in plan.scales_for(encoding):
             for k in suite.distances:
                 for seed in range(plan.seeds):
-                    config = dataclasses.replace(plan.base, encoding=encoding, scale=scale, seed=seed, split_seed=0,
-                                                 encoding_options=plan.options_for(encoding),
-                                                 subset=f"k{k}")
-                    record = execute(config, splits[k], root=out, device=torch_device, world=world,
-                                     shuffle_control=False, progress=progress, on_epoch=on_epoch, log=say)
-                    acc.setdefault(_label(encoding, scale), {}).setdefault(k, []).append(record["test"]["accuracy"])
+                    config = dataclasses.replace(
+                        plan.base,
+                        encoding=encoding,
+                        scale=scale,
+                        seed=seed,
+                        split_seed=0,
+                        encoding_options=plan.options_for(encoding),
+                        subset=f"k{k}",
+                    )
+                    record = execute(
+                        config,
+                        splits[k],
+                        root=out,
+                        device=torch_device,
+                        world=world,
+                        shuffle_control=False,
+                        progress=progress,
+                        on_epoch=on_epoch,
+                        log=say,
+                    )
+                    acc.setdefault(_label(encoding, scale), {}).setdefault(k, []).append(
+                        record["test"]["accuracy"]
+                    )
                     runs.append({**record, "k": k})
             by_k = acc[_label(encoding, scale)]
-            say(f"{_label(encoding, scale)} task {suite.task}: accuracy by k "
-                + " ".join(f"{k}:{np.mean(by_k[k]):.2f}" for k in suite.distances))
+            say(
+                f"{_label(encoding, scale)} task {suite.task}: accuracy by k "
+                + " ".join(f"{k}:{np.mean(by_k[k]):.2f}" for k in suite.distances)
+            )
     accuracy = {label: {k: float(np.mean(v)) for k, v in by_k.items()} for label, by_k in acc.items()}
-    std = {label: {k: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan") for k, v in by_k.items()}
-           for label, by_k in acc.items()}
+    std = {
+        label: {k: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan") for k, v in by_k.items()}
+        for label, by_k in acc.items()
+    }
     result = ProbeResult(accuracy, std, runs, suite.task, suite.window, time.perf_counter() - start, {})
     paths = write(result, out, n_seeds=plan.seeds) if world.is_main else {}
     world.barrier()
@@ -109,9 +134,13 @@ def run_probes(
 def markdown(result: ProbeResult, *, n_seeds: int) -> str:
     """Accuracy table: one row per encoding (× scale), one column per distance ``k``."""
     ks = sorted({k for by_k in result.accuracy.values() for k in by_k})
-    lines = [f"Probe task `{result.task}`, window {result.window}: test accuracy (chance 0.5), mean over "
-             f"{n_seeds} seed(s), by distance k.", "",
-             "| encoding | " + " | ".join(f"k={k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    lines = [
+        f"Probe task `{result.task}`, window {result.window}: test accuracy (chance 0.5), mean over "
+        f"{n_seeds} seed(s), by distance k.",
+        "",
+        "| encoding | " + " | ".join(f"k={k}" for k in ks) + " |",
+        "|---|" + "---|" * len(ks),
+    ]
     for label, by_k in result.accuracy.items():
         lines.append(f"| {label} | " + " | ".join(f"{by_k[k]:.2f}" for k in ks) + " |")
     lines += ["", f"Wall time {result.seconds:.1f} s."]
@@ -134,8 +163,13 @@ def write(result: ProbeResult, out: Path, *, n_seeds: int) -> dict[str, Path]:
             sd = result.std[label][k]
             writer.writerow([label, k, mean, "" if np.isnan(sd) else sd, n_seeds])
     write_text_atomic(paths["csv"], buf.getvalue())
-    payload = {"task": result.task, "window": result.window, "seconds": result.seconds,
-               "accuracy": result.accuracy, "runs": result.runs}
+    payload = {
+        "task": result.task,
+        "window": result.window,
+        "seconds": result.seconds,
+        "accuracy": result.accuracy,
+        "runs": result.runs,
+    }
     write_text_atomic(paths["json"], json.dumps(payload, indent=2, default=str))
     probe_plot(result.accuracy, paths["png"], title=f"probe '{result.task}', window {result.window}")
     return paths

@@ -71,8 +71,15 @@ def run_dir(root: Path, config: RunConfig) -> Path:
     """The directory of ``config``'s run under ``root`` (see the module docstring; detect runs under ``detect-<detector>/``)."""
     data = dataset_slug(config.dataset) + ("" if config.protocol == "blocked" else f"-{config.protocol}")
     task = f"detect-{config.detector}" if config.task == "detect" else ""
-    return (Path(root) / "runs" / data / task / config.subset / f"{dataset_slug(config.encoding_label)}-{config.scale}"
-            / f"split{config.split_seed}-seed{config.seed}")
+    return (
+        Path(root)
+        / "runs"
+        / data
+        / task
+        / config.subset
+        / f"{dataset_slug(config.encoding_label)}-{config.scale}"
+        / f"split{config.split_seed}-seed{config.seed}"
+    )
 
 
 def _log_csv(history: list[dict[str, float]]) -> str:
@@ -162,7 +169,9 @@ def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -
     stored = {k: (getattr(v, "dtype", None), getattr(v, "shape", None)) for k, v in ckpt["model"].items()}
     if stored != expected:
         raise _Unusable("holds weights of another model (parameter names or shapes differ)")
-    if not isinstance(ckpt["fit"], dict) or set(ckpt["fit"]) != {f.name for f in dataclasses.fields(FitState)}:
+    if not isinstance(ckpt["fit"], dict) or set(ckpt["fit"]) != {
+        f.name for f in dataclasses.fields(FitState)
+    }:
         raise _Unusable("lacks the training progress (fit state)")
     return body
 
@@ -175,7 +184,9 @@ def read_config(directory: Path) -> dict[str, Any]:
         raise UsageError(f"{Path(directory) / CONFIG} {exc}") from None
 
 
-def read_checkpoint(path: Path, model: torch.nn.Module, *, device: torch.device | str = "cpu") -> dict[str, Any]:
+def read_checkpoint(
+    path: Path, model: torch.nn.Module, *, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
     """A run's ``checkpoint.pt``, checked intact and fitting ``model``; :class:`~posenc.UsageError` naming it if not."""
     try:
         return _read_checkpoint(Path(path), model, torch.device(device))
@@ -199,8 +210,9 @@ def _move_aside(directory: Path, names: tuple[str, ...], kind: str) -> list[str]
     return moved
 
 
-def _discard(directory: Path, names: tuple[str, ...], kind: str, why: str, *, tidy: bool,
-             log: Callable[[str], None]) -> None:
+def _discard(
+    directory: Path, names: tuple[str, ...], kind: str, why: str, *, tidy: bool, log: Callable[[str], None]
+) -> None:
     """Move ``names`` aside (rank 0: ``tidy``) and say why through ``log``."""
     if tidy:
         moved = _move_aside(directory, names, kind)
@@ -222,22 +234,36 @@ def _stored_run(
             raise _Unusable("is missing")
         stored = _read_json(directory / CONFIG, {"config": dict})
     except _Unusable as exc:
-        _discard(directory, RUN_FILES, "corrupt",
-                 f"{directory / CONFIG} {exc}, so the run's other files cannot be checked", tidy=tidy, log=log)
+        _discard(
+            directory,
+            RUN_FILES,
+            "corrupt",
+            f"{directory / CONFIG} {exc}, so the run's other files cannot be checked",
+            tidy=tidy,
+            log=log,
+        )
         return None, False
     wanted = config.to_dict()
     if stored["config"] != wanted:
-        differing = sorted(k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k))
+        differing = sorted(
+            k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k)
+        )
         raise ValueError(
             f"{directory} holds a run with different settings ({', '.join(differing)}); "
             f"use another --out directory or delete that run"
         )
     was = stored.get("data_fingerprint")
     if was != fingerprint:
-        _discard(directory, RUN_FILES, "stale",
-                 f"{directory}: the data differ from those this run was trained on (data fingerprint "
-                 f"{str(was)[:12] + '…' if was else 'not recorded'}, now {fingerprint[:12]}…: the dataset "
-                 f"files, loader options or split changed)", tidy=tidy, log=log)
+        _discard(
+            directory,
+            RUN_FILES,
+            "stale",
+            f"{directory}: the data differ from those this run was trained on (data fingerprint "
+            f"{str(was)[:12] + '…' if was else 'not recorded'}, now {fingerprint[:12]}…: the dataset "
+            f"files, loader options or split changed)",
+            tidy=tidy,
+            log=log,
+        )
         return None, False
     if (directory / METRICS).is_file():
         try:
@@ -256,11 +282,28 @@ class RunTask(Protocol):
 
     def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]: ...
 
-    def fit(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device, world: World,
-            checkpoint: dict[str, Any] | None, on_epoch: EpochHook, progress: bool) -> FitState: ...
+    def fit(
+        self,
+        model: torch.nn.Module,
+        data: Any,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        world: World,
+        checkpoint: dict[str, Any] | None,
+        on_epoch: EpochHook,
+        progress: bool,
+    ) -> FitState: ...
 
-    def evaluate(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device,
-                 shuffle_control: bool) -> dict[str, Any]: ...
+    def evaluate(
+        self,
+        model: torch.nn.Module,
+        data: Any,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        shuffle_control: bool,
+    ) -> dict[str, Any]: ...
 
 
 class ClassifyTask:
@@ -282,16 +325,45 @@ class ClassifyTask:
     def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
         return build_classifier(config, data.train.X.shape[2], data.train.X)
 
-    def fit(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device, world: World,
-            checkpoint: dict[str, Any] | None, on_epoch: EpochHook, progress: bool) -> FitState:
-        return fit(model, data.train, data.val, config, device=device, world=world, checkpoint=checkpoint,
-                   on_epoch=on_epoch, progress=progress)
+    def fit(
+        self,
+        model: torch.nn.Module,
+        data: Any,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        world: World,
+        checkpoint: dict[str, Any] | None,
+        on_epoch: EpochHook,
+        progress: bool,
+    ) -> FitState:
+        return fit(
+            model,
+            data.train,
+            data.val,
+            config,
+            device=device,
+            world=world,
+            checkpoint=checkpoint,
+            on_epoch=on_epoch,
+            progress=progress,
+        )
 
-    def evaluate(self, model: torch.nn.Module, data: Any, config: RunConfig, *, device: torch.device,
-                 shuffle_control: bool) -> dict[str, Any]:
+    def evaluate(
+        self,
+        model: torch.nn.Module,
+        data: Any,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        shuffle_control: bool,
+    ) -> dict[str, Any]:
         # protocol "dfstrans" thresholds the sigmoid at 0.5, as Labaien et al. (2023) do; others pick the best val F1
-        threshold = (0.5 if config.protocol == "dfstrans"
-                     else best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device)))
+        threshold = (
+            0.5
+            if config.protocol == "dfstrans"
+            else best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device))
+        )
         test = data.test
         families = self.families.get(config.split_seed)
 
@@ -301,7 +373,9 @@ class ClassifyTask:
 
         record: dict[str, Any] = {
             "test": metrics(predict_scores(model, test.X, device=device)),
-            "val": binary_metrics(data.val.y, predict_scores(model, data.val.X, device=device), threshold=threshold),
+            "val": binary_metrics(
+                data.val.y, predict_scores(model, data.val.X, device=device), threshold=threshold
+            ),
             "threshold": threshold,
             "test_windows": int(data.summary["test"]["windows"]),
             "test_positive_windows": int(data.summary["test"]["positives"]),
@@ -350,8 +424,14 @@ def execute(
         try:
             checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
         except (_Unusable, FileNotFoundError) as exc:
-            _discard(directory, (CHECKPOINT,), "corrupt", f"{directory / CHECKPOINT} {exc}",
-                     tidy=world.is_main, log=say)
+            _discard(
+                directory,
+                (CHECKPOINT,),
+                "corrupt",
+                f"{directory / CHECKPOINT} {exc}",
+                tidy=world.is_main,
+                log=say,
+            )
     world.barrier()  # rank 0 has moved unusable files aside before any rank reads or writes again
     if checkpoint is None and world.is_main:
         directory.mkdir(parents=True, exist_ok=True)
@@ -375,11 +455,23 @@ def execute(
         if on_epoch is not None:
             on_epoch(ckpt, row)
 
-    state = task.fit(model, splits, config, device=device, world=world, checkpoint=checkpoint, on_epoch=save,
-                     progress=progress)
+    state = task.fit(
+        model,
+        splits,
+        config,
+        device=device,
+        world=world,
+        checkpoint=checkpoint,
+        on_epoch=save,
+        progress=progress,
+    )
     record: dict[str, Any] = {
-        "dataset": config.dataset, "subset": config.subset, "encoding": config.encoding, "scale": config.scale,
-        "split_seed": config.split_seed, "seed": config.seed,
+        "dataset": config.dataset,
+        "subset": config.subset,
+        "encoding": config.encoding,
+        "scale": config.scale,
+        "split_seed": config.split_seed,
+        "seed": config.seed,
         **task.evaluate(model, splits, config, device=device, shuffle_control=shuffle_control),
         "best_epoch": state.best_epoch,
         "epochs_run": state.epoch,

@@ -65,13 +65,17 @@ def mean_projected_norm(model: Classifier, X: np.ndarray, *, batch_size: int = 1
     """
     if isinstance(model, SpatioTemporalClassifier):
         model.train()
-        tokens = [model.features(torch.as_tensor(X[i : i + batch_size])) for i in range(0, len(X), batch_size)]
+        tokens = [
+            model.features(torch.as_tensor(X[i : i + batch_size])) for i in range(0, len(X), batch_size)
+        ]
     else:
         tokens = [model.project(torch.as_tensor(X[i : i + batch_size])) for i in range(0, len(X), batch_size)]
     return float(torch.cat([t.reshape(-1, t.shape[-1]) for t in tokens]).double().norm(dim=-1).mean())
 
 
-def build_classifier(config: RunConfig, n_features: int, X_train: np.ndarray) -> tuple[Classifier, dict[str, Any]]:
+def build_classifier(
+    config: RunConfig, n_features: int, X_train: np.ndarray
+) -> tuple[Classifier, dict[str, Any]]:
     """The classifier of ``config`` initialised under ``torch.manual_seed(config.seed)``, and its encoding options.
 
     For ``matched`` the model is first built with no encoding under the same seed to measure
@@ -83,12 +87,24 @@ def build_classifier(config: RunConfig, n_features: int, X_train: np.ndarray) ->
         torch.manual_seed(config.seed)
         if config.model == "spatiotemporal":
             return SpatioTemporalClassifier(
-                n_features, n_windows=config.n_windows, window_length=config.window_length, d_model=config.d_model,
-                n_heads=config.n_heads, encoding=encoding, encoding_options=options, dropout=config.dropout,
+                n_features,
+                n_windows=config.n_windows,
+                window_length=config.window_length,
+                d_model=config.d_model,
+                n_heads=config.n_heads,
+                encoding=encoding,
+                encoding_options=options,
+                dropout=config.dropout,
             )
         return TransformerClassifier(
-            n_features, config.d_model, config.n_heads, config.n_layers, encoding=encoding,
-            encoding_options=options, dropout=config.dropout, max_len=config.window,
+            n_features,
+            config.d_model,
+            config.n_heads,
+            config.n_layers,
+            encoding=encoding,
+            encoding_options=options,
+            dropout=config.dropout,
+            max_len=config.window,
         )
 
     norm = mean_projected_norm(build("none", {}), X_train) if config.scale == "matched" else None
@@ -101,5 +117,7 @@ def run_encoding_options(config: RunConfig, *, matched_norm: float | None = None
     policy = encoding_options(config.encoding, config.scale, matched_norm=matched_norm)
     clash = sorted(set(policy) & set(config.encoding_options))
     if clash:
-        raise ValueError(f"encoding options {clash} are set by scale policy {config.scale!r}; drop them or use 'native'")
+        raise ValueError(
+            f"encoding options {clash} are set by scale policy {config.scale!r}; drop them or use 'native'"
+        )
     return {**config.encoding_options, **policy}

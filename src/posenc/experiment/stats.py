@@ -57,8 +57,13 @@ def sign_flip_p(differences: ArrayLike, *, seed: int = 0) -> float:
         return 1.0
     exact = d.size <= EXACT_MAX_PAIRS
     result = stats.permutation_test(
-        (d,), lambda x, axis: np.mean(x, axis=axis), permutation_type="samples", vectorized=True,
-        n_resamples=np.inf if exact else 100_000, alternative="two-sided", rng=np.random.default_rng(seed),
+        (d,),
+        lambda x, axis: np.mean(x, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=np.inf if exact else 100_000,
+        alternative="two-sided",
+        rng=np.random.default_rng(seed),
     )
     return float(result.pvalue)
 

@@ -84,7 +84,9 @@ def pos_weight(y: np.ndarray) -> float:
 
 
 @torch.inference_mode()
-def predict_logits(model: nn.Module, X: np.ndarray, *, device: torch.device, batch_size: int = 256) -> np.ndarray:
+def predict_logits(
+    model: nn.Module, X: np.ndarray, *, device: torch.device, batch_size: int = 256
+) -> np.ndarray:
     """Logits ``[n]`` (float64) of ``model`` on windows ``X: [n, s, F]``, in eval mode."""
     was_training = model.training
     model.eval()
@@ -96,7 +98,9 @@ def predict_logits(model: nn.Module, X: np.ndarray, *, device: torch.device, bat
     return torch.cat(out).numpy()
 
 
-def predict_scores(model: nn.Module, X: np.ndarray, *, device: torch.device, batch_size: int = 256) -> np.ndarray:
+def predict_scores(
+    model: nn.Module, X: np.ndarray, *, device: torch.device, batch_size: int = 256
+) -> np.ndarray:
     """Anomaly probabilities ``sigmoid(logit)`` ``[n]`` (float64) of ``model`` on ``X: [n, s, F]``."""
     return 1.0 / (1.0 + np.exp(-predict_logits(model, X, device=device, batch_size=batch_size)))
 
@@ -160,7 +164,11 @@ def fit(
     X = torch.as_tensor(train.X)
     y = torch.as_tensor(train.y, dtype=torch.float32)
     sampler: DistributedSampler[int] = DistributedSampler(
-        range(len(X)), num_replicas=world.size, rank=world.rank, shuffle=True, seed=config.seed  # type: ignore[arg-type]
+        range(len(X)),  # type: ignore[arg-type]  # any sized sequence of indices will do
+        num_replicas=world.size,
+        rank=world.rank,
+        shuffle=True,
+        seed=config.seed,
     )
     net = wrap_model(model, world, device)
     while not state.stopped and state.epoch < config.epochs:
@@ -172,8 +180,10 @@ def fit(
         net.train()
         total, start = 0.0, time.perf_counter()
         bar = tqdm(
-            batches, desc=f"{config.encoding}/{config.scale} seed {config.seed} epoch {epoch}",
-            leave=False, disable=not (progress and world.is_main),
+            batches,
+            desc=f"{config.encoding}/{config.scale} seed {config.seed} epoch {epoch}",
+            leave=False,
+            disable=not (progress and world.is_main),
         )
         for idx in bar:
             xb, yb = X[idx].to(device), y[idx].to(device)
@@ -181,7 +191,8 @@ def fit(
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
                     f"training loss became {loss.item()} at epoch {epoch} ({config.encoding}, seed {config.seed}) "
-                    f"with lr={config.lr}: the updates diverged; try a smaller lr", lr=config.lr
+                    f"with lr={config.lr}: the updates diverged; try a smaller lr",
+                    lr=config.lr,
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

@@ -51,10 +51,14 @@ def read_run(run_dir: Path | str) -> Run:
     try:
         config = RunConfig(**resolved["config"])
     except (KeyError, TypeError) as exc:
-        raise ValueError(f"{directory / CONFIG} does not hold a run configuration of this posenc: {exc}") from None
+        raise ValueError(
+            f"{directory / CONFIG} does not hold a run configuration of this posenc: {exc}"
+        ) from None
     if config.task != "classify":
-        raise ValueError(f"{directory} is a run of task {config.task!r}; only classifier runs (task 'classify') "
-                         "can be rebuilt for analysis")
+        raise ValueError(
+            f"{directory} is a run of task {config.task!r}; only classifier runs (task 'classify') "
+            "can be rebuilt for analysis"
+        )
     return Run(directory, config, resolved)
 
 
@@ -72,8 +76,14 @@ def load_model(run: Run, *, trained: bool = True) -> TransformerClassifier:
     with torch.random.fork_rng(devices=[]):  # the caller's global RNG is left as it was
         torch.manual_seed(c.seed)
         model = TransformerClassifier(
-            int(run.resolved["n_features"]), c.d_model, c.n_heads, c.n_layers, encoding=c.encoding,
-            encoding_options=run.resolved.get("encoding_options", {}), dropout=c.dropout, max_len=c.window,
+            int(run.resolved["n_features"]),
+            c.d_model,
+            c.n_heads,
+            c.n_layers,
+            encoding=c.encoding,
+            encoding_options=run.resolved.get("encoding_options", {}),
+            dropout=c.dropout,
+            max_len=c.window,
         )
     if trained:
         model.load_state_dict(read_checkpoint(run.directory / CHECKPOINT, model)["model"])
@@ -90,7 +100,9 @@ def _frequencies(module: torch.nn.Module, name: str) -> NDArray[np.float64] | No
     return _numpy(torch.as_tensor(module.frequencies))
 
 
-def encoding_view(model: TransformerClassifier, *, name: str, state: str, seed: int = 0) -> analysis.EncodingView:
+def encoding_view(
+    model: TransformerClassifier, *, name: str, state: str, seed: int = 0
+) -> analysis.EncodingView:
     """The classifier's encoding as the analysis sees it, from its current (``state``: initial/trained) parameters.
 
     The module's own ``analysis_view`` (its family contract: table, rotated probe rows, bias,
@@ -105,16 +117,22 @@ def encoding_view(model: TransformerClassifier, *, name: str, state: str, seed: 
     dim = int(getattr(module, "dim", model.encoder.d_model))
     with torch.no_grad():
         view = module.analysis_view(name=name, dim=dim, seed=seed)
-    note = f"{state} parameters of the run's encoding module" + (f"; {view.notes['view']}" if "view" in view.notes
-                                                                  else "")
+    note = f"{state} parameters of the run's encoding module" + (
+        f"; {view.notes['view']}" if "view" in view.notes else ""
+    )
     extra: dict[str, Any] = {"notes": {**view.notes, "view": note}}
     w = _frequencies(module, name)
     if name == "dft":
-        extra.update(frequencies=spectrum.dft(dim), weights=analysis.dft_distribution(dim),
-                     operator=lambda k: analysis.dft_shift_operator(k, dim=dim))
+        extra.update(
+            frequencies=spectrum.dft(dim),
+            weights=analysis.dft_distribution(dim),
+            operator=lambda k: analysis.dft_shift_operator(k, dim=dim),
+        )
     elif w is not None:
-        extra.update(frequencies=w, weights=analysis.frequency_distribution(w, dim=2 * w.size if
-                                                                             view.family == "rotary" else dim))
+        extra.update(
+            frequencies=w,
+            weights=analysis.frequency_distribution(w, dim=2 * w.size if view.family == "rotary" else dim),
+        )
         layout = getattr(module, "layout", None)
         if view.family == "input" and dim % 2 == 0 and layout in spectrum.LAYOUTS:
             extra["operator"] = lambda k: analysis.shift_operator(k, dim=dim, frequencies=w, layout=layout)
@@ -168,11 +186,17 @@ class RunAnalysis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the trained scorecard's keys plus ``run``, ``initial`` (values), ``attention_form``, ``spectrum``."""
-        spectra = {state: None if sp is None else {"omega": sp[0].tolist(), "power": sp[1].tolist()}
-                   for state, sp in self.spectra.items()}
-        return {**self.cards["trained"].to_dict(), "run": str(self.run.directory),
-                "initial": self.cards["initial"].to_dict()["values"], "attention_form": self.forms,
-                "spectrum": spectra}
+        spectra = {
+            state: None if sp is None else {"omega": sp[0].tolist(), "power": sp[1].tolist()}
+            for state, sp in self.spectra.items()
+        }
+        return {
+            **self.cards["trained"].to_dict(),
+            "run": str(self.run.directory),
+            "initial": self.cards["initial"].to_dict()["values"],
+            "attention_form": self.forms,
+            "spectrum": spectra,
+        }
 
 
 def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysis:
@@ -184,12 +208,25 @@ def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysi
     for state in ("initial", "trained"):
         model = load_model(run, trained=state == "trained")
         view = encoding_view(model, name=c.encoding, state=state, seed=c.seed)
-        cards[state] = analysis.score_view(view, length=c.window, decode_noise=decode_noise, seed=c.seed,
-                                           extra={"run": str(run.directory), "state": state})
+        cards[state] = analysis.score_view(
+            view,
+            length=c.window,
+            decode_noise=decode_noise,
+            seed=c.seed,
+            extra={"run": str(run.directory), "state": state},
+        )
         H = attention_form(model)
         layout = getattr(model.encoder.encoding, "layout", "interleaved")
-        forms[state] = None if H is None or view.table is None else analysis.form_summary(
-            H, view.table(c.window), frequencies=view.frequencies if c.encoding != "dft" else None, layout=layout)
+        forms[state] = (
+            None
+            if H is None or view.table is None
+            else analysis.form_summary(
+                H,
+                view.table(c.window),
+                frequencies=view.frequencies if c.encoding != "dft" else None,
+                layout=layout,
+            )
+        )
         spectra[state] = None
         if view.table is not None and c.window >= 2 and np.any(view.table(c.window)):
             spectra[state] = analysis.table_spectrum(view.table(c.window), axis="positions")

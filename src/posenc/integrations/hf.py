@@ -92,5 +92,7 @@ def swap_rotary(model: nn.Module) -> list[str]:
                 setattr(module, child_name, HFRotary.from_config(child.config).to(device))
                 swapped.append(f"{name}.{child_name}" if name else child_name)
     if not swapped:
-        raise ValueError(f"{type(model).__name__} has no transformers rotary embedding (a *RotaryEmbedding with a config)")
+        raise ValueError(
+            f"{type(model).__name__} has no transformers rotary embedding (a *RotaryEmbedding with a config)"
+        )
     return swapped

@@ -44,7 +44,9 @@ def check_offset(offset: object) -> int:
 def check_end(end: int) -> None:
     """Refuse default positions that run to ``2^53`` or beyond (``offset + s``)."""
     if end > EXACT_LIMIT:
-        raise ValueError(f"offset + sequence length must be <= 2^53 (float64 cannot tell larger positions apart), got {end}")
+        raise ValueError(
+            f"offset + sequence length must be <= 2^53 (float64 cannot tell larger positions apart), got {end}"
+        )
 
 
 def query_start(q_len: int, k_len: int, offset: int) -> int:
@@ -64,7 +66,9 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {shapes}, got {type(positions).__name__}")
     if positions.dim() not in ((1, 2) if batched else (1,)) or positions.shape[-1] != length:
-        raise ValueError(f"{name} must have shape {shapes} (one position per token), got {list(positions.shape)}")
+        raise ValueError(
+            f"{name} must have shape {shapes} (one position per token), got {list(positions.shape)}"
+        )
     if positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {positions.dtype}")
     if positions.dtype in _ROUNDED_DTYPES:
@@ -150,7 +154,11 @@ def relative_distances(
     ``[s_q, s_k]``, or ``[b, s_q, s_k]`` when either positions are ``[b, s]``.
     """
     qp, kp = resolve(
-        q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset,
+        q_len,
+        k_len,
+        q_positions=q_positions,
+        k_positions=k_positions,
+        offset=offset,
         device=torch.device("cpu") if device is None else torch.device(device),
     )
     batch = batch_size(qp, kp)

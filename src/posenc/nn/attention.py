@@ -47,7 +47,9 @@ from posenc.nn.contracts import (
 )
 
 
-def _attention_encoding(encoding: EncodingContract | None, *, n_heads: int, head_dim: int) -> EncodingContract | None:
+def _attention_encoding(
+    encoding: EncodingContract | None, *, n_heads: int, head_dim: int
+) -> EncodingContract | None:
     """Check that ``encoding`` acts inside attention and was built for this head shape."""
     if encoding is None:
         return None
@@ -65,11 +67,17 @@ def _check_padding(key_padding_mask: torch.Tensor | None, b: int, s: int) -> Non
     if key_padding_mask is None:
         return
     if not isinstance(key_padding_mask, torch.Tensor) or key_padding_mask.dtype != torch.bool:
-        got = key_padding_mask.dtype if isinstance(key_padding_mask, torch.Tensor) else type(key_padding_mask).__name__
+        got = (
+            key_padding_mask.dtype
+            if isinstance(key_padding_mask, torch.Tensor)
+            else type(key_padding_mask).__name__
+        )
         raise TypeError(f"key_padding_mask must be a bool tensor [b, s] (True = padding), got {got}")
     shape = tuple(key_padding_mask.shape)
     if len(shape) != 2 or shape[0] not in (1, b) or shape[1] != s:
-        raise ValueError(f"key_padding_mask must have shape [b={b} or 1, s={s}] (True = padding), got {list(shape)}")
+        raise ValueError(
+            f"key_padding_mask must have shape [b={b} or 1, s={s}] (True = padding), got {list(shape)}"
+        )
 
 
 def _check_attn_bias(attn_bias: torch.Tensor | None, b: int, h: int, s: int) -> torch.Tensor | None:
@@ -88,7 +96,11 @@ def _check_attn_bias(attn_bias: torch.Tensor | None, b: int, h: int, s: int) -> 
 
 
 def _additive_mask(
-    scores_bias: torch.Tensor | None, key_padding_mask: torch.Tensor | None, causal: bool, s: int, like: torch.Tensor
+    scores_bias: torch.Tensor | None,
+    key_padding_mask: torch.Tensor | None,
+    causal: bool,
+    s: int,
+    like: torch.Tensor,
 ) -> torch.Tensor | None:
     """Merge a float bias ``[…, s, s]``, padding and causality into one additive mask (``−inf`` = hidden)."""
     if key_padding_mask is None and (scores_bias is None or not causal):
@@ -186,7 +198,9 @@ class MultiHeadAttention(nn.Module):
         if context is None:
             context = self.context(x, positions=positions)
         elif positions is not None:
-            raise ValueError("give positions or a precomputed context, not both (the context holds the positions)")
+            raise ValueError(
+                "give positions or a precomputed context, not both (the context holds the positions)"
+            )
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
         if context.cos_sin is not None:
@@ -206,7 +220,9 @@ class MultiHeadAttention(nn.Module):
             out, weights = _explicit_attention(q, k, v, mask, p)  # Shaw always has a mask
             out = out + shaw.value_term(weights, context.index)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None
+            )
         result: torch.Tensor = self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
         return result
 
@@ -237,7 +253,11 @@ class TransformerEncoderLayer(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        hidden = 4 * d_model if dim_feedforward is None else _validate.positive_int("dim_feedforward", dim_feedforward)
+        hidden = (
+            4 * d_model
+            if dim_feedforward is None
+            else _validate.positive_int("dim_feedforward", dim_feedforward)
+        )
         self.norm1 = nn.LayerNorm(d_model)
         self.attention = MultiHeadAttention(
             d_model, n_heads, encoding=encoding, own_encoding=own_encoding, dropout=dropout
@@ -258,7 +278,11 @@ class TransformerEncoderLayer(nn.Module):
     ) -> torch.Tensor:
         """``[b, s, d] → [b, s, d]``; arguments as :meth:`MultiHeadAttention.forward`."""
         a = self.attention(
-            self.norm1(x), key_padding_mask=key_padding_mask, causal=causal, positions=positions, context=context,
+            self.norm1(x),
+            key_padding_mask=key_padding_mask,
+            causal=causal,
+            positions=positions,
+            context=context,
             attn_bias=attn_bias,
         )
         x = x + self.dropout(a)
@@ -308,7 +332,12 @@ class TransformerEncoder(nn.Module):
         self.input_dropout = nn.Dropout(dropout)
         self.layers = nn.ModuleList(
             TransformerEncoderLayer(
-                d_model, n_heads, encoding=inside, own_encoding=False, dim_feedforward=dim_feedforward, dropout=dropout
+                d_model,
+                n_heads,
+                encoding=inside,
+                own_encoding=False,
+                dim_feedforward=dim_feedforward,
+                dropout=dropout,
             )
             for _ in range(n_layers)
         )

@@ -85,7 +85,9 @@ class ALiBiBias(AttentionBias):
         super().__init__()
         self.n_heads = _validate.positive_int("n_heads", n_heads)
         self.alibi_bias_max = _validate.positive_float("alibi_bias_max", alibi_bias_max)
-        self._slopes = alibi_slopes(self.n_heads, alibi_bias_max=self.alibi_bias_max)  # a float64 constant, not a buffer: .half() must not round it
+        self._slopes = alibi_slopes(
+            self.n_heads, alibi_bias_max=self.alibi_bias_max
+        )  # a float64 constant, not a buffer: .half() must not round it
 
     @property
     def slopes(self) -> torch.Tensor:
@@ -101,7 +103,11 @@ class ALiBiBias(AttentionBias):
 
 
 def t5_bucket(
-    relative_position: torch.Tensor, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128
+    relative_position: torch.Tensor,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
 ) -> torch.Tensor:
     """T5's bucket of each relative position ``j − i`` (Raffel et al. 2020; Mesh TF / Hugging Face).
 
@@ -163,16 +169,23 @@ class T5RelativeBias(AttentionBias):
         exact = (num_buckets // 2 if bidirectional else num_buckets) // 2
         if exact < 1:
             need = 4 if bidirectional else 2
-            raise ValueError(f"num_buckets must be >= {need} (bidirectional={bidirectional}), got {num_buckets}")
+            raise ValueError(
+                f"num_buckets must be >= {need} (bidirectional={bidirectional}), got {num_buckets}"
+            )
         if max_distance <= exact:
             raise ValueError(f"max_distance must exceed the {exact} exact buckets, got {max_distance}")
         self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
-        nn.init.normal_(self.relative_attention_bias.weight, std=_validate.positive_float("init_std", init_std))
+        nn.init.normal_(
+            self.relative_attention_bias.weight, std=_validate.positive_float("init_std", init_std)
+        )
 
     def buckets(self, distance: torch.Tensor) -> torch.Tensor:
         """Bucket of each ``j − i`` under this module's settings (:func:`t5_bucket`)."""
         return t5_bucket(
-            distance, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+            distance,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
         )
 
     def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
@@ -222,7 +235,9 @@ class ShawRelativeBias(QueryBiasContract):
             raise TypeError(f"on_values must be a bool, got {on_values!r}")
         std = _validate.positive_float("init_std", init_std)
         self.keys = nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std)
-        self.values = nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std) if on_values else None
+        self.values = (
+            nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std) if on_values else None
+        )
 
     @property
     def on_values(self) -> bool:

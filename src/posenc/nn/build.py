@@ -33,7 +33,9 @@ def head_dim(d_model: int, n_heads: int) -> int:
     d_model = _validate.positive_int("d_model", d_model)
     n_heads = _validate.positive_int("n_heads", n_heads)
     if d_model % n_heads:
-        raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (head_dim = d_model / n_heads)")
+        raise ValueError(
+            f"d_model={d_model} must be divisible by n_heads={n_heads} (head_dim = d_model / n_heads)"
+        )
     return d_model // n_heads
 
 
@@ -50,8 +52,12 @@ def build_encoding(
     Raises ``ValueError`` for an unregistered name (listing the registered ones) and ``TypeError``
     for an option the encoding does not take (listing those it does).
     """
-    sizes = {"d_model": d_model, "n_heads": n_heads, "head_dim": head_dim(d_model, n_heads),
-             "max_len": _validate.positive_int("max_len", max_len)}
+    sizes = {
+        "d_model": d_model,
+        "n_heads": n_heads,
+        "head_dim": head_dim(d_model, n_heads),
+        "max_len": _validate.positive_int("max_len", max_len),
+    }
     if name_or_module is None or isinstance(name_or_module, nn.Module):
         if options:
             raise TypeError(f"options {sorted(options)} apply only when the encoding is given by name")
@@ -71,9 +77,13 @@ def build_encoding(
     accepted = sorted(p for p in params if p not in SIZES)
     for key in options:
         if key in SIZES:
-            raise TypeError(f"{key} is set by the model; pass it to the model, not as an option of {info.name!r}")
+            raise TypeError(
+                f"{key} is set by the model; pass it to the model, not as an option of {info.name!r}"
+            )
         if key not in params:
-            raise TypeError(f"encoding {info.name!r} has no option {key!r}; its options: {', '.join(accepted)}")
+            raise TypeError(
+                f"encoding {info.name!r} has no option {key!r}; its options: {', '.join(accepted)}"
+            )
     module: EncodingContract = cls(**{k: v for k, v in sizes.items() if k in params}, **options)
     return module
 
@@ -91,7 +101,9 @@ def analysis_view(
     if module is None:
         raise ValueError(f"encoding {info.name!r} has no module to analyse")
     view = module.analysis_view(name=info.name, dim=dim, seed=seed)
-    built = (f"build_encoding({info.name!r}, d_model={dim}, n_heads={n_heads}, max_len={length}) "
-             f"at initialisation, seed {seed}")
+    built = (
+        f"build_encoding({info.name!r}, d_model={dim}, n_heads={n_heads}, max_len={length}) "
+        f"at initialisation, seed {seed}"
+    )
     note = view.notes.get("view")
     return dataclasses.replace(view, notes={**view.notes, "view": f"{built}; {note}" if note else built})

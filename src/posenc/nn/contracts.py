@@ -79,7 +79,9 @@ class EncodingContract(nn.Module, abc.ABC):
     def _check_head_dim(self, head_dim: int) -> None:
         own = getattr(self, "head_dim", None)
         if own != head_dim:
-            raise ValueError(f"encoding {type(self).__name__} has head_dim={own} but the attention has {head_dim}")
+            raise ValueError(
+                f"encoding {type(self).__name__} has head_dim={own} but the attention has {head_dim}"
+            )
 
 
 class InputContract(EncodingContract):
@@ -115,7 +117,11 @@ class RotaryContract(EncodingContract):
 
     @abc.abstractmethod
     def cos_sin(
-        self, length: int, *, positions: torch.Tensor | None = None, dtype: torch.dtype,
+        self,
+        length: int,
+        *,
+        positions: torch.Tensor | None = None,
+        dtype: torch.dtype,
         device: torch.device | str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` tables for ``length`` tokens at ``positions`` (default ``0 … length−1``)."""
@@ -154,8 +160,14 @@ class ScoreBiasContract(EncodingContract):
 
     @abc.abstractmethod
     def bias(
-        self, q_len: int, k_len: int, *, q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None, offset: int = 0, dtype: torch.dtype = torch.float32,
+        self,
+        q_len: int,
+        k_len: int,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+        offset: int = 0,
+        dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> torch.Tensor:
         """``[h, s_q, s_k]`` (``[b, h, s_q, s_k]`` for batched positions) additive score bias."""
@@ -163,12 +175,16 @@ class ScoreBiasContract(EncodingContract):
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
     ) -> PositionContext:
-        bias = self.bias(length, length, q_positions=positions, k_positions=positions, dtype=dtype, device=device)
+        bias = self.bias(
+            length, length, q_positions=positions, k_positions=positions, dtype=dtype, device=device
+        )
         return PositionContext(attn_bias=bias)
 
     def check_attention(self, *, n_heads: int, head_dim: int) -> None:
         if self.n_heads != n_heads:
-            raise ValueError(f"encoding {type(self).__name__} has n_heads={self.n_heads}, the attention {n_heads}")
+            raise ValueError(
+                f"encoding {type(self).__name__} has n_heads={self.n_heads}, the attention {n_heads}"
+            )
 
     def analysis_view(self, *, name: str, dim: int, seed: int) -> EncodingView:
         """``bias(n, n)`` as NumPy ``[h, n, n]``."""
@@ -188,8 +204,14 @@ class QueryBiasContract(EncodingContract):
 
     @abc.abstractmethod
     def index(
-        self, q_len: int, k_len: int, *, q_positions: torch.Tensor | None = None,
-        k_positions: torch.Tensor | None = None, offset: int = 0, device: torch.device | str | None = None,
+        self,
+        q_len: int,
+        k_len: int,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+        offset: int = 0,
+        device: torch.device | str | None = None,
     ) -> torch.Tensor:
         """Long ``[s_q, s_k]`` (or ``[b, s_q, s_k]``) index of each query/key pair."""
 
@@ -217,9 +239,15 @@ class QueryBiasContract(EncodingContract):
 
         def bias(n: int) -> NDArray[np.float64]:
             q = probe.to(weight.dtype).expand(1, 1, n, self.head_dim)
-            scores: NDArray[np.float64] = _numpy(self.key_scores(q, self.index(n, n))[0]) / np.sqrt(self.head_dim)
+            scores: NDArray[np.float64] = _numpy(self.key_scores(q, self.index(n, n))[0]) / np.sqrt(
+                self.head_dim
+            )
             return scores
 
-        return EncodingView(name, self.family, dim, bias=bias, notes={
-            "view": f"the key term q·a(clip(j-i))/sqrt(d_h) for one random probe query (seed {seed})"})
-
+        return EncodingView(
+            name,
+            self.family,
+            dim,
+            bias=bias,
+            notes={"view": f"the key term q·a(clip(j-i))/sqrt(d_h) for one random probe query (seed {seed})"},
+        )

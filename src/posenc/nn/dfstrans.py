@@ -72,9 +72,13 @@ class DFStransDFTEncoding(InputEncoding):
         learn_scale: bool = False,
         unit_norm: bool = False,
     ) -> None:
-        super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
+        super().__init__(
+            d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
+        )
         if self.dim % 2:
-            raise ValueError(f"dim must be even for the DFStrans DFT table (d/2 cos/sin pairs), got dim={self.dim}")
+            raise ValueError(
+                f"dim must be even for the DFStrans DFT table (d/2 cos/sin pairs), got dim={self.dim}"
+            )
         self.max_len = _validate.positive_int("max_len", max_len)
         self.register_buffer("stored", self.initial_table(self.max_len + 1, self.dim))
         self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
@@ -103,19 +107,31 @@ class DFStransDFTEncoding(InputEncoding):
         """
         factors = torch.full((s,), math.sqrt(2 / self.dim), dtype=torch.float64)
         factors[0] = math.sqrt(1 / self.dim)
-        factors[-1] = math.sqrt(1 / self.dim) if s > 1 else 1 / self.dim  # s = 1: first and last, scaled twice
+        factors[-1] = (
+            math.sqrt(1 / self.dim) if s > 1 else 1 / self.dim
+        )  # s = 1: first and last, scaled twice
         return factors
 
-    def _rows(self, s: int, positions: torch.Tensor | None, offset: int, *, dtype: torch.dtype,
-              device: torch.device, cache: bool = True) -> torch.Tensor:
+    def _rows(
+        self,
+        s: int,
+        positions: torch.Tensor | None,
+        offset: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device,
+        cache: bool = True,
+    ) -> torch.Tensor:
         if positions is not None or offset != 0:
             raise ValueError(
                 "the DFStrans DFT encoding always uses positions 1 … s of its stored table; "
                 f"got positions={'given' if positions is not None else None}, offset={offset}"
             )
         if s > self.max_len:
-            raise ValueError(f"sequence length s={s} exceeds max_len={self.max_len} of the DFStrans DFT encoding "
-                             f"(rows 1 … s of its table); build it with max_len >= {s}")
+            raise ValueError(
+                f"sequence length s={s} exceeds max_len={self.max_len} of the DFStrans DFT encoding "
+                f"(rows 1 … s of its table); build it with max_len >= {s}"
+            )
         rows = self.stored[1 : s + 1]
         if cache:  # a forward call: decay the stored rows in place, as the published module does
             with torch.no_grad():

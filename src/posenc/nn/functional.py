@@ -73,7 +73,9 @@ def sincos(
         offset: first position when ``positions`` is an int.
     """
     f = frequencies.shape[-1]
-    both = waves(positions, frequencies, torch.arange(2 * f, device=frequencies.device), dtype=dtype, offset=offset)
+    both = waves(
+        positions, frequencies, torch.arange(2 * f, device=frequencies.device), dtype=dtype, offset=offset
+    )
     return both[:, :f], both[:, f:]
 
 
@@ -134,7 +136,9 @@ def _range_start(positions: torch.Tensor | int, offset: int) -> int | None:
     return int(first) if torch.equal(positions, ramp) else None
 
 
-def _direct(t: torch.Tensor, w: torch.Tensor, columns: torch.Tensor, amp: torch.Tensor | None) -> torch.Tensor:
+def _direct(
+    t: torch.Tensor, w: torch.Tensor, columns: torch.Tensor, amp: torch.Tensor | None
+) -> torch.Tensor:
     """Every angle ``t ⊗ w`` formed in float64: ``[s, c]`` float64, differentiable."""
     a = torch.outer(t, w)
     out = torch.cat([torch.sin(a), torch.cos(a)], dim=1)[:, columns]
@@ -225,7 +229,9 @@ def _expi_doubling(start: float, step: float, n: int, w: torch.Tensor) -> torch.
     return out
 
 
-def _range_interleaved(start: float, step: float, n: int, w: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def _range_interleaved(
+    start: float, step: float, n: int, w: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
     """:func:`_range` for the interleaved ``(sin, cos)`` layout without amplitudes, by complex products.
 
     Pair ``i`` of row ``q·b + j`` is ``z = (sin(j·w_i) + i·cos(j·w_i))·(cos(t_q·w_i) − i·sin(t_q·w_i))

@@ -104,7 +104,9 @@ class InputEncoding(InputContract):
         scale = "learned" if self.learn_scale else self.scale
         return f"d_model={self.d_model}, dim={self.dim}, mode={self.mode!r}, scale={scale}, unit_norm={self.unit_norm}"
 
-    def forward(self, x: torch.Tensor, *, positions: torch.Tensor | None = None, offset: int = 0) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, *, positions: torch.Tensor | None = None, offset: int = 0
+    ) -> torch.Tensor:
         """Add (or concatenate) the encoding of each token's position.
 
         Args:
@@ -132,8 +134,9 @@ class InputEncoding(InputContract):
             return torch.add(x, rows, alpha=cast(float, self.scale))
         return x + rows
 
-    def table(self, length: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
-              ) -> torch.Tensor:
+    def table(
+        self, length: int, *, dtype: torch.dtype = torch.float64, device: torch.device | str | None = None
+    ) -> torch.Tensor:
         """The rows added for positions ``0 … length−1``, ``[length, dim]``, scale and unit norm applied.
 
         Computed afresh (the forward cache is left alone); ``device`` defaults to the module's.
@@ -141,12 +144,15 @@ class InputEncoding(InputContract):
         length = _validate.positive_int("length", length)
         if device is None:
             device = next(self.parameters(), torch.empty(0)).device
-        return self._scaled(self._rows(length, None, 0, dtype=dtype, device=torch.device(device), cache=False))
+        return self._scaled(
+            self._rows(length, None, 0, dtype=dtype, device=torch.device(device), cache=False)
+        )
 
     # -- what subclasses provide ------------------------------------------------------------
 
-    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
-                ) -> torch.Tensor:
+    def _encode(
+        self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         """Raw rows ``[s, dim]`` for ``[s]`` positions, or for ``offset … offset+s−1`` when given an int ``s``."""
         raise NotImplementedError
 
@@ -156,8 +162,16 @@ class InputEncoding(InputContract):
 
     # -- shared machinery ----------------------------------------------------------------------
 
-    def _rows(self, s: int, positions: torch.Tensor | None, offset: int, *, dtype: torch.dtype,
-              device: torch.device, cache: bool = True) -> torch.Tensor:
+    def _rows(
+        self,
+        s: int,
+        positions: torch.Tensor | None,
+        offset: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device,
+        cache: bool = True,
+    ) -> torch.Tensor:
         """Unscaled rows ``[s, dim]`` (unit norm applied): from the cache when the encoding is fixed."""
         if positions is not None:
             return self._fresh(positions.to(device), 0, dtype, device)
@@ -175,8 +189,9 @@ class InputEncoding(InputContract):
             self._cache_key = key
         return self._cache[offset:end]
 
-    def _fresh(self, positions: torch.Tensor | int, offset: int, dtype: torch.dtype, device: torch.device
-               ) -> torch.Tensor:
+    def _fresh(
+        self, positions: torch.Tensor | int, offset: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         """:meth:`_encode` with unit norm applied (normalised in float64, then cast)."""
         if not self.unit_norm:
             return self._encode(positions, offset=offset, dtype=dtype, device=device)
@@ -193,7 +208,9 @@ class InputEncoding(InputContract):
     def _check_input(self, x: torch.Tensor) -> int:
         """Validate ``x [b, s, d_model]`` and return ``s``."""
         if not isinstance(x, torch.Tensor):
-            raise TypeError(f"x must be a torch.Tensor [b, s, d_model={self.d_model}], got {type(x).__name__}")
+            raise TypeError(
+                f"x must be a torch.Tensor [b, s, d_model={self.d_model}], got {type(x).__name__}"
+            )
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must have shape [b, s, d_model={self.d_model}], got {list(x.shape)}")
         if not x.is_floating_point():
@@ -235,7 +252,9 @@ class SinusoidalEncoding(InputEncoding):
         learn_scale: bool = False,
         unit_norm: bool = False,
     ) -> None:
-        super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
+        super().__init__(
+            d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
+        )
         w = spectrum.sinusoidal_frequencies(self.dim, base=base, frequencies=frequencies)
         self.base = float(base)
         self.layout = _validate.choice("layout", layout, spectrum.LAYOUTS)
@@ -248,8 +267,9 @@ class SinusoidalEncoding(InputEncoding):
         """``[⌈dim/2⌉]`` float64 angular frequencies ``w_i``."""
         return self._frequencies.clone()
 
-    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
-                ) -> torch.Tensor:
+    def _encode(
+        self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         return F.waves(positions, self._frequencies.to(device), self._columns, dtype=dtype, offset=offset)
 
 
@@ -280,28 +300,47 @@ class DFTEncoding(InputEncoding):
         learn_scale: bool = False,
         unit_norm: bool = False,
     ) -> None:
-        super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
+        super().__init__(
+            d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
+        )
         self.alias = _validate.boolean("alias", alias)
         d = self.dim
         omega = spectrum.dft(d)  # ω_k, k = 0 … ⌊d/2⌋: index k of [sin | cos] is sin(ω_k t), f + k is cos
         f, n_k = omega.size, (d - 1) // 2
         ks = list(range(1, n_k + 1))
         columns = [f] + [f + k for k in ks] + ks + ([f + d // 2] if d % 2 == 0 else [])
-        amplitude = [1 / math.sqrt(d)] + [math.sqrt(2 / d)] * (2 * n_k) + ([1 / math.sqrt(d)] if d % 2 == 0 else [])
+        amplitude = (
+            [1 / math.sqrt(d)] + [math.sqrt(2 / d)] * (2 * n_k) + ([1 / math.sqrt(d)] if d % 2 == 0 else [])
+        )
         self._frequencies = torch.from_numpy(omega)
         self._columns = torch.tensor(columns, dtype=torch.int64)
         self._amplitude = torch.tensor(amplitude, dtype=torch.float64)
 
-    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
-                ) -> torch.Tensor:
-        return F.waves(positions, self._frequencies.to(device), self._columns, amplitude=self._amplitude,
-                       dtype=dtype, offset=offset)
+    def _encode(
+        self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
+        return F.waves(
+            positions,
+            self._frequencies.to(device),
+            self._columns,
+            amplitude=self._amplitude,
+            dtype=dtype,
+            offset=offset,
+        )
 
     def _check_position_values(self, positions: torch.Tensor) -> None:
         tables.dft_positions(positions.detach().to("cpu", torch.float64).numpy(), self.dim, alias=self.alias)
 
-    def _rows(self, s: int, positions: torch.Tensor | None, offset: int, *, dtype: torch.dtype,
-              device: torch.device, cache: bool = True) -> torch.Tensor:
+    def _rows(
+        self,
+        s: int,
+        positions: torch.Tensor | None,
+        offset: int,
+        *,
+        dtype: torch.dtype,
+        device: torch.device,
+        cache: bool = True,
+    ) -> torch.Tensor:
         if positions is None:
             if offset + s <= self.dim:
                 return super()._rows(s, None, offset, dtype=dtype, device=device, cache=cache)
@@ -336,7 +375,9 @@ class LearnedEncoding(InputEncoding):
         learn_scale: bool = False,
         unit_norm: bool = False,
     ) -> None:
-        super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
+        super().__init__(
+            d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
+        )
         self.max_len = _validate.positive_int("max_len", max_len)
         self.init_std = _validate.positive_float("init_std", init_std)
         self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))
@@ -346,8 +387,9 @@ class LearnedEncoding(InputEncoding):
         """Redraw ``weight`` from ``N(0, init_std²)``."""
         nn.init.normal_(self.weight, std=self.init_std)
 
-    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
-                ) -> torch.Tensor:
+    def _encode(
+        self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         if isinstance(positions, int):
             if offset + positions > self.max_len:
                 raise ValueError(
@@ -395,7 +437,9 @@ class LearnableFrequencyEncoding(InputEncoding):
         unit_norm: bool = False,
         **schedule_options: float,
     ) -> None:
-        super().__init__(d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm)
+        super().__init__(
+            d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
+        )
         _validate.choice("schedule", schedule, tuple(spectrum.SCHEDULES))
         if schedule in ("geometric", "exponential"):
             schedule_options = {"base": base, **schedule_options}
@@ -404,14 +448,17 @@ class LearnableFrequencyEncoding(InputEncoding):
         try:
             w = spectrum.schedule(schedule, self.dim, **schedule_options)
         except TypeError as exc:
-            raise TypeError(f"schedule options {sorted(schedule_options)} do not fit schedule {schedule!r}: {exc}"
-                            ) from None
+            raise TypeError(
+                f"schedule options {sorted(schedule_options)} do not fit schedule {schedule!r}: {exc}"
+            ) from None
         self.schedule = schedule
         self.layout = _validate.choice("layout", layout, spectrum.LAYOUTS)
         self.frequencies = nn.Parameter(torch.from_numpy(w.copy()))
         self._columns = F.layout_index(self.dim, self.layout)
 
-    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> LearnableFrequencyEncoding:
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> LearnableFrequencyEncoding:
         # module.half() / .to(torch.bfloat16) would round the frequencies, and with them every angle
         # t·w_i (an error of order t·w_i·2^-8 for bfloat16): keep them float64 whatever the module's dtype.
         exact = self.frequencies.detach().clone()
@@ -423,6 +470,7 @@ class LearnableFrequencyEncoding(InputEncoding):
                 self.frequencies.grad = grad.to(self.frequencies.device)
         return self
 
-    def _encode(self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
-                ) -> torch.Tensor:
+    def _encode(
+        self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
+    ) -> torch.Tensor:
         return F.waves(positions, self.frequencies.to(device), self._columns, dtype=dtype, offset=offset)

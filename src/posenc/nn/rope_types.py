@@ -124,7 +124,11 @@ def resolve_parameters(name: str, parameters: Mapping[str, Any], *, rotary_dim: 
             continue
         if key in _NUMBER_LISTS:
             values = np.asarray(value, dtype=np.float64) if not isinstance(value, str) else None
-            if values is None or values.shape != (rotary_dim // 2,) or not np.all(np.isfinite(values) & (values > 0)):
+            if (
+                values is None
+                or values.shape != (rotary_dim // 2,)
+                or not np.all(np.isfinite(values) & (values > 0))
+            ):
                 raise ValueError(
                     f"rope type {name!r}: {key} must hold rotary_dim/2 = {rotary_dim // 2} positive numbers, "
                     f"got {value!r}"
@@ -140,7 +144,9 @@ def resolve_parameters(name: str, parameters: Mapping[str, Any], *, rotary_dim: 
         if longest is not None and original is not None:
             out["factor"] = longest / original
     if out.get("factor") is not None and out["factor"] < 1.0:
-        raise ValueError(f"rope type {name!r}: factor must be >= 1 (it extends the context), got {out['factor']!r}")
+        raise ValueError(
+            f"rope type {name!r}: factor must be >= 1 (it extends the context), got {out['factor']!r}"
+        )
     if spec.check is not None:
         spec.check(out, rotary_dim)
     return out
@@ -158,7 +164,9 @@ def _ntk_base(r: int, base: float, stretch: float) -> float:
 def _needs_more_than_one_pair(name: str) -> Callable[[dict[str, Any], int], None]:
     def check(parameters: dict[str, Any], rotary_dim: int) -> None:
         if rotary_dim <= 2:
-            raise ValueError(f"rope type {name!r} needs rotary_dim > 2 (a base·s^(r/(r−2)) rescaling), got {rotary_dim}")
+            raise ValueError(
+                f"rope type {name!r} needs rotary_dim > 2 (a base·s^(r/(r−2)) rescaling), got {rotary_dim}"
+            )
 
     return check
 
@@ -219,7 +227,12 @@ def _longrope(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDAr
 
 
 def _llama3(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
-    f, low, high, original = p["factor"], p["low_freq_factor"], p["high_freq_factor"], p["original_max_position_embeddings"]
+    f, low, high, original = (
+        p["factor"],
+        p["low_freq_factor"],
+        p["high_freq_factor"],
+        p["original_max_position_embeddings"],
+    )
     theta = _plain(r, base)
     wavelength = 2.0 * math.pi / theta
     smooth = (original / wavelength - low) / (high - low)
@@ -240,16 +253,28 @@ register("linear", RopeType(_linear, required=("factor",)))
 register("ntk", RopeType(_ntk, required=("factor",), check=_needs_more_than_one_pair("ntk")))
 register(
     "dynamic",
-    RopeType(_dynamic, required=("factor", "max_position_embeddings"), length_rule="longest",
-             check=_needs_more_than_one_pair("dynamic")),
+    RopeType(
+        _dynamic,
+        required=("factor", "max_position_embeddings"),
+        length_rule="longest",
+        check=_needs_more_than_one_pair("dynamic"),
+    ),
 )
 register(
     "yarn",
     RopeType(
         _yarn,
         required=("original_max_position_embeddings",),
-        defaults={"factor": None, "max_position_embeddings": None, "attention_factor": None, "beta_fast": 32.0,
-                  "beta_slow": 1.0, "mscale": None, "mscale_all_dim": None, "truncate": True},
+        defaults={
+            "factor": None,
+            "max_position_embeddings": None,
+            "attention_factor": None,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": None,
+            "mscale_all_dim": None,
+            "truncate": True,
+        },
         check=lambda p, r: _require_factor("yarn", p),
     ),
 )
@@ -265,7 +290,8 @@ register(
 register(
     "llama3",
     RopeType(
-        _llama3, required=("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+        _llama3,
+        required=("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
         check=_check_llama3,
     ),
 )
@@ -296,11 +322,14 @@ def hf_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any]
     "sliding_attention": {…}}``, Gemma 3) need ``layer_type`` to pick one.
     """
     if isinstance(config, Mapping):
+
         def get(key: str) -> Any:
             return config.get(key)
     else:
+
         def get(key: str) -> Any:
             return getattr(config, key, None)
+
     parameters = get("rope_parameters") or get("rope_scaling") or {}
     if not isinstance(parameters, Mapping):
         raise TypeError(f"config rope_parameters must be a dict, got {type(parameters).__name__}")

@@ -55,8 +55,9 @@ def _pairs(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     return t[..., 0::2], t[..., 1::2]
 
 
-def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str,
-                 inverse: bool) -> None:
+def _rotate_into(
+    out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> None:
     """Write ``R x`` (or ``Rᵀ x`` when ``inverse``) into ``out`` by real arithmetic on the pair views.
 
     ``x``, ``out``: ``[..., s, r]``; ``cos``, ``sin``: ``[s, r]`` in ``layout``, any values (the two
@@ -72,7 +73,9 @@ def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: tor
         o_b.addcmul_(x_a, s_b)
 
 
-def _rotation_expr(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+def _rotation_expr(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor:
     """``R x`` (``Rᵀ x`` when ``inverse``) as one out-of-place real expression, for compilers to fuse.
 
     No complex dtype and no in-place writes, so ``torch.compile`` makes one loop of it and
@@ -111,8 +114,15 @@ def _rotor(cos: torch.Tensor, sin: torch.Tensor, inverse: bool, work: torch.dtyp
     return rotor
 
 
-_ROTORS: list[tuple[weakref.ref[torch.Tensor], weakref.ref[torch.Tensor], tuple[int, int], tuple[bool, torch.dtype],
-                    torch.Tensor | None]] = []
+_ROTORS: list[
+    tuple[
+        weakref.ref[torch.Tensor],
+        weakref.ref[torch.Tensor],
+        tuple[int, int],
+        tuple[bool, torch.dtype],
+        torch.Tensor | None,
+    ]
+] = []
 """Recent :func:`_rotor` results: ``(weakref cos, weakref sin, versions, (inverse, work), rotor)``."""
 
 
@@ -124,8 +134,11 @@ def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor
     work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
     xw = x if x.dtype == work else x.to(work)
     ow = out if out.dtype == work else torch.empty_like(xw)
-    torch.mul(torch.view_as_complex(xw.unflatten(-1, (-1, 2))), rotor,
-              out=torch.view_as_complex(ow.unflatten(-1, (-1, 2))))
+    torch.mul(
+        torch.view_as_complex(xw.unflatten(-1, (-1, 2))),
+        rotor,
+        out=torch.view_as_complex(ow.unflatten(-1, (-1, 2))),
+    )
     if ow is not out:
         out.copy_(ow)
 
@@ -135,7 +148,9 @@ def _leading_mergeable(t: torch.Tensor) -> bool:
     return all(t.stride(i) == t.stride(i + 1) * t.shape[i + 1] for i in range(t.dim() - 3))
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+def _rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor:
     """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
 
     Eager, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over
@@ -165,9 +180,19 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
     if _leading_mergeable(xs) and _leading_mergeable(outs):  # [b, h, s, r] → [b·h, s, r]: finer blocks
         xs, outs = xs.view(-1, *xs.shape[-2:]), outs.view(-1, *outs.shape[-2:])
     work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
-    complex_ok = layout == "adjacent" and work in (torch.float32, torch.float64) and (work != x.dtype or all(
-        t.stride(-1) == 1 and all(st % 2 == 0 for st in t.stride()[:-1]) and t.storage_offset() % 2 == 0
-        for t in (xs, outs)))  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
+    complex_ok = (
+        layout == "adjacent"
+        and work in (torch.float32, torch.float64)
+        and (
+            work != x.dtype
+            or all(
+                t.stride(-1) == 1
+                and all(st % 2 == 0 for st in t.stride()[:-1])
+                and t.storage_offset() % 2 == 0
+                for t in (xs, outs)
+            )
+        )
+    )  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
     rotor = _rotor(cos, sin, inverse, work) if complex_ok else None
     if rotor is not None and work == x.dtype:  # one pass (read x, write out): blocks would only add overhead
         _rotate_complex_into(outs, xs, rotor)
@@ -190,7 +215,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, 
 
 
 @torch.library.custom_op("posenc::rotate", mutates_args=())
-def _rotate_op(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+def _rotate_op(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor:
     """:func:`_rotate` (eager) as an operator that ``torch.compile`` calls without tracing into it."""
     return _rotate(x, cos, sin, layout, inverse)
 
@@ -237,7 +264,9 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
             f"x must be [..., s={s}, d] with d >= r={r} and r even (cos/sin are [s, r]), got {list(x.shape)}"
         )
     if cos.requires_grad or sin.requires_grad:
-        raise ValueError("cos and sin must not require grad: apply_rotary differentiates with respect to x only")
+        raise ValueError(
+            "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
+        )
     rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
     return rotated
 
@@ -343,8 +372,12 @@ class RotaryEmbedding(RotaryContract):
             if scaling_factor is not None:
                 options["factor"] = _validate.positive_float("scaling_factor", scaling_factor)
                 if options["factor"] < 1.0:
-                    raise ValueError(f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}")
-            self.scaling_parameters = rope_types.resolve_parameters(scaling, options, rotary_dim=self.rotary_dim)
+                    raise ValueError(
+                        f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}"
+                    )
+            self.scaling_parameters = rope_types.resolve_parameters(
+                scaling, options, rotary_dim=self.rotary_dim
+            )
         else:
             self.scaling_parameters = {}
         self.scaling = scaling
@@ -363,11 +396,18 @@ class RotaryEmbedding(RotaryContract):
         self._table_dtype: torch.dtype | None = None
         self.register_buffer("_cos", torch.empty(0), persistent=False)
         self.register_buffer("_sin", torch.empty(0), persistent=False)
-        self._build(_validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu"))
+        self._build(
+            _validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu")
+        )
 
     @classmethod
     def from_hf(
-        cls, config: Any, *, layer_type: str | None = None, layout: str = "half_split", max_len: int | None = None
+        cls,
+        config: Any,
+        *,
+        layer_type: str | None = None,
+        layout: str = "half_split",
+        max_len: int | None = None,
     ) -> RotaryEmbedding:
         """The rotary embedding a Hugging Face ``transformers`` config describes.
 
@@ -452,8 +492,9 @@ class RotaryEmbedding(RotaryContract):
             self._cos, self._sin = self.tables(torch.arange(length, device=device), dtype=dtype)
         self._table_dtype = dtype
 
-    def _cached(self, start: int, length: int, dtype: torch.dtype, device: torch.device
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _cached(
+        self, start: int, length: int, dtype: torch.dtype, device: torch.device
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows ``start … start+length−1`` of the tables in ``dtype`` on ``device``.
 
         The cache is rebuilt for a new dtype or device (from float64 angles, never by casting) and
@@ -475,7 +516,9 @@ class RotaryEmbedding(RotaryContract):
             if not isinstance(t, torch.Tensor):
                 raise TypeError(f"{name} must be a torch.Tensor [..., s, head_dim], got {type(t).__name__}")
             if not t.is_floating_point():
-                raise TypeError(f"{name} must be a floating tensor (rotations of integers are not integers), got {t.dtype}")
+                raise TypeError(
+                    f"{name} must be a floating tensor (rotations of integers are not integers), got {t.dtype}"
+                )
             if t.dim() < 2 or t.shape[-1] != self.head_dim:
                 raise ValueError(f"{name} must be [..., s, head_dim={self.head_dim}], got {list(t.shape)}")
 
@@ -504,7 +547,9 @@ class RotaryEmbedding(RotaryContract):
             self._follow_length(offset + s_k)
             if self.xpos_scale_base is None:
                 k_cos, k_sin = self._cached(offset, s_k, k.dtype, k.device)
-                q_cos, q_sin = (k_cos, k_sin) if start == offset else self._cached(start, s_q, q.dtype, q.device)
+                q_cos, q_sin = (
+                    (k_cos, k_sin) if start == offset else self._cached(start, s_q, q.dtype, q.device)
+                )
                 return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
             qp = torch.arange(start, start + s_q, device=q.device)
             kp = torch.arange(offset, offset + s_k, device=q.device)
@@ -514,7 +559,9 @@ class RotaryEmbedding(RotaryContract):
             )
             if self._length_rule != "static" and kp.numel() and qp.numel():
                 self._follow_length(float(torch.maximum(qp.max(), kp.max().to(qp.device))) + 1.0)
-        qp, kp = (p[0] if p.dim() == 2 and p.shape[0] == 1 else p for p in (qp, kp))  # one row serves the batch
+        qp, kp = (
+            p[0] if p.dim() == 2 and p.shape[0] == 1 else p for p in (qp, kp)
+        )  # one row serves the batch
         batch = _positions.batch_size(qp, kp)
         if batch is not None:
             qp, kp = qp.expand(batch, s_q), kp.expand(batch, s_k)
@@ -546,12 +593,20 @@ class RotaryEmbedding(RotaryContract):
             zeta = (torch.arange(0, r, 2, dtype=torch.float64, device=positions.device) + 0.4 * r) / (1.4 * r)
             amplitude = zeta ** (sign * power.reshape(-1, 1))
         flat = positions.reshape(-1)
-        cos, sin = self.tables(flat, dtype=dtype) if amplitude is None else self._scaled_tables(
-            flat, dtype=dtype, amplitude=amplitude)
+        cos, sin = (
+            self.tables(flat, dtype=dtype)
+            if amplitude is None
+            else self._scaled_tables(flat, dtype=dtype, amplitude=amplitude)
+        )
         return cos.view(*positions.shape, self.rotary_dim), sin.view(*positions.shape, self.rotary_dim)
 
     def cos_sin(
-        self, length: int, *, positions: torch.Tensor | None = None, offset: int = 0, dtype: torch.dtype,
+        self,
+        length: int,
+        *,
+        positions: torch.Tensor | None = None,
+        offset: int = 0,
+        dtype: torch.dtype,
         device: torch.device | str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` ``[length, r]`` (``[b, length, r]`` for ``[b, length]`` positions) for :meth:`rotate`.
@@ -588,8 +643,10 @@ class RotaryEmbedding(RotaryContract):
         positions = _positions.check_positions("positions", positions, length, batched=True).to(device)
         if self._length_rule != "static" and positions.numel():
             self._follow_length(float(positions.max()) + 1.0)
-        return PositionContext(cos_sin=self._tables_at(positions, positions, sign=1.0, dtype=dtype),
-                               key_cos_sin=self._tables_at(positions, positions, sign=-1.0, dtype=dtype))
+        return PositionContext(
+            cos_sin=self._tables_at(positions, positions, sign=1.0, dtype=dtype),
+            key_cos_sin=self._tables_at(positions, positions, sign=-1.0, dtype=dtype),
+        )
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``x [..., s, head_dim]`` rotated by tables from :meth:`cos_sin` (:func:`apply_rotary` in this layout).
@@ -613,7 +670,11 @@ class RotaryEmbedding(RotaryContract):
         return out.view(h, b, s, d).transpose(0, 1)
 
     def extra_repr(self) -> str:
-        scaling = "" if self.scaling is None else f", scaling={self.scaling!r}, scaling_factor={self.scaling_factor}"
+        scaling = (
+            ""
+            if self.scaling is None
+            else f", scaling={self.scaling!r}, scaling_factor={self.scaling_factor}"
+        )
         xpos = "" if self.xpos_scale_base is None else f", xpos_scale_base={self.xpos_scale_base}"
         return (
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}"
