@@ -32,6 +32,15 @@ def positive_int(name: str, value: object) -> int:
     return int(value)
 
 
+def non_negative_int(name: str, value: object) -> int:
+    """Return ``value`` as an ``int`` if it is an integer ``>= 0`` (a seed, a gap), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise UsageTypeError(f"{name} must be an int >= 0, got {value!r} ({type(value).__name__})")
+    if value < 0:
+        raise UsageError(f"{name} must be an int >= 0, got {value}")
+    return int(value)
+
+
 def size(name: str, value: object, *, bytes_per_item: int = 8) -> int:
     """Return ``value`` as a positive ``int`` length whose ``[value]`` float64 array can be allocated, else raise.
 

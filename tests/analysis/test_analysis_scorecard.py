@@ -105,3 +105,10 @@ def test_score_view_scores_arrays_handed_in():
     assert card.values["min_distance"] == pytest.approx(analysis.min_pairwise_distance(E))
     assert card.values["low_pass_fraction"] is None
     assert card.notes["view"] == "trained"
+
+
+@pytest.mark.parametrize(("option", "value"), [("seed", -1), ("n_heads", 0), ("seed", 1.5)])
+def test_scorecard_refuses_bad_seed_and_heads_for_every_encoding(option, value):
+    """Even where the encoding does not use them (sinusoidal has no heads, no learned initialisation)."""
+    with pytest.raises((ValueError, TypeError), match=option):
+        analysis.scorecard("sinusoidal", length=16, dim=8, **{option: value})

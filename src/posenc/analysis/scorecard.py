@@ -284,6 +284,8 @@ def scorecard(
     """
     decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
     length = _validate.positive_int("length", length)
+    n_heads = _validate.positive_int("n_heads", n_heads)  # checked for every encoding, used by bias ones
+    seed = _validate.non_negative_int("seed", seed)
     view = encoding_view(encoding, dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)
     return score_view(
         view,

@@ -21,7 +21,6 @@
 from __future__ import annotations
 
 import hashlib
-import numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -43,12 +42,6 @@ from posenc.data.windows import (
 DEFAULT_WINDOW = 64
 DEFAULT_STRIDE = 16
 BLOCKS_PER_WINDOW = 8  # default block = 8 windows
-
-
-def _nonnegative_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return int(value)
 
 
 def _fractions(value: Sequence[float]) -> NDArray[np.float64]:
@@ -219,7 +212,7 @@ def make_splits(
         return instance_splits(dataset, segment=window, seed=seed, anomaly_percent=anomaly_percent)
     window = _validate.positive_int("window", window)
     stride = _validate.positive_int("stride", stride)
-    purge = window if purge is None else _nonnegative_int("purge", purge)
+    purge = window if purge is None else _validate.non_negative_int("purge", purge)
     block = (
         max(BLOCKS_PER_WINDOW * window, 2 * (window + purge))
         if block is None
@@ -227,7 +220,7 @@ def make_splits(
     )
     if block < window + purge:
         raise ValueError(f"block must be at least window + purge = {window + purge}, got {block}")
-    seed = _nonnegative_int("seed", seed)
+    seed = _validate.non_negative_int("seed", seed)
     _validate.choice("normalisation", normalisation, NORMALISATIONS)
     shares = _fractions(fractions)
     require_length(dataset, window)

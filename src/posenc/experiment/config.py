@@ -39,12 +39,6 @@ DETECTORS = ("forecast", "reconstruct")
 MODELS = ("transformer", "spatiotemporal")
 
 
-def _non_negative_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return int(value)
-
-
 def _check_encoding_options(options: object) -> None:
     """Options must be a mapping of option names to JSON values (they are recorded in config.json)."""
     if not isinstance(options, Mapping):
@@ -189,8 +183,8 @@ class RunConfig:
             "batch_size",
         ):
             _validate.positive_int(name, getattr(self, name))
-        _non_negative_int("split_seed", self.split_seed)
-        _non_negative_int("seed", self.seed)
+        _validate.non_negative_int("split_seed", self.split_seed)
+        _validate.non_negative_int("seed", self.seed)
         registry.get(self.encoding)
         _check_encoding_options(self.encoding_options)
         _validate.choice("scale", self.scale, SCALE_POLICIES)
