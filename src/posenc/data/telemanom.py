@@ -4,8 +4,8 @@ Two layouts hold the same arrays and one ``labeled_anomalies.csv`` (columns ``ch
 spacecraft, anomaly_sequences, class, num_values``; Hundman et al., KDD 2018):
 
 * the original: ``train/<chan>.npy``, ``test/<chan>.npy``;
-* the compact copy (``../shared/data/msl/README.md``): ``train.npz``, ``test.npz`` with one
-  array per channel, keyed by ``chan_id``.
+* a compact copy: ``train.npz``, ``test.npz`` with one array per channel, keyed by
+  ``chan_id`` (the same arrays as the original folders, one archive per part).
 
 Labels exist only for the **test** arrays, so the labelled series are the test arrays, one
 per csv row (arrays without a row, like ``T-10``, are ignored). ``anomaly_sequences`` are
