@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from posenc.experiment import stats
+from posenc.experiment.compare import no_skill_metrics
 
 METRICS = ("f1", "precision", "recall", "auprc")
 ORDER = ["none", "sinusoidal", "dft", "dfstrans_dft"]
@@ -56,6 +57,11 @@ def table(runs: list[dict]) -> str:
                  f"{np.median([r['row_norm_last'] for r in mine]):.3g}") if enc != "none" else "—"
         out.append(f"| {enc} | {scale} | {len(mine)} | "
                    + " | ".join(_pm([r["test"][m] for r in mine]) for m in METRICS) + f" | {norms} |")
+    # the no-skill line: flag every test instance, per split (prevalence = positives / instances)
+    splits = {r["split_seed"]: r["test_positive_windows"] / r["test_windows"] for r in runs}
+    flag_all = [no_skill_metrics(p) for _, p in sorted(splits.items())]
+    out.append(f"| flag-all (no skill) | - | {len(flag_all)} | "
+               + " | ".join(_pm([f[m] for f in flag_all]) for m in METRICS) + " | — |")
     return "\n".join(out)
 
 
