@@ -108,6 +108,19 @@ def test_compiles_without_graph_breaks():
     torch.testing.assert_close(compiled(x), m(x), rtol=1e-5, atol=1e-5)
 
 
+def test_compiled_model_decays_the_dfstrans_table_like_eager():
+    """The in-place decay survives torch.compile: same logits, same call count, same stored table."""
+    eager, compiled = model("dfstrans_dft").float(), model("dfstrans_dft").float()
+    fn = torch.compile(compiled, backend="aot_eager", fullgraph=True)
+    x = torch.randn(B, W * L, S)
+    for _ in range(3):
+        torch.testing.assert_close(fn(x), eager(x), rtol=1e-5, atol=1e-5)
+    assert int(compiled.encoding.calls) == int(eager.encoding.calls) == 3
+    torch.testing.assert_close(compiled.encoding.stored, eager.encoding.stored)
+    expected = math.sqrt(D / 2) * ((W - 2) * (2 / D) ** 1.5 + 2 * (1 / D) ** 1.5) / W
+    assert compiled.encoding_row_norm() == pytest.approx(expected, rel=1e-5)
+
+
 def test_paper_sizes_are_reachable():
     m = SpatioTemporalClassifier(
         20,
