@@ -278,6 +278,34 @@ def test_exported_graph_is_real_and_compiled_matches_eager(layout):
     torch.testing.assert_close(compiled(x), Rotate()(x), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_forward_and_backward_match_eager(layout, dtype):
+    # every compiled path: complex multiply in the graph (adjacent float32), the opaque operator
+    # posenc::rotate (adjacent bfloat16), the fused real expression (half_split); partial rotary too
+    cos, sin = RotaryEmbedding(20, rotary_dim=16, layout=layout).cos_sin(9, dtype=dtype)
+    x = torch.randn(2, 3, 9, 20).to(dtype)
+    grad = torch.randn(2, 3, 9, 20).to(dtype)
+
+    def rotate(t):
+        return apply_rotary(t, cos, sin, layout=layout)
+
+    compiled = torch.compile(rotate, backend="aot_eager", fullgraph=True)
+    results = []
+    for fn in (rotate, compiled):
+        xg = x.clone().requires_grad_()
+        out = fn(xg)
+        out.backward(grad)
+        results.append((out.detach(), xg.grad))
+    (out_eager, grad_eager), (out_compiled, grad_compiled) = results
+    # bfloat16: the fused expression rounds once, eager after each operation (about one bf16 ulp of |x|)
+    tol = {"rtol": 0, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 2**-7, "atol": 2**-7}
+    torch.testing.assert_close(out_compiled, out_eager, **tol)
+    torch.testing.assert_close(grad_compiled, grad_eager, **tol)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), out_eager, **tol)
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.0**53])
 def test_refuses_positions_it_cannot_rotate_exactly(bad):
     rope, x = RotaryEmbedding(8), torch.randn(1, 1, 3, 8)

@@ -91,61 +91,102 @@ def _rotation_expr(
     return torch.stack([o_a, o_b], dim=-1).flatten(-2)
 
 
-def _rotor(cos: torch.Tensor, sin: torch.Tensor, inverse: bool, work: torch.dtype) -> torch.Tensor | None:
-    """``[s, r/2]`` complex ``c ± i·s`` of an ``adjacent`` rotation table (both columns of every pair
-    equal), in the complex dtype of ``work``; ``None`` for other tables.
+def _pair_table(
+    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
+) -> torch.Tensor | None:
+    """What the fast kernels need of a rotation table (both columns of every pair equal), or ``None``
+    for other tables: ``adjacent``, the ``[s, r/2]`` complex rotor ``c ± i·s`` in the complex dtype of
+    ``work``; ``half_split``, the contiguous ``[s, r/2]`` sines (the addends' inner loops then read
+    one contiguous table instead of a strided half).
 
     The last few results are kept while their ``cos``/``sin`` tensors are alive and unmodified
     (checked by identity and version counter), so a module's cached tables are checked and
     converted once, not at every call.
     """
-    key = (inverse, work)
+    key = (layout, inverse, work)
     versions = (int(cos._version), int(sin._version))
-    for ref_cos, ref_sin, entry_versions, entry_key, cached in _ROTORS:
+    for ref_cos, ref_sin, entry_versions, entry_key, cached in _PAIR_TABLES:
         if entry_key == key and ref_cos() is cos and ref_sin() is sin and entry_versions == versions:
             return cached
-    (c_a, c_b), (s_a, s_b) = _pairs(cos, "adjacent"), _pairs(sin, "adjacent")
-    rotor: torch.Tensor | None = None
+    (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
+    table: torch.Tensor | None = None
     if torch.equal(c_a, c_b) and torch.equal(s_a, s_b):
-        s_a = s_a.to(work)
-        rotor = torch.complex(c_a.to(work), -s_a if inverse else s_a)
-    _ROTORS.insert(0, (weakref.ref(cos), weakref.ref(sin), versions, key, rotor))
-    del _ROTORS[4:]
-    return rotor
+        if layout == "half_split":
+            table = s_a.contiguous()
+        else:
+            s_a = s_a.to(work)
+            table = torch.complex(c_a.to(work), -s_a if inverse else s_a)
+    _PAIR_TABLES.insert(0, (weakref.ref(cos), weakref.ref(sin), versions, key, table))
+    del _PAIR_TABLES[6:]
+    return table
 
 
-_ROTORS: list[
+_PAIR_TABLES: list[
     tuple[
         weakref.ref[torch.Tensor],
         weakref.ref[torch.Tensor],
         tuple[int, int],
-        tuple[bool, torch.dtype],
+        tuple[str, bool, torch.dtype],
         torch.Tensor | None,
     ]
 ] = []
-"""Recent :func:`_rotor` results: ``(weakref cos, weakref sin, versions, (inverse, work), rotor)``."""
+"""Recent :func:`_pair_table` results: ``(weakref cos, weakref sin, versions, key, table)``."""
 
 
 def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor) -> None:
-    """``out = R x`` for ``adjacent`` pairs read as complex numbers: one complex multiply by ``rotor``.
-
-    Half-precision blocks are multiplied in float32 and rounded once.
-    """
-    work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
-    xw = x if x.dtype == work else x.to(work)
-    ow = out if out.dtype == work else torch.empty_like(xw)
+    """``out = R x`` for ``adjacent`` pairs read as complex numbers: one complex multiply by ``rotor``."""
     torch.mul(
-        torch.view_as_complex(xw.unflatten(-1, (-1, 2))),
+        torch.view_as_complex(x.unflatten(-1, (-1, 2))),
         rotor,
-        out=torch.view_as_complex(ow.unflatten(-1, (-1, 2))),
+        out=torch.view_as_complex(out.unflatten(-1, (-1, 2))),
     )
-    if ow is not out:
-        out.copy_(ow)
+
+
+def _complex_viewable(t: torch.Tensor) -> bool:
+    """Whether ``view_as_complex`` can read the pairs of ``t[..., r]`` in place (strides; see
+    :func:`_complex_aligned` for the storage offset, which ``torch.compile`` cannot trace)."""
+    return t.stride(-1) == 1 and all(st % 2 == 0 for st in t.stride()[:-1])
+
+
+def _complex_aligned(t: torch.Tensor) -> bool:
+    return _complex_viewable(t) and t.storage_offset() % 2 == 0
 
 
 def _leading_mergeable(t: torch.Tensor) -> bool:
     """Whether the dims before the last two of ``t`` can be merged into one without a copy."""
     return all(t.stride(i) == t.stride(i + 1) * t.shape[i + 1] for i in range(t.dim() - 3))
+
+
+def _blocks(t: torch.Tensor, lead_step: int, seq_step: int) -> list[torch.Tensor]:
+    """Views of ``t[l, s, …]`` in blocks of ``lead_step`` × ``seq_step``, lead-major."""
+    if seq_step >= t.shape[-2]:
+        return list(t.split(lead_step, 0))
+    return [blk for rows in t.split(lead_step, 0) for blk in rows.split(seq_step, -2)]
+
+
+def _rotate_traced(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor | None:
+    """``R x`` as an expression for ``torch.compile`` / ``torch.export`` to trace and differentiate, or
+    ``None`` where the eager kernel must run as the opaque operator ``posenc::rotate`` instead.
+
+    ``half_split`` (and everything under ``torch.export``): the real expression :func:`_rotation_expr`,
+    which the compiler fuses into one loop. ``adjacent``: the compiler's code for stride-2 pairs is
+    slower than eager's complex multiply, so float32/float64 pairs are multiplied as complex numbers
+    in the graph (the tables read as rotation tables: column ``a`` of each pair; ``torch.export``
+    graphs stay real), and half precision gets ``None`` (the eager kernel, blocked in the cache).
+    """
+    r = cos.shape[-1]
+    xs = x[..., :r]
+    if layout == "adjacent" and not torch.compiler.is_exporting():
+        if x.dtype not in (torch.float32, torch.float64) or not _complex_viewable(xs):
+            return None
+        c_a, s_a = cos[..., 0::2].to(x.dtype), sin[..., 0::2].to(x.dtype)
+        rotor = torch.complex(c_a, -s_a if inverse else s_a)
+        rotated = torch.view_as_real(torch.view_as_complex(xs.unflatten(-1, (-1, 2))) * rotor).flatten(-2)
+    else:
+        rotated = _rotation_expr(xs, cos, sin, layout, inverse)
+    return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
 
 
 def _rotate(
@@ -156,21 +197,14 @@ def _rotate(
     Eager, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over
     all of ``x`` (a single pass). Otherwise blocks of rows and of positions of about
     :data:`_CHUNK_BYTES`, each worked on while it is in the cache: half precision upcast, complex
-    multiply, rounded back (``adjacent``), or the pair arithmetic of :func:`_rotate_into` (one
-    multiply, two multiply-adds; ``half_split`` halves are contiguous).
-    Under ``torch.compile``: ``half_split`` as the real expression :func:`_rotation_expr`, which the
-    compiler fuses into one loop (faster than eager); ``adjacent`` as the opaque operator
-    ``posenc::rotate`` running the eager kernel, since compiled code for stride-2 pairs is slower
-    than the complex multiply; ``torch.export`` always gets the real expression (no complex dtype,
-    no custom operator in the graph).
+    multiply, rounded back (``adjacent``), or the pair arithmetic (one multiply, two multiply-adds;
+    ``half_split`` halves are contiguous). Under ``torch.compile`` (half precision ``adjacent`` only,
+    see :func:`_rotate_traced`): this eager kernel as the opaque operator ``posenc::rotate``.
     """
+    if torch.compiler.is_compiling():  # only where _rotate_traced gave None (apply_rotary)
+        fused: torch.Tensor = _rotate_op(x, cos, sin, layout, inverse)
+        return fused
     r = cos.shape[-1]
-    if torch.compiler.is_compiling():
-        if layout == "adjacent" and not torch.compiler.is_exporting():
-            fused: torch.Tensor = _rotate_op(x, cos, sin, layout, inverse)
-            return fused
-        rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
-        return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
     out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
@@ -180,22 +214,13 @@ def _rotate(
     if _leading_mergeable(xs) and _leading_mergeable(outs):  # [b, h, s, r] → [b·h, s, r]: finer blocks
         xs, outs = xs.view(-1, *xs.shape[-2:]), outs.view(-1, *outs.shape[-2:])
     work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
-    complex_ok = (
-        layout == "adjacent"
-        and work in (torch.float32, torch.float64)
-        and (
-            work != x.dtype
-            or all(
-                t.stride(-1) == 1
-                and all(st % 2 == 0 for st in t.stride()[:-1])
-                and t.storage_offset() % 2 == 0
-                for t in (xs, outs)
-            )
-        )
+    fast_ok = layout == "half_split" or (
+        work in (torch.float32, torch.float64)
+        and (work != x.dtype or (_complex_aligned(xs) and _complex_aligned(outs)))
     )  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
-    rotor = _rotor(cos, sin, inverse, work) if complex_ok else None
-    if rotor is not None and work == x.dtype:  # one pass (read x, write out): blocks would only add overhead
-        _rotate_complex_into(outs, xs, rotor)
+    table = _pair_table(cos, sin, layout, inverse, work) if fast_ok else None
+    if layout == "adjacent" and table is not None and work == x.dtype:
+        _rotate_complex_into(outs, xs, table)  # one pass (read x, write out): blocks would only add overhead
         return out
     row_bytes = r * max(x.element_size(), 4)
     chunk = _CHUNK_BYTES  # more threads: one parallel region per pass, not one per block (functional._block_bytes)
@@ -203,15 +228,69 @@ def _rotate(
         chunk = max(_CHUNK_BYTES, xs.numel() * max(x.element_size(), 4))
     seq_step = max(1, min(xs.shape[-2], chunk // row_bytes))
     lead_step = max(1, chunk // (row_bytes * seq_step))
-    for i0 in range(0, xs.shape[0], lead_step):
-        for s0 in range(0, xs.shape[-2], seq_step):
-            rows, seq = slice(i0, i0 + lead_step), slice(s0, s0 + seq_step)
-            x_blk, out_blk = xs[rows][..., seq, :], outs[rows][..., seq, :]
-            if rotor is None:
-                _rotate_into(out_blk, x_blk, cos[seq], sin[seq], layout, inverse)
-            else:
-                _rotate_complex_into(out_blk, x_blk, rotor[seq])
+    x_blocks, out_blocks = _blocks(xs, lead_step, seq_step), _blocks(outs, lead_step, seq_step)
+    n_seq = -(-xs.shape[-2] // seq_step)  # blocks are lead-major: block i is at positions block i % n_seq
+    if table is None:
+        tables = list(zip(cos.split(seq_step), sin.split(seq_step)))
+        for i, (x_blk, out_blk) in enumerate(zip(x_blocks, out_blocks)):
+            _rotate_into(out_blk, x_blk, *tables[i % n_seq], layout, inverse)
+    elif layout == "half_split":
+        _rotate_half_split_blocks(xs, outs, cos, table, inverse, lead_step, seq_step)
+    else:
+        _rotate_upcast_blocks(x_blocks, out_blocks, table.split(seq_step), work)
     return out
+
+
+def _rotate_half_split_blocks(
+    xs: torch.Tensor,
+    outs: torch.Tensor,
+    cos: torch.Tensor,
+    sin_half: torch.Tensor,
+    inverse: bool,
+    lead_step: int,
+    seq_step: int,
+) -> None:
+    """``outs = R xs`` for ``half_split`` rotation tables, block by block: ``out = x·cos``, then
+    ``∓ x_b·s`` and ``± x_a·s`` added to the halves (three passes over a block while it is in the cache;
+    ``sin_half`` is ``[s, r/2]``). Every view is made before the loop, which then only launches kernels."""
+    half = xs.shape[-1] // 2
+    x_all, out_all = _blocks(xs, lead_step, seq_step), _blocks(outs, lead_step, seq_step)
+    x_a, x_b = _blocks(xs[..., :half], lead_step, seq_step), _blocks(xs[..., half:], lead_step, seq_step)
+    o_a, o_b = _blocks(outs[..., :half], lead_step, seq_step), _blocks(outs[..., half:], lead_step, seq_step)
+    cos_blocks, sin_blocks = cos.split(seq_step), sin_half.split(seq_step)
+    n_seq, sign = len(cos_blocks), 1.0 if inverse else -1.0
+    for i in range(len(x_all)):
+        c, s = cos_blocks[i % n_seq], sin_blocks[i % n_seq]
+        torch.mul(x_all[i], c, out=out_all[i])
+        o_a[i].addcmul_(x_b[i], s, value=sign)
+        o_b[i].addcmul_(x_a[i], s, value=-sign)
+
+
+def _rotate_upcast_blocks(
+    x_blocks: list[torch.Tensor],
+    out_blocks: list[torch.Tensor],
+    rotors: tuple[torch.Tensor, ...],
+    work: torch.dtype,
+) -> None:
+    """``out = R x`` for half-precision ``adjacent`` blocks: each copied into a ``work`` (float32) scratch,
+    multiplied there as complex numbers by its ``rotors`` block, and rounded back once."""
+    scratch: dict[torch.Size, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+    n_seq = len(rotors)
+    for i, (x_blk, out_blk) in enumerate(zip(x_blocks, out_blocks)):
+        views = scratch.get(x_blk.shape)
+        if views is None:
+            x_w = torch.empty(x_blk.shape, dtype=work, device=x_blk.device)
+            o_w = torch.empty_like(x_w)
+            views = scratch[x_blk.shape] = (
+                x_w,
+                o_w,
+                torch.view_as_complex(x_w.unflatten(-1, (-1, 2))),
+                torch.view_as_complex(o_w.unflatten(-1, (-1, 2))),
+            )
+        x_w, o_w, x_c, o_c = views
+        x_w.copy_(x_blk)
+        torch.mul(x_c, rotors[i % n_seq], out=o_c)
+        out_blk.copy_(o_w)
 
 
 @torch.library.custom_op("posenc::rotate", mutates_args=())
@@ -267,6 +346,12 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         raise ValueError(
             "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
         )
+    if torch.compiler.is_compiling():
+        traced = _rotate_traced(x, cos, sin, layout, inverse=False)
+        if traced is not None:
+            return traced  # differentiated by autograd: the adjoint of the expression is the inverse rotation
+    elif not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
+        return _rotate(x, cos, sin, layout, inverse=False)
     rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
     return rotated
 
