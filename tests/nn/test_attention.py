@@ -14,6 +14,7 @@ from posenc.nn import (
     RotaryEmbedding,
     ShawRelativeBias,
     SinusoidalEncoding,
+    T5RelativeBias,
     TransformerEncoder,
     available_encodings,
 )
@@ -142,6 +143,31 @@ def test_attn_bias_that_does_not_broadcast_names_the_parameter_and_shapes():
         mha(x, attn_bias=torch.zeros(3, S, S, dtype=F64))
     with pytest.raises(TypeError, match="attn_bias must be a float tensor"):
         mha(x, attn_bias=torch.zeros(H, S, S, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_a_learned_bias_gives_the_written_out_attention_and_gradients(padded):
+    # T5's bias requires grad, so attention is computed explicitly (not by the fused kernel): outputs and
+    # the gradients of every input, the bias included, must equal the textbook formula's
+    torch.manual_seed(0)
+    t5 = T5RelativeBias(H, num_buckets=8, max_distance=16)
+    mha = MultiHeadAttention(D, H, encoding=t5).to(F64)
+    x = torch.randn(2, S, D, dtype=F64, requires_grad=True)
+    pad = torch.zeros(2, S, dtype=torch.bool)
+    if padded:
+        pad[1, 5:] = True
+    got = mha(x, key_padding_mask=pad if padded else None)
+    grad = torch.randn_like(got)
+    got_grads = torch.autograd.grad(got, (x, t5.relative_attention_bias.weight), grad)
+
+    q, k, v = mha.qkv(x).view(2, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(D // H) + t5.bias(S, S, dtype=F64)
+    scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+    ref = mha.out((torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(2, S, D))
+    ref_grads = torch.autograd.grad(ref, (x, t5.relative_attention_bias.weight), grad)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-12)
+    for g, r in zip(got_grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=0, atol=1e-12)
 
 
 def test_shaw_with_values_equals_the_written_out_formula():

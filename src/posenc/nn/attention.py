@@ -115,12 +115,20 @@ def _additive_mask(
 
 
 def _explicit_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout: float, *, may_hide: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax(q kᵀ/√d_h + mask) v`` written out; returns ``(out, weights)`` (rows all masked → 0)."""
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1]) + mask
-    hidden = torch.isneginf(scores).all(dim=-1, keepdim=True)
-    weights = torch.softmax(scores.masked_fill(hidden, 0.0), dim=-1).masked_fill(hidden, 0.0)
+    """``softmax(q kᵀ/√d_h + mask) v`` written out; returns ``(out, weights)``.
+
+    With ``may_hide`` (the mask may hold ``−inf``), rows whose keys are all hidden get weight 0. The
+    scale goes on ``q`` (``d_h`` per row, not ``s_k``) and the mask is added in place: the cheapest
+    unfused form, used where a fused kernel cannot serve (the weights, or the mask's gradient, needed).
+    """
+    scores = torch.matmul(q * (1.0 / math.sqrt(q.shape[-1])), k.transpose(-2, -1)).add_(mask)
+    if may_hide:
+        hidden = torch.isneginf(scores).all(dim=-1, keepdim=True)
+        weights = torch.softmax(scores.masked_fill(hidden, 0.0), dim=-1).masked_fill(hidden, 0.0)
+    else:
+        weights = torch.softmax(scores, dim=-1)
     weights = F.dropout(weights, p=dropout, training=dropout > 0)
     return weights @ v, weights
 
@@ -216,9 +224,14 @@ class MultiHeadAttention(nn.Module):
             scores_bias = term if scores_bias is None else scores_bias + term
         mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
         p = self.dropout if self.training else 0.0
+        may_hide = key_padding_mask is not None or causal or attn_bias is not None
         if shaw is not None and context.index is not None and shaw.on_values and mask is not None:
-            out, weights = _explicit_attention(q, k, v, mask, p)  # Shaw always has a mask
+            out, weights = _explicit_attention(q, k, v, mask, p, may_hide=may_hide)  # Shaw always has a mask
             out = out + shaw.value_term(weights, context.index)
+        elif mask is not None and mask.requires_grad and torch.is_grad_enabled():
+            # a learned mask (T5, Shaw's key term): scaled_dot_product_attention would leave its fused kernel
+            # for its general unfused one to return the mask's gradient; the lean explicit form is faster
+            out, _ = _explicit_attention(q, k, v, mask, p, may_hide=may_hide)
         else:
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None

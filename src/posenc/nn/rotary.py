@@ -164,28 +164,46 @@ def _blocks(t: torch.Tensor, lead_step: int, seq_step: int) -> list[torch.Tensor
     return [blk for rows in t.split(lead_step, 0) for blk in rows.split(seq_step, -2)]
 
 
-def _rotate_traced(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+def _rotate_complex_traced(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
 ) -> torch.Tensor | None:
-    """``R x`` as an expression for ``torch.compile`` / ``torch.export`` to trace and differentiate, or
-    ``None`` where the eager kernel must run as the opaque operator ``posenc::rotate`` instead.
+    """``R x`` for ``torch.compile`` to trace and differentiate as a complex multiply, or ``None``.
 
-    ``half_split`` (and everything under ``torch.export``): the real expression :func:`_rotation_expr`,
-    which the compiler fuses into one loop. ``adjacent``: the compiler's code for stride-2 pairs is
-    slower than eager's complex multiply, so float32/float64 pairs are multiplied as complex numbers
-    in the graph (the tables read as rotation tables: column ``a`` of each pair; ``torch.export``
-    graphs stay real), and half precision gets ``None`` (the eager kernel, blocked in the cache).
+    Only ``adjacent`` float32/float64 pairs that ``view_as_complex`` can read, and never under
+    ``torch.export`` (its graphs stay real): the compiler's code for stride-2 pairs is slower than the
+    complex multiply that eager runs, and the complex multiply in the graph is as fast as eager. The
+    tables are read as rotation tables (column ``a`` of each pair), as :func:`apply_rotary` documents.
     """
     r = cos.shape[-1]
     xs = x[..., :r]
+    if (
+        layout != "adjacent"
+        or torch.compiler.is_exporting()
+        or x.dtype not in (torch.float32, torch.float64)
+        or not _complex_viewable(xs)
+    ):
+        return None
+    rotor = torch.complex(cos[..., 0::2].to(x.dtype), sin[..., 0::2].to(x.dtype))
+    rotated = torch.view_as_real(torch.view_as_complex(xs.unflatten(-1, (-1, 2))) * rotor).flatten(-2)
+    return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
+
+
+def _rotate_compiled(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor:
+    """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is then the
+    traced inverse rotation).
+
+    ``half_split`` (and everything under ``torch.export``): the real expression :func:`_rotation_expr`,
+    which the compiler fuses into one loop. ``adjacent`` (half precision or pairs ``view_as_complex``
+    cannot read; the rest goes to :func:`_rotate_complex_traced`): the eager kernel, blocked in the
+    cache, as the opaque operator ``posenc::rotate``.
+    """
+    r = cos.shape[-1]
     if layout == "adjacent" and not torch.compiler.is_exporting():
-        if x.dtype not in (torch.float32, torch.float64) or not _complex_viewable(xs):
-            return None
-        c_a, s_a = cos[..., 0::2].to(x.dtype), sin[..., 0::2].to(x.dtype)
-        rotor = torch.complex(c_a, -s_a if inverse else s_a)
-        rotated = torch.view_as_real(torch.view_as_complex(xs.unflatten(-1, (-1, 2))) * rotor).flatten(-2)
-    else:
-        rotated = _rotation_expr(xs, cos, sin, layout, inverse)
+        fused: torch.Tensor = _rotate_op(x, cos, sin, layout, inverse)
+        return fused
+    rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
     return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
 
 
@@ -198,12 +216,10 @@ def _rotate(
     all of ``x`` (a single pass). Otherwise blocks of rows and of positions of about
     :data:`_CHUNK_BYTES`, each worked on while it is in the cache: half precision upcast, complex
     multiply, rounded back (``adjacent``), or the pair arithmetic (one multiply, two multiply-adds;
-    ``half_split`` halves are contiguous). Under ``torch.compile`` (half precision ``adjacent`` only,
-    see :func:`_rotate_traced`): this eager kernel as the opaque operator ``posenc::rotate``.
+    ``half_split`` halves are contiguous). Under ``torch.compile``: :func:`_rotate_compiled`.
     """
-    if torch.compiler.is_compiling():  # only where _rotate_traced gave None (apply_rotary)
-        fused: torch.Tensor = _rotate_op(x, cos, sin, layout, inverse)
-        return fused
+    if torch.compiler.is_compiling():
+        return _rotate_compiled(x, cos, sin, layout, inverse)
     r = cos.shape[-1]
     out = torch.empty_like(x)
     if r < x.shape[-1]:
@@ -347,9 +363,9 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
             "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
         )
     if torch.compiler.is_compiling():
-        traced = _rotate_traced(x, cos, sin, layout, inverse=False)
+        traced = _rotate_complex_traced(x, cos, sin, layout)
         if traced is not None:
-            return traced  # differentiated by autograd: the adjoint of the expression is the inverse rotation
+            return traced  # autograd's adjoint of the complex multiply is the inverse rotation
     elif not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
         return _rotate(x, cos, sin, layout, inverse=False)
     rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
