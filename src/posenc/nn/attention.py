@@ -220,7 +220,8 @@ class MultiHeadAttention(nn.Module):
             scores_bias = bias if scores_bias is None else scores_bias + bias
         shaw = cast(QueryBiasContract, self.encoding) if context.index is not None else None
         if shaw is not None and context.index is not None:
-            term = shaw.key_scores(q, context.index) / math.sqrt(self.head_dim)
+            # key_scores is linear in q: scaling q ([b, h, s, d_h]) costs less than scaling the [b, h, s, s] term
+            term = shaw.key_scores(q * (1.0 / math.sqrt(self.head_dim)), context.index)
             scores_bias = term if scores_bias is None else scores_bias + term
         mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
         p = self.dropout if self.training else 0.0
