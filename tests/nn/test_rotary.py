@@ -306,6 +306,20 @@ def test_compiled_forward_and_backward_match_eager(layout, dtype):
         torch.testing.assert_close(compiled(x), out_eager, **tol)
 
 
+def test_pairs_at_an_odd_storage_offset_rotate_like_a_contiguous_copy():
+    # view_as_complex cannot read pairs that start at an odd offset: the real arithmetic takes them
+    cos, sin = RotaryEmbedding(16, layout="adjacent").cos_sin(9, dtype=torch.float32)
+    x = torch.randn(2, 9, 18)[..., 1:17]
+
+    def rotate(t):
+        return apply_rotary(t, cos, sin, layout="adjacent")
+
+    expected = rotate(x.contiguous())
+    torch.testing.assert_close(rotate(x), expected, rtol=0, atol=1e-6)
+    compiled = torch.compile(rotate, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), expected, rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 2.0**53])
 def test_refuses_positions_it_cannot_rotate_exactly(bad):
     rope, x = RotaryEmbedding(8), torch.randn(1, 1, 3, 8)

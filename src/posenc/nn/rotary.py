@@ -143,13 +143,8 @@ def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor
 
 
 def _complex_viewable(t: torch.Tensor) -> bool:
-    """Whether ``view_as_complex`` can read the pairs of ``t[..., r]`` in place (strides; see
-    :func:`_complex_aligned` for the storage offset, which ``torch.compile`` cannot trace)."""
-    return t.stride(-1) == 1 and all(st % 2 == 0 for st in t.stride()[:-1])
-
-
-def _complex_aligned(t: torch.Tensor) -> bool:
-    return _complex_viewable(t) and t.storage_offset() % 2 == 0
+    """Whether ``view_as_complex`` can read the pairs of ``t[..., r]`` in place."""
+    return t.stride(-1) == 1 and all(st % 2 == 0 for st in t.stride()[:-1]) and t.storage_offset() % 2 == 0
 
 
 def _leading_mergeable(t: torch.Tensor) -> bool:
@@ -164,40 +159,17 @@ def _blocks(t: torch.Tensor, lead_step: int, seq_step: int) -> list[torch.Tensor
     return [blk for rows in t.split(lead_step, 0) for blk in rows.split(seq_step, -2)]
 
 
-def _rotate_complex_traced(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
-) -> torch.Tensor | None:
-    """``R x`` for ``torch.compile`` to trace and differentiate as a complex multiply, or ``None``.
-
-    Only ``adjacent`` float32/float64 pairs that ``view_as_complex`` can read, and never under
-    ``torch.export`` (its graphs stay real): the compiler's code for stride-2 pairs is slower than the
-    complex multiply that eager runs, and the complex multiply in the graph is as fast as eager. The
-    tables are read as rotation tables (column ``a`` of each pair), as :func:`apply_rotary` documents.
-    """
-    r = cos.shape[-1]
-    xs = x[..., :r]
-    if (
-        layout != "adjacent"
-        or torch.compiler.is_exporting()
-        or x.dtype not in (torch.float32, torch.float64)
-        or not _complex_viewable(xs)
-    ):
-        return None
-    rotor = torch.complex(cos[..., 0::2].to(x.dtype), sin[..., 0::2].to(x.dtype))
-    rotated = torch.view_as_real(torch.view_as_complex(xs.unflatten(-1, (-1, 2))) * rotor).flatten(-2)
-    return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
-
-
 def _rotate_compiled(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> torch.Tensor:
-    """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is then the
-    traced inverse rotation).
+    """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is the
+    inverse rotation, traced the same way).
 
     ``half_split`` (and everything under ``torch.export``): the real expression :func:`_rotation_expr`,
-    which the compiler fuses into one loop. ``adjacent`` (half precision or pairs ``view_as_complex``
-    cannot read; the rest goes to :func:`_rotate_complex_traced`): the eager kernel, blocked in the
-    cache, as the opaque operator ``posenc::rotate``.
+    which the compiler fuses into one loop. ``adjacent``: the compiler's code for stride-2 pairs is
+    slower than eager's complex multiply (every formulation tried: stack, cat, flip of the pairs), and
+    a complex multiply in the graph must rebuild the rotor from the tables at every call, so the eager
+    kernel runs as the opaque operator ``posenc::rotate`` (its rotor cached as in eager mode).
     """
     r = cos.shape[-1]
     if layout == "adjacent" and not torch.compiler.is_exporting():
@@ -221,6 +193,17 @@ def _rotate(
     if torch.compiler.is_compiling():
         return _rotate_compiled(x, cos, sin, layout, inverse)
     r = cos.shape[-1]
+    if (
+        layout == "adjacent"
+        and r == x.shape[-1]
+        and x.dtype in (torch.float32, torch.float64)
+        and x.is_contiguous()
+    ):
+        rotor = _pair_table(cos, sin, layout, inverse, x.dtype)
+        if rotor is not None:  # the common case with the least Python: one complex multiply over all of x
+            out = torch.empty_like(x)
+            _rotate_complex_into(out, x, rotor)
+            return out
     out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
@@ -232,7 +215,7 @@ def _rotate(
     work = torch.float32 if x.dtype in (torch.bfloat16, torch.float16) else x.dtype
     fast_ok = layout == "half_split" or (
         work in (torch.float32, torch.float64)
-        and (work != x.dtype or (_complex_aligned(xs) and _complex_aligned(outs)))
+        and (work != x.dtype or (_complex_viewable(xs) and _complex_viewable(outs)))
     )  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
     table = _pair_table(cos, sin, layout, inverse, work) if fast_ok else None
     if layout == "adjacent" and table is not None and work == x.dtype:
@@ -362,11 +345,9 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         raise ValueError(
             "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
         )
-    if torch.compiler.is_compiling():
-        traced = _rotate_complex_traced(x, cos, sin, layout)
-        if traced is not None:
-            return traced  # autograd's adjoint of the complex multiply is the inverse rotation
-    elif not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
+    if not torch.compiler.is_compiling() and not (
+        x.requires_grad and torch.is_grad_enabled()
+    ):  # nothing to differentiate: no autograd node
         return _rotate(x, cos, sin, layout, inverse=False)
     rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
     return rotated
