@@ -91,7 +91,7 @@ def test_finished_run_is_skipped_not_retrained(tmp_path, tiny_splits, tiny_confi
     def no_training(*args, **kwargs):
         raise AssertionError("a finished run was trained again")
 
-    monkeypatch.setattr(runs, "fit", no_training)
+    monkeypatch.setattr(runs, "fit_loop", no_training)
     again = execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
     assert again["skipped"] is True and _result(again) == _result(first)
     assert {p.name: p.stat().st_mtime_ns for p in d.iterdir()} == mtimes

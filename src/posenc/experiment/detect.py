@@ -32,7 +32,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import nn
-from tqdm.auto import tqdm
 
 from posenc.data.nominal import Channel, DetectionData
 from posenc.data.synthetic import FAMILIES
@@ -41,7 +40,7 @@ from posenc.experiment.config import RunConfig
 from posenc.experiment.distributed import World
 from posenc.experiment.events import ScoredChannel, detection_metrics, ewma
 from posenc.experiment.scale import run_encoding_options
-from posenc.experiment.train import EpochHook, FitState, TrainingDiverged, checkpoint_of, epoch_seed
+from posenc.experiment.train import EpochHook, FitState, epoch_seed, fit_loop
 
 MASK_EVERY = 4  # reconstruct: a pass masks every 4th step; training masks each step with probability 1/4
 
@@ -147,6 +146,51 @@ def _holdout_loss(
     return total / n
 
 
+class DetectSteps:
+    """The detector's side of :func:`posenc.experiment.train.fit_loop` (module docstring, step 1).
+
+    An epoch's windows start at ``stride`` from a random offset per channel, in random order, and the
+    reconstructor's masks are drawn from a generator — all seeded by
+    :func:`posenc.experiment.train.epoch_seed`, so an epoch depends only on ``(seed, epoch)`` and the
+    state it starts from. Early stopping keeps the lowest held-out loss (``val_auprc`` is ``NaN``).
+    """
+
+    def __init__(self, data: DetectionData, config: RunConfig, *, device: torch.device) -> None:
+        self.label = f"{config.detector} {config.encoding}"
+        self.config, self.device, self.targets = config, device, list(data.targets)
+        self.fit_pool = _Pool.of([c.fit for c in data.channels])
+        self.hold_pool = _Pool.of([c.holdout for c in data.channels])
+
+    def batches(self, epoch: int) -> list[NDArray[np.int64]]:
+        seed = epoch_seed(self.config.seed, epoch)
+        rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)
+        span = self.config.window + self.config.horizon
+        self.chan, self.start = _train_starts(self.fit_pool, span=span, stride=self.config.stride, rng=rng)
+        order = rng.permutation(len(self.chan))
+        size = self.config.batch_size
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+    def loss(self, net: nn.Module, batch: NDArray[np.int64]) -> torch.Tensor:
+        return _loss(
+            net,
+            self.fit_pool,
+            self.chan[batch],
+            self.start[batch],
+            self.config,
+            self.targets,
+            self.device,
+            self.generator,
+        )
+
+    def validate(self, model: nn.Module) -> tuple[float, dict[str, float]]:
+        val_loss = _holdout_loss(model, self.hold_pool, self.config, self.targets, self.device)
+        return -val_loss, {"val_loss": val_loss, "val_auprc": math.nan}
+
+    def columns(self, model: nn.Module) -> dict[str, float]:
+        return {}
+
+
 def fit_detector(
     model: nn.Module,
     data: DetectionData,
@@ -158,79 +202,20 @@ def fit_detector(
     on_epoch: EpochHook | None = None,
     progress: bool = True,
 ) -> FitState:
-    """Train ``model`` on the nominal training parts (module docstring, step 1); resumable like the classifier.
+    """Train ``model`` on the nominal training parts (:class:`DetectSteps` in :func:`~posenc.experiment.train.fit_loop`).
 
-    An epoch depends only on ``(seed, epoch)`` and the state it starts from (batch order and masks are
-    drawn from generators seeded by :func:`posenc.experiment.train.epoch_seed`). Returns the final
-    :class:`FitState`; ``model`` is left holding the weights with the lowest held-out loss.
+    Returns the final :class:`FitState`; ``model`` is left holding the weights with the lowest held-out loss.
     """
-    if world.size > 1:
-        raise ValueError("--task detect runs in a single process; data-parallel detection is not implemented")
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    state = FitState()
-    if checkpoint is not None:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        state = FitState(**checkpoint["fit"])
-    fit_pool = _Pool.of([c.fit for c in data.channels])
-    hold_pool = _Pool.of([c.holdout for c in data.channels])
-    targets = list(data.targets)
-    while not state.stopped and state.epoch < config.epochs:
-        epoch = state.epoch + 1
-        seed = epoch_seed(config.seed, epoch)
-        torch.manual_seed(seed)
-        rng = np.random.default_rng(seed)
-        gen = torch.Generator().manual_seed(seed)
-        chan, start = _train_starts(
-            fit_pool, span=config.window + config.horizon, stride=config.stride, rng=rng
-        )
-        order = rng.permutation(len(chan))
-        model.train()
-        total, t0 = 0.0, time.perf_counter()
-        batches = range(0, len(order), config.batch_size)
-        bar = tqdm(
-            batches,
-            desc=f"{config.detector} {config.encoding} seed {config.seed} epoch {epoch}",
-            leave=False,
-            disable=not progress,
-        )
-        for i in bar:
-            idx = order[i : i + config.batch_size]
-            loss = _loss(model, fit_pool, chan[idx], start[idx], config, targets, device, gen)
-            if not torch.isfinite(loss):
-                raise TrainingDiverged(
-                    f"training loss became {loss.item()} at epoch {epoch} ({config.detector} "
-                    f"{config.encoding}, seed {config.seed}) with lr={config.lr}: the updates "
-                    "diverged; try a smaller lr",
-                    lr=config.lr,
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            total += loss.item() * len(idx)
-        seconds = time.perf_counter() - t0
-        val_loss = _holdout_loss(model, hold_pool, config, targets, device)
-        if -val_loss > state.best_score:
-            state.best_score, state.best_epoch, state.bad_epochs = -val_loss, epoch, 0
-            state.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        else:
-            state.bad_epochs += 1
-        state.epoch = epoch
-        state.stopped = state.bad_epochs >= config.patience
-        row = {
-            "epoch": epoch,
-            "train_loss": total / len(order),
-            "val_loss": val_loss,
-            "val_auprc": math.nan,
-            "train_seconds": seconds,
-            "windows_per_s": len(order) / seconds,
-        }
-        state.history.append(row)
-        if on_epoch is not None:
-            on_epoch(checkpoint_of(model, optimizer, state), row)
-    if state.best_state is not None:
-        model.load_state_dict(state.best_state)
-    return state
+    return fit_loop(
+        model,
+        config,
+        DetectTask().steps(config, data, device=device, world=world),
+        device=device,
+        world=world,
+        checkpoint=checkpoint,
+        on_epoch=on_epoch,
+        progress=progress,
+    )
 
 
 def _tile(n: int, span: int, step: int) -> NDArray[np.int64]:
@@ -411,28 +396,14 @@ class DetectTask:
     def build(self, config: RunConfig, data: DetectionData) -> tuple[nn.Module, dict[str, Any]]:
         return build_detector(config, data)
 
-    def fit(
-        self,
-        model: nn.Module,
-        data: DetectionData,
-        config: RunConfig,
-        *,
-        device: torch.device,
-        world: World,
-        checkpoint: dict[str, Any] | None,
-        on_epoch: EpochHook,
-        progress: bool,
-    ) -> FitState:
-        return fit_detector(
-            model,
-            data,
-            config,
-            device=device,
-            world=world,
-            checkpoint=checkpoint,
-            on_epoch=on_epoch,
-            progress=progress,
-        )
+    def steps(
+        self, config: RunConfig, data: DetectionData, *, device: torch.device, world: World
+    ) -> DetectSteps:
+        if world.size > 1:
+            raise ValueError(
+                "--task detect runs in a single process; data-parallel detection is not implemented"
+            )
+        return DetectSteps(data, config, device=device)
 
     def evaluate(
         self,

@@ -56,7 +56,7 @@ from posenc.experiment.distributed import World
 from posenc.experiment.files import write_atomic, write_text_atomic
 from posenc.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 from posenc.experiment.scale import build_classifier
-from posenc.experiment.train import EpochHook, FitState, fit, predict_scores
+from posenc.experiment.train import ClassifySteps, EpochHook, EpochSteps, FitState, fit_loop, predict_scores
 
 CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
 RUN_FILES = (CONFIG, LOG, CHECKPOINT, METRICS)
@@ -274,7 +274,7 @@ def _stored_run(
 
 
 class RunTask(Protocol):
-    """What a task gives :func:`execute`: its data's fingerprint, the model, training, evaluation."""
+    """What a task gives :func:`execute`: its data's fingerprint, the model, its epoch steps, evaluation."""
 
     def fingerprint(self, data: Any) -> str: ...
 
@@ -282,18 +282,7 @@ class RunTask(Protocol):
 
     def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]: ...
 
-    def fit(
-        self,
-        model: torch.nn.Module,
-        data: Any,
-        config: RunConfig,
-        *,
-        device: torch.device,
-        world: World,
-        checkpoint: dict[str, Any] | None,
-        on_epoch: EpochHook,
-        progress: bool,
-    ) -> FitState: ...
+    def steps(self, config: RunConfig, data: Any, *, device: torch.device, world: World) -> EpochSteps: ...
 
     def evaluate(
         self,
@@ -325,29 +314,8 @@ class ClassifyTask:
     def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
         return build_classifier(config, data.train.X.shape[2], data.train.X)
 
-    def fit(
-        self,
-        model: torch.nn.Module,
-        data: Any,
-        config: RunConfig,
-        *,
-        device: torch.device,
-        world: World,
-        checkpoint: dict[str, Any] | None,
-        on_epoch: EpochHook,
-        progress: bool,
-    ) -> FitState:
-        return fit(
-            model,
-            data.train,
-            data.val,
-            config,
-            device=device,
-            world=world,
-            checkpoint=checkpoint,
-            on_epoch=on_epoch,
-            progress=progress,
-        )
+    def steps(self, config: RunConfig, data: Any, *, device: torch.device, world: World) -> EpochSteps:
+        return ClassifySteps(data.train, data.val, config, device=device, world=world)
 
     def evaluate(
         self,
@@ -455,10 +423,10 @@ def execute(
         if on_epoch is not None:
             on_epoch(ckpt, row)
 
-    state = task.fit(
+    state = fit_loop(
         model,
-        splits,
         config,
+        task.steps(config, splits, device=device, world=world),
         device=device,
         world=world,
         checkpoint=checkpoint,

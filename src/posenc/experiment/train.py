@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -33,6 +33,9 @@ from tqdm.auto import tqdm
 from posenc.errors import UsageError
 from posenc.experiment.config import RunConfig
 from posenc.experiment.distributed import World, wrap_model
+
+if TYPE_CHECKING:
+    from posenc.data import WindowSet
 
 
 class TrainingDiverged(UsageError, FloatingPointError):
@@ -125,11 +128,36 @@ def _encoding_row_norm(model: nn.Module, steps: int) -> float:
     return float("nan") if method is None else float(method(steps))
 
 
-def fit(
+class EpochSteps(Protocol):
+    """A task's side of :func:`fit_loop`: what an epoch trains on, the loss of a batch, the validation.
+
+    Attributes:
+        label: names the run in progress bars and in the divergence message (e.g. ``"rope/native"``).
+    """
+
+    label: str
+
+    def batches(self, epoch: int) -> Sequence[Sized]:
+        """Epoch ``epoch``'s batches in order (torch is already seeded with :func:`epoch_seed`)."""
+        ...
+
+    def loss(self, net: nn.Module, batch: Any) -> torch.Tensor:
+        """The mean training loss of ``batch`` under ``net`` (the model, or its data-parallel wrapper)."""
+        ...
+
+    def validate(self, model: nn.Module) -> tuple[float, dict[str, float]]:
+        """``(score, log columns)`` on validation data; early stopping keeps the highest score."""
+        ...
+
+    def columns(self, model: nn.Module) -> dict[str, float]:
+        """Log columns after the timing columns (``{}`` for none)."""
+        ...
+
+
+def fit_loop(
     model: nn.Module,
-    train: Any,
-    val: Any,
     config: RunConfig,
+    steps: EpochSteps,
     *,
     device: torch.device,
     world: World = World(),
@@ -137,13 +165,19 @@ def fit(
     on_epoch: EpochHook | None = None,
     progress: bool = True,
 ) -> FitState:
-    """Train ``model`` (already on ``device``) on ``train`` with early stopping on ``val``.
+    """Train ``model`` (already on ``device``) epoch by epoch with early stopping; every task's loop.
+
+    Each epoch re-seeds torch with :func:`epoch_seed`, takes ``steps.batches(epoch)``, takes an
+    AdamW step on ``steps.loss`` of each (refusing a non-finite loss with :class:`TrainingDiverged`),
+    then scores ``steps.validate``; the weights with the best score are kept, and training stops
+    after ``config.patience`` epochs without improvement or at ``config.epochs``. The epoch's log
+    row is ``epoch, train_loss, <validation columns>, train_seconds, windows_per_s, <steps.columns>``.
 
     Args:
-        model: maps windows ``[b, s, F]`` to logits ``[b]``.
-        train, val: window sets with ``X: [n, s, F]`` float32 and ``y: [n]`` 0/1 (:class:`posenc.data.WindowSet`).
-        config: epochs, patience, batch size, AdamW settings, monitor, seed.
-        device: where ``model`` lives; batches are moved there.
+        model: the task's model.
+        config: epochs, patience, AdamW settings, seed.
+        steps: the task's batches, loss and validation.
+        device: where ``model`` lives.
         world: data-parallel position (:func:`posenc.experiment.distributed.init_world`).
         checkpoint: a dict from :func:`checkpoint_of` to resume from.
         on_epoch: called after each epoch with the checkpoint and the epoch's log row.
@@ -158,49 +192,34 @@ def fit(
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         state = FitState(**checkpoint["fit"])
-    weight = pos_weight(train.y)
-    train_loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, device=device))
-    val_loss_fn = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, dtype=torch.float64))
-    X = torch.as_tensor(train.X)
-    y = torch.as_tensor(train.y, dtype=torch.float32)
-    sampler: DistributedSampler[int] = DistributedSampler(
-        range(len(X)),  # type: ignore[arg-type]  # any sized sequence of indices will do
-        num_replicas=world.size,
-        rank=world.rank,
-        shuffle=True,
-        seed=config.seed,
-    )
     net = wrap_model(model, world, device)
     while not state.stopped and state.epoch < config.epochs:
         epoch = state.epoch + 1
-        sampler.set_epoch(epoch)
         torch.manual_seed(epoch_seed(config.seed, epoch))
-        order = torch.tensor(list(sampler))
-        batches = [order[i : i + config.batch_size] for i in range(0, len(order), config.batch_size)]
+        batches = steps.batches(epoch)
         net.train()
-        total, start = 0.0, time.perf_counter()
+        total, count, start = 0.0, 0, time.perf_counter()
         bar = tqdm(
             batches,
-            desc=f"{config.encoding}/{config.scale} seed {config.seed} epoch {epoch}",
+            desc=f"{steps.label} seed {config.seed} epoch {epoch}",
             leave=False,
             disable=not (progress and world.is_main),
         )
-        for idx in bar:
-            xb, yb = X[idx].to(device), y[idx].to(device)
-            loss = train_loss_fn(net(xb), yb)
+        for batch in bar:
+            loss = steps.loss(net, batch)
             if not torch.isfinite(loss):
                 raise TrainingDiverged(
-                    f"training loss became {loss.item()} at epoch {epoch} ({config.encoding}, seed {config.seed}) "
+                    f"training loss became {loss.item()} at epoch {epoch} ({steps.label}, seed {config.seed}) "
                     f"with lr={config.lr}: the updates diverged; try a smaller lr",
                     lr=config.lr,
                 )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total += loss.item() * len(idx)
+            total += loss.item() * len(batch)
+            count += len(batch)
         seconds = time.perf_counter() - start
-        val_loss, val_auprc = _validation(model, val.X, val.y, val_loss_fn, device)
-        score = val_auprc if config.monitor == "auprc" else -val_loss
+        score, validation = steps.validate(model)
         if score > state.best_score:
             state.best_score, state.best_epoch, state.bad_epochs = score, epoch, 0
             state.best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
@@ -210,12 +229,11 @@ def fit(
         state.stopped = state.bad_epochs >= config.patience
         row = {
             "epoch": epoch,
-            "train_loss": total / len(order),
-            "val_loss": val_loss,
-            "val_auprc": val_auprc,
+            "train_loss": total / count,
+            **validation,
             "train_seconds": seconds,
-            "windows_per_s": len(order) * world.size / seconds,
-            "encoding_row_norm": _encoding_row_norm(model, train.X.shape[1]),
+            "windows_per_s": count * world.size / seconds,
+            **steps.columns(model),
         }
         state.history.append(row)
         if on_epoch is not None:
@@ -223,3 +241,76 @@ def fit(
     if state.best_state is not None:
         model.load_state_dict(state.best_state)
     return state
+
+
+class ClassifySteps:
+    """Window classification for :func:`fit_loop` (module docstring): weighted BCE, validation AUPRC or loss.
+
+    Batches are index tensors drawn by ``DistributedSampler(seed=config.seed).set_epoch(epoch)``,
+    sharded over ``world``; the log adds ``encoding_row_norm`` after the timing columns.
+    """
+
+    def __init__(
+        self, train: WindowSet, val: WindowSet, config: RunConfig, *, device: torch.device, world: World
+    ) -> None:
+        weight = pos_weight(train.y)
+        self.label = f"{config.encoding}/{config.scale}"
+        self.train, self.val, self.config, self.device = train, val, config, device
+        self.train_loss = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, device=device))
+        self.val_loss = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(weight, dtype=torch.float64))
+        self.X = torch.as_tensor(train.X)
+        self.y = torch.as_tensor(train.y, dtype=torch.float32)
+        self.sampler: DistributedSampler[int] = DistributedSampler(
+            range(len(self.X)),  # type: ignore[arg-type]  # any sized sequence of indices will do
+            num_replicas=world.size,
+            rank=world.rank,
+            shuffle=True,
+            seed=config.seed,
+        )
+
+    def batches(self, epoch: int) -> list[torch.Tensor]:
+        self.sampler.set_epoch(epoch)
+        order = torch.tensor(list(self.sampler))
+        size = self.config.batch_size
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+    def loss(self, net: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        return self.train_loss(net(self.X[batch].to(self.device)), self.y[batch].to(self.device))
+
+    def validate(self, model: nn.Module) -> tuple[float, dict[str, float]]:
+        val_loss, val_auprc = _validation(model, self.val.X, self.val.y, self.val_loss, self.device)
+        score = val_auprc if self.config.monitor == "auprc" else -val_loss
+        return score, {"val_loss": val_loss, "val_auprc": val_auprc}
+
+    def columns(self, model: nn.Module) -> dict[str, float]:
+        return {"encoding_row_norm": _encoding_row_norm(model, self.train.X.shape[1])}
+
+
+def fit(
+    model: nn.Module,
+    train: WindowSet,
+    val: WindowSet,
+    config: RunConfig,
+    *,
+    device: torch.device,
+    world: World = World(),
+    checkpoint: dict[str, Any] | None = None,
+    on_epoch: EpochHook | None = None,
+    progress: bool = True,
+) -> FitState:
+    """Train classifier ``model`` on windows ``train`` with early stopping on ``val`` (:func:`fit_loop`).
+
+    ``model`` maps windows ``[b, s, F]`` to logits ``[b]``; ``train``/``val`` hold ``X: [n, s, F]``
+    float32 and ``y: [n]`` 0/1. Returns the final :class:`FitState`, ``model`` holding the best weights.
+    """
+    steps = ClassifySteps(train, val, config, device=device, world=world)
+    return fit_loop(
+        model,
+        config,
+        steps,
+        device=device,
+        world=world,
+        checkpoint=checkpoint,
+        on_epoch=on_epoch,
+        progress=progress,
+    )
