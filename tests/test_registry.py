@@ -151,3 +151,60 @@ def test_the_report_scores_every_registered_encoding_including_a_new_one(mine):
     cards = analysis.scorecards(length=8, dim=8, n_heads=2)
     assert [c.encoding for c in cards] == registry.names() and cards[-1].encoding == "mine"
     assert cards[-1].family == "bias" and cards[-1].values["toeplitz_error"] < 1e-12
+
+
+def _periodic_dft_view(info, *, dim, length, base, n_heads, seed):
+    """A user's view: the DFT table under another name, declaring its DFT-coefficient rows."""
+    from posenc.analysis.views import dft_view
+
+    return dft_view(info, dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)
+
+
+@pytest.fixture
+def periodic():
+    info = registry.register(
+        "periodic",
+        "posenc.nn.input:DFTEncoding",
+        family="input",
+        summary="the DFT encoding under a user's name",
+        source="a test, 2026",
+        view=_periodic_dft_view,
+        fixed_frequencies=True,
+    )
+    yield info
+    registry.unregister("periodic")
+
+
+def test_what_an_entry_declares_gets_the_dft_treatment_under_any_name(periodic):
+    """Decoding by inverse DFT and the trained view's fixed frequencies follow the declaration, not the name."""
+    from posenc import analysis
+    from posenc.experiment.trained import encoding_view
+    from posenc.models import TransformerClassifier
+
+    card = analysis.scorecard("periodic", length=16, dim=16)
+    assert card.values["decoding_accuracy_inverse_dft"] == 1.0
+    assert analysis.scorecard("sinusoidal", length=16, dim=16).values["decoding_accuracy_inverse_dft"] is None
+    model = TransformerClassifier(2, 16, 2, 1, encoding="periodic", max_len=16)
+    view = encoding_view(model, name="periodic", state="trained")
+    d = 16
+    assert view.dft_rows and view.layout is None
+    omega = 2 * math.pi * torch.arange(d // 2 + 1, dtype=F64) / d  # ω_k = 2πk/d, k = 0 … d/2
+    assert torch.allclose(torch.from_numpy(view.frequencies), omega, rtol=0, atol=1e-15)
+    E = view.table(d)  # the module's own rows, shifted exactly by the entry's operator: e(t + 1) = T e(t)
+    assert abs(E[1:] - E[:-1] @ view.operator(1).T).max() < 1e-12
+
+
+def test_a_trained_sinusoid_in_any_layout_gets_its_exact_shift_operator():
+    """The module's view carries its frequencies and layout, so the operator matches the split columns too."""
+    from posenc.experiment.trained import encoding_view
+    from posenc.models import TransformerClassifier
+
+    for encoding, layout in (("sinusoidal", "split"), ("learnable_frequency", "interleaved_cos_first")):
+        model = TransformerClassifier(
+            2, 8, 2, 1, encoding=encoding, encoding_options={"layout": layout}, max_len=12
+        )
+        view = encoding_view(model, name=encoding, state="initial")
+        assert view.layout == layout and view.frequencies is not None and not view.dft_rows
+        E = view.table(12)
+        for k in (1, 3):  # E[t + k] = T^(k) E[t] for every t: the exact shift of a sinusoidal table
+            assert abs(E[k:] - E[:-k] @ view.operator(k).T).max() < 1e-12

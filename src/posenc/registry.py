@@ -54,6 +54,11 @@ class EncodingView:
         bias: ``n ↦ [h, n, n]`` additive attention-score bias (bias families).
         weights: weights on the DFT bins of the reconstruction of a one-hot position
             (Idé, Labaien & Chen, eqs. 15 and 22), when defined.
+        layout: the column layout (:data:`posenc.spectrum.LAYOUTS`) in which ``table``'s columns are
+            (sin, cos) pairs at ``frequencies``; ``None`` when they are not such pairs (biases,
+            learned tables, rotated probe rows, the DFT's block of constant, cos, sin and Nyquist columns).
+        dft_rows: ``table``'s rows are DFT coefficients of one-hot positions in the column order of
+            :func:`posenc.tables.dft` (Idé, Labaien & Chen, eq. 21), so the inverse DFT decodes them.
         notes: what was measured on (e.g. "at initialisation").
     """
 
@@ -65,6 +70,8 @@ class EncodingView:
     operator: Callable[[int], NDArray[np.float64]] | None = None
     bias: Rows | None = None
     weights: NDArray[np.float64] | None = None
+    layout: str | None = None
+    dft_rows: bool = False
     notes: dict[str, str] = field(default_factory=dict)
 
 
@@ -93,6 +100,9 @@ class EncodingInfo:
             unbounded); the benchmark refuses longer windows.
         view: its analysis view (a :class:`ViewFunction` or its ``"package.module:function"`` path);
             ``None`` builds the module and asks its contract (``analysis_view``).
+        fixed_frequencies: the frequencies, shift operator and weights of ``view`` depend on the
+            width alone — no parameter or option of the module changes them — so the analysis of a
+            trained module takes them from ``view`` (the DFT encoding's ``ω_k = 2πk/d``).
     """
 
     name: str
@@ -104,6 +114,7 @@ class EncodingInfo:
     scales: bool = False
     faithful_length: Callable[[int], int] | None = None
     view: str | ViewFunction | None = None
+    fixed_frequencies: bool = False
 
     def module_class(self) -> type:
         """The PyTorch module class (imports it when registered by path); checks its ``family``."""
@@ -156,6 +167,7 @@ def register(
     scales: bool = False,
     faithful_length: Callable[[int], int] | None = None,
     view: str | ViewFunction | None = None,
+    fixed_frequencies: bool = False,
     replace: bool = False,
 ) -> EncodingInfo:
     """Register encoding ``name`` so the encoder, the benchmark and the analysis take it by name.
@@ -168,7 +180,7 @@ def register(
         summary, source: one line, and the paper (author, year, equation).
         family: required with a path or ``None`` (checked against the class when it is imported);
             with a class it is read from ``cls.family`` and may be omitted.
-        learned, scales, faithful_length, view: as :class:`EncodingInfo`.
+        learned, scales, faithful_length, view, fixed_frequencies: as :class:`EncodingInfo`.
         replace: allow re-registering an existing name.
 
     Returns the new :class:`EncodingInfo`. Raises ``ValueError`` for a bad or taken name or a
@@ -197,7 +209,13 @@ def register(
         raise TypeError(f"cls must be a class, a 'package.module:Class' path or None, got {cls!r}")
     if scales and family != "input":
         raise ValueError(f"scales=True applies to input encodings only; {name!r} is a {family} encoding")
-    info = EncodingInfo(name, family, summary, source, cls, learned, scales, faithful_length, view)
+    if fixed_frequencies and view is None:
+        raise ValueError(
+            f"fixed_frequencies=True needs a view: the analysis of {name!r} takes its frequencies from it"
+        )
+    info = EncodingInfo(
+        name, family, summary, source, cls, learned, scales, faithful_length, view, fixed_frequencies
+    )
     ENCODINGS[name] = info
     return info
 
@@ -250,6 +268,7 @@ register(
     source="Idé, Labaien & Chen, eq. 21",
     faithful_length=lambda d_model: d_model,
     view=f"{_VIEWS}:dft_view",
+    fixed_frequencies=True,
 )
 register(
     "dfstrans_dft",

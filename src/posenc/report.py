@@ -529,9 +529,8 @@ def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
         else ""
     )
     for r in results:
-        h, w = r.diagonals["trained"], r.frequencies["trained"]
-        if h is not None and w is not None and r.run.config.encoding != "dft":
-            layout = "interleaved"
+        h, w, layout = r.diagonals["trained"], r.frequencies["trained"], r.layouts["trained"]
+        if h is not None and w is not None and layout is not None:
             fig = plots.bilinear_parts(
                 dim=h.size,
                 length=r.run.config.window,

@@ -181,8 +181,8 @@ def _table_criteria(view: EncodingView, p: dict[str, Any]) -> dict[str, Callable
         return min_pairwise_distance(rows)
 
     def inverse_dft() -> float:
-        if view.name != "dft":
-            raise ValueError("applies to the DFT encoding only (its rows are DFT coefficients)")
+        if not view.dft_rows:
+            raise ValueError("applies to DFT-coefficient rows only (the DFT encoding's)")
         return faithfulness.inverse_dft_accuracy(E, noise=p["decode_noise"], seed=p["seed"])
 
     return {

@@ -42,6 +42,7 @@ def _sinusoidal(info: EncodingInfo, dim: int, base: float, layout: str, note: st
         frequencies=freq,
         operator=(lambda k: shift_operator(k, dim=dim, base=base, layout=layout)) if dim % 2 == 0 else None,
         weights=frequency_distribution(freq, dim=dim),
+        layout=layout,
         notes={"view": note},
     )
 
@@ -105,6 +106,7 @@ def dft_view(
         frequencies=spectrum.dft(dim),
         operator=lambda k: dft_shift_operator(k, dim=dim),
         weights=dft_distribution(dim),
+        dft_rows=True,
         notes={"view": f"tables.dft; positions >= d = {dim} aliased (s + d has the encoding of s)"},
     )
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from posenc import analysis, spectrum
+from posenc import analysis, registry
 from posenc.experiment.config import RunConfig
 from posenc.experiment.runs import CHECKPOINT, CONFIG, read_checkpoint, read_config
 from posenc.models import TransformerClassifier
@@ -94,12 +94,6 @@ def _numpy(tensor: torch.Tensor) -> NDArray[np.float64]:
     return tensor.detach().to("cpu").double().numpy()
 
 
-def _frequencies(module: torch.nn.Module, name: str) -> NDArray[np.float64] | None:
-    if name == "dft" or not hasattr(module, "frequencies"):
-        return None
-    return _numpy(torch.as_tensor(module.frequencies))
-
-
 def encoding_view(
     model: TransformerClassifier, *, name: str, state: str, seed: int = 0
 ) -> analysis.EncodingView:
@@ -107,9 +101,11 @@ def encoding_view(
 
     The module's own ``analysis_view`` (its family contract: table, rotated probe rows, bias,
     Shaw's key term for one random probe query), completed by what the analysis can derive
-    from trained frequencies: sinusoidal and learnable-frequency tables get their frequencies,
-    the exact shift operator at those frequencies and eq. 15 weights (Idé et al., 2024); the DFT
-    encoding its exact operator and eq. 22 weights; rotary its frequencies and eq. 15 weights.
+    from the frequencies the view carries: a table of (sin, cos) pairs in a known layout
+    (sinusoidal, learnable-frequency) gets the exact shift operator at its (trained) frequencies and
+    eq. 15 weights (Idé et al., 2024), rotary eq. 15 weights; an entry registered with
+    ``fixed_frequencies`` (the DFT encoding) takes frequencies, operator and weights (eq. 22) from
+    its registry view.
     """
     module = model.encoder.encoding
     if module is None:
@@ -121,20 +117,22 @@ def encoding_view(
         f"; {view.notes['view']}" if "view" in view.notes else ""
     )
     extra: dict[str, Any] = {"notes": {**view.notes, "view": note}}
-    w = _frequencies(module, name)
-    if name == "dft":
+    info = registry.get(name)
+    if info.fixed_frequencies:  # the entry's own view holds for any instance: take what depends on dim only
+        fixed = info.analysis_view(dim=dim, length=dim, base=10000.0, n_heads=1, seed=seed)
         extra.update(
-            frequencies=spectrum.dft(dim),
-            weights=analysis.dft_distribution(dim),
-            operator=lambda k: analysis.dft_shift_operator(k, dim=dim),
+            frequencies=fixed.frequencies,
+            weights=fixed.weights,
+            operator=fixed.operator,
+            layout=fixed.layout,
+            dft_rows=fixed.dft_rows,
         )
-    elif w is not None:
-        extra.update(
-            frequencies=w,
-            weights=analysis.frequency_distribution(w, dim=2 * w.size if view.family == "rotary" else dim),
+    elif view.frequencies is not None:
+        w, layout = view.frequencies, view.layout
+        extra["weights"] = analysis.frequency_distribution(
+            w, dim=2 * w.size if view.family == "rotary" else dim
         )
-        layout = getattr(module, "layout", None)
-        if view.family == "input" and dim % 2 == 0 and layout in spectrum.LAYOUTS:
+        if layout is not None and dim % 2 == 0:
             extra["operator"] = lambda k: analysis.shift_operator(k, dim=dim, frequencies=w, layout=layout)
     table, bias = view.table, view.bias
     if table is not None:
@@ -174,7 +172,8 @@ class RunAnalysis:
     ``forms[state]`` is :func:`posenc.analysis.form_summary` (``None`` where the encoding is not
     added to the tokens); ``spectra[state]`` the power spectrum of the table along positions
     (:func:`posenc.analysis.table_spectrum`, ``None`` without a table); ``diagonals[state]`` the
-    diagonal of ``H`` and ``frequencies[state]`` the encoding's frequencies, for figures.
+    diagonal of ``H``, ``frequencies[state]`` the encoding's frequencies and ``layouts[state]``
+    the layout of its (sin, cos) columns (``None``: not such pairs), for figures.
     """
 
     run: Run
@@ -183,6 +182,7 @@ class RunAnalysis:
     spectra: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]] | None]
     diagonals: dict[str, NDArray[np.float64] | None]
     frequencies: dict[str, NDArray[np.float64] | None]
+    layouts: dict[str, str | None]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the trained scorecard's keys plus ``run``, ``initial`` (values), ``attention_form``, ``spectrum``."""
@@ -203,7 +203,7 @@ def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysi
     """Score the run's encoding at initialisation and after training, at the run's window length."""
     run = read_run(run_dir)
     c = run.config
-    cards, forms, diagonals, freqs = {}, {}, {}, {}
+    cards, forms, diagonals, freqs, layouts = {}, {}, {}, {}, {}
     spectra: dict[str, tuple[NDArray[np.float64], NDArray[np.float64]] | None] = {}
     for state in ("initial", "trained"):
         model = load_model(run, trained=state == "trained")
@@ -216,15 +216,14 @@ def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysi
             extra={"run": str(run.directory), "state": state},
         )
         H = attention_form(model)
-        layout = getattr(model.encoder.encoding, "layout", "interleaved")
         forms[state] = (
             None
             if H is None or view.table is None
-            else analysis.form_summary(
+            else analysis.form_summary(  # Su's relative part needs (sin, cos) pairs in a known layout
                 H,
                 view.table(c.window),
-                frequencies=view.frequencies if c.encoding != "dft" else None,
-                layout=layout,
+                frequencies=view.frequencies if view.layout is not None else None,
+                layout=view.layout or "interleaved",
             )
         )
         spectra[state] = None
@@ -232,4 +231,5 @@ def analyze_run(run_dir: Path | str, *, decode_noise: float = 0.5) -> RunAnalysi
             spectra[state] = analysis.table_spectrum(view.table(c.window), axis="positions")
         diagonals[state] = None if H is None else np.diag(H).copy()
         freqs[state] = view.frequencies
-    return RunAnalysis(run, cards, forms, spectra, diagonals, freqs)
+        layouts[state] = view.layout
+    return RunAnalysis(run, cards, forms, spectra, diagonals, freqs, layouts)

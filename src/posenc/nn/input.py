@@ -32,6 +32,7 @@ eager mode; under ``torch.compile`` the forward has no graph break and skips the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import ClassVar, cast
@@ -44,8 +45,15 @@ from posenc import _validate, spectrum, tables
 from posenc.nn import _positions
 from posenc.nn import functional as F
 from posenc.nn.contracts import InputContract
+from posenc.registry import EncodingView
 
 MODES: tuple[str, ...] = ("add", "concat")
+
+
+def _wave_view(view: EncodingView, frequencies: torch.Tensor, layout: str) -> EncodingView:
+    """``view`` of a table of (sin, cos) pairs at ``frequencies`` in ``layout``, with both recorded."""
+    w = frequencies.detach().to("cpu", torch.float64).numpy()
+    return dataclasses.replace(view, frequencies=w, layout=layout)
 
 
 class InputEncoding(InputContract):
@@ -267,6 +275,12 @@ class SinusoidalEncoding(InputEncoding):
         """``[⌈dim/2⌉]`` float64 angular frequencies ``w_i``."""
         return self._frequencies.clone()
 
+    def analysis_view(self, *, name: str, dim: int, seed: int) -> EncodingView:
+        """The table's rows, with its frequencies and layout."""
+        return _wave_view(
+            super().analysis_view(name=name, dim=dim, seed=seed), self._frequencies, self.layout
+        )
+
     def _encode(
         self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device
     ) -> torch.Tensor:
@@ -469,6 +483,10 @@ class LearnableFrequencyEncoding(InputEncoding):
             if grad is not None:
                 self.frequencies.grad = grad.to(self.frequencies.device)
         return self
+
+    def analysis_view(self, *, name: str, dim: int, seed: int) -> EncodingView:
+        """The table's rows, with its current (trained) frequencies and layout."""
+        return _wave_view(super().analysis_view(name=name, dim=dim, seed=seed), self.frequencies, self.layout)
 
     def _encode(
         self, positions: torch.Tensor | int, *, offset: int, dtype: torch.dtype, device: torch.device

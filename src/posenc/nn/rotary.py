@@ -28,6 +28,7 @@ al. 2023), ``"ntk"`` (bloc97 2023), and Hugging Face's ``"dynamic"``, ``"yarn"``
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,7 @@ from posenc import _validate, spectrum
 from posenc.nn import _positions, rope_types
 from posenc.nn.contracts import PositionContext, RotaryContract
 from posenc.nn.functional import sincos
+from posenc.registry import EncodingView
 
 LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
 
@@ -542,6 +544,11 @@ class RotaryEmbedding(RotaryContract):
     def frequencies(self) -> torch.Tensor:
         """``[r/2]`` float64 rotation frequencies ``θ_i`` after scaling (angles are ``t·θ_i``)."""
         return self._frequencies.clone()
+
+    def analysis_view(self, *, name: str, dim: int, seed: int) -> EncodingView:
+        """The contract's rotated probe rows, with the rotation frequencies ``θ_i``."""
+        view = super().analysis_view(name=name, dim=dim, seed=seed)
+        return dataclasses.replace(view, frequencies=self._frequencies.to(torch.float64).numpy())
 
     @property
     def attention_factor(self) -> float:
