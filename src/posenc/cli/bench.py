@@ -317,21 +317,12 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     ):
         if value < 1:
             raise ValueError(f"{flag} must be >= 1, got {value}")
-    if probes and args.protocol != "blocked":
-        raise ValueError(
-            f"--protocol {args.protocol} does not apply to --dataset probes (independent draws per split)"
-        )
     detectors = _csv_list(args.detector)
     bad = [m for m in detectors if m not in DETECTORS]
     if bad or not detectors:
         raise ValueError(
             f"--detector: unknown {', '.join(map(repr, bad)) or repr(args.detector)}; "
             f"valid: {', '.join(DETECTORS)}"
-        )
-    if args.task == "detect" and probes:
-        raise ValueError(
-            "--task detect needs a dataset with nominal training arrays (msl, smd, synthetic, a "
-            "telemanom/SMD path); probes have none"
         )
     if args.task == "detect" and args.horizon >= window:
         raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
@@ -422,10 +413,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from posenc.experiment.bench import run_bench
-    from posenc.experiment.compare import markdown
     from posenc.experiment.distributed import init_world, shutdown
-    from posenc.experiment.probes import markdown as probe_markdown
-    from posenc.experiment.probes import run_probes
     from posenc.experiment.train import TrainingDiverged
 
     try:
@@ -450,12 +438,7 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     world = init_world()
     try:
-        if plan.base.dataset == "probes":
-            probed = run_probes(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
-            table, paths = probe_markdown(probed, n_seeds=plan.seeds), probed.paths
-        else:
-            result = run_bench(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
-            table, paths = markdown(result.comparison), result.paths
+        result = run_bench(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
     except TrainingDiverged as exc:
         raise UsageError(
             str(exc).replace(f"lr={exc.lr}", f"--lr {args.lr}").replace("smaller lr", "smaller --lr")
@@ -464,6 +447,6 @@ def run(args: argparse.Namespace) -> int:
         shutdown(world)
     if world.is_main:
         print()
-        print(table)
-        print("written: " + ", ".join(str(p) for p in paths.values()))
+        print(result.table)
+        print("written: " + ", ".join(str(p) for p in result.paths.values()))
     return 0

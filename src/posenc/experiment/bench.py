@@ -9,18 +9,19 @@ its dimension (Idé, Labaien & Chen 2024, Theorem 1: faithful only for positions
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import torch
 
-from posenc.experiment.compare import BASELINE, Comparison, compare, write
+from posenc.experiment.compare import BASELINE, compare, markdown, write
 from posenc.experiment.config import BenchPlan
 from posenc.experiment.controls import order_free_baseline
 from posenc.experiment.distributed import World, select_device
@@ -31,11 +32,29 @@ if TYPE_CHECKING:
     from posenc.data import Dataset
 
 
+#: Where a run's data lie: ``(split seed, subset)`` (subset ``""``: the whole dataset; probes ``"k<k>"``).
+Part = tuple[int, str]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a :class:`Reporter` made of the records: its summary, the table printed, the files written."""
+
+    summary: Any
+    table: str
+    paths: dict[str, Path]
+
+
 @dataclass(frozen=True)
 class BenchResult:
-    """What :func:`run_bench` produced: the comparison, the files written (rank 0), wall time, runs trained."""
+    """What :func:`run_bench` produced: the report (summary, table, files written by rank 0), wall time, runs trained.
 
-    comparison: Comparison
+    ``summary`` is a :class:`~posenc.experiment.compare.Comparison` for the classify and detect
+    sources, a :class:`~posenc.experiment.probes.ProbeResult` for the probe suite.
+    """
+
+    summary: Any
+    table: str
     paths: dict[str, Path]
     seconds: float
     trained: int
@@ -69,9 +88,7 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     base = plan.base
     positions = base.n_windows if base.model == "spatiotemporal" else base.window  # what the encoding indexes
     check_faithful_window(plan.encodings, window=positions, d_model=base.d_model)
-    dataset = cast(
-        "Dataset", load_dataset(base.dataset, **base.dataset_options)
-    )  # probes take their own runner
+    dataset = cast("Dataset", load_dataset(base.dataset, **base.dataset_options))  # probes: ProbeSource
     splits = {
         k: make_splits(
             dataset,
@@ -86,24 +103,94 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     return dataset, splits
 
 
+class Reporter(Protocol):
+    """Turns every run's record into the benchmark's summary, its printed table and its files."""
+
+    def report(
+        self,
+        records: list[dict[str, Any]],
+        prepared: Prepared,
+        plan: BenchPlan,
+        *,
+        out: Path,
+        meta: dict[str, Any],
+        start: float,
+        world: World,
+        log: Callable[[str], None],
+    ) -> Report: ...
+
+
 @dataclass
 class Prepared:
-    """A task's data, validated before any training: ``data[split seed]`` and how its table is made.
+    """A source's data, validated before any training: ``data[(split seed, subset)]`` and how it is reported.
 
     Attributes:
         dataset: the loaded dataset (for its description).
-        data: the task's data per split seed (``Splits`` or ``DetectionData``).
+        data: the task's data per :data:`Part` (``Splits`` or ``DetectionData``); every run of the
+            grid is trained on each part of its split seed.
         task: what :func:`posenc.experiment.runs.execute` trains and evaluates with.
-        metrics, paired_metrics: the table's columns and those tested in pairs.
+        reporter: what makes the table and the files from the records.
+        metrics, paired_metrics: the table's columns and those tested in pairs (the first shown per run).
         lines: what the data look like, logged before training.
     """
 
     dataset: Any
-    data: dict[int, Any]
+    data: dict[Part, Any]
     task: RunTask
+    reporter: Reporter
     metrics: tuple[str, ...]
     paired_metrics: tuple[str, ...]
     lines: list[str]
+
+
+class SplitSource(Protocol):
+    """Where a benchmark's data come from: loaded, validated and split before any training."""
+
+    def prepare(self, plan: BenchPlan) -> Prepared: ...
+
+
+@dataclass(frozen=True)
+class CompareReporter:
+    """The comparison table (:mod:`posenc.experiment.compare`): runs, baselines, flag-all, paired tests.
+
+    ``baselines`` and ``no_skill`` give the source's untrained rows (``no_skill`` ``None``: from
+    each split's test prevalence, :func:`posenc.experiment.compare.no_skill_metrics`).
+    """
+
+    baselines: Callable[[Prepared, BenchPlan], list[dict[str, Any]]]
+    no_skill: Callable[[Prepared, BenchPlan], list[dict[str, Any]] | None] = lambda prepared, plan: None
+
+    def report(
+        self,
+        records: list[dict[str, Any]],
+        prepared: Prepared,
+        plan: BenchPlan,
+        *,
+        out: Path,
+        meta: dict[str, Any],
+        start: float,
+        world: World,
+        log: Callable[[str], None],
+    ) -> Report:
+        baseline = []
+        if plan.baseline and world.is_main:
+            t0 = time.perf_counter()
+            baseline = self.baselines(prepared, plan)
+            log(
+                f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): "
+                f"{time.perf_counter() - t0:.1f} s"
+            )
+        meta = {**meta, "wall_seconds": time.perf_counter() - start}
+        comparison = compare(
+            records,
+            baseline=baseline,
+            metrics=prepared.metrics,
+            paired_metrics=prepared.paired_metrics,
+            no_skill=self.no_skill(prepared, plan),
+        )
+        comparison.meta.update(meta)
+        paths = write(comparison, out) if world.is_main else {}
+        return Report(comparison, markdown(comparison), paths)
 
 
 def test_families(dataset: Any, windows: Any) -> np.ndarray:
@@ -138,24 +225,29 @@ class ClassifySource:
         self.families = {k: test_families(dataset, s.test) for k, s in splits.items()}
         present = sorted({f for fam in self.families.values() for f in fam if f})
         metrics = METRICS + tuple(f"auprc:{f}" for f in present) if len(present) > 1 else METRICS
-        return Prepared(dataset, splits, ClassifyTask(self.families), metrics, PAIRED_METRICS, lines)
+        return Prepared(
+            dataset,
+            {(k, ""): s for k, s in splits.items()},
+            ClassifyTask(self.families),
+            CompareReporter(self.baselines),
+            metrics,
+            PAIRED_METRICS,
+            lines,
+        )
 
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
         from posenc.experiment.baselines import NAMES, classify_baseline
 
         out = [
             {"name": BASELINE, "split_seed": k, "test": order_free_baseline(s, families=self.families[k])}
-            for k, s in prepared.data.items()
+            for (k, _), s in prepared.data.items()
         ]
         out += [
             {"name": name, "split_seed": k, "test": classify_baseline(name, s, families=self.families[k])}
             for name in NAMES
-            for k, s in prepared.data.items()
+            for (k, _), s in prepared.data.items()
         ]
         return out
-
-    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]] | None:
-        return None  # from each split's test prevalence (posenc.experiment.compare.no_skill_metrics)
 
 
 class DetectSource:
@@ -194,18 +286,30 @@ class DetectSource:
                 f"{sum(len(c.series.events) for c in data.channels)} test events; targets {list(data.targets)}"
             )
         ]
-        return Prepared(dataset, {0: data}, DetectTask(), DETECT_METRICS, DETECT_PAIRED, lines)
+        reporter = CompareReporter(self.baselines, self.no_skill)
+        return Prepared(
+            dataset, {(0, ""): data}, DetectTask(), reporter, DETECT_METRICS, DETECT_PAIRED, lines
+        )
 
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
         from posenc.experiment.baselines import NAMES
         from posenc.experiment.detect import baseline_records
 
-        return baseline_records(prepared.data[0], plan.base, names=NAMES)
+        return baseline_records(prepared.data[0, ""], plan.base, names=NAMES)
 
     def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]] | None:
         from posenc.experiment.detect import no_skill_record
 
-        return [no_skill_record(prepared.data[0], plan.base)]
+        return [no_skill_record(prepared.data[0, ""], plan.base)]
+
+
+def source_for(plan: BenchPlan) -> SplitSource:
+    """The split source of ``plan``: the probe suite for dataset ``"probes"``, else its task's."""
+    if plan.base.dataset == "probes":
+        from posenc.experiment.probes import ProbeSource
+
+        return ProbeSource()
+    return DetectSource() if plan.base.task == "detect" else ClassifySource()
 
 
 def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> dict[str, Any]:
@@ -237,11 +341,16 @@ def run_bench(
     on_epoch: EpochHook | None = None,
     log: Callable[[str], None] = print,
 ) -> BenchResult:
-    """Train every run of ``plan`` into ``out`` (skipping finished ones), compare them, write the results.
+    """Train every run of ``plan`` on every part of its source (skipping finished runs), then report.
+
+    One loop over (split seed and subset, detector, encoding, scale, seed) for every source
+    (:func:`source_for`: labelled windows, nominal arrays, the probe suite); the source's
+    reporter makes the table and files.
 
     Args:
         plan: the grid (validated on construction).
-        out: output directory: ``out/runs/…`` per run, ``out/results.{md,csv,json,png}``.
+        out: output directory: ``out/runs/…`` per run, the reporter's files (``out/results.{md,csv,json,png}``,
+            ``out/probes.{md,csv,json,png}``).
         device: ``"cpu"``, ``"cuda"``, … or ``None`` for CUDA when available.
         world: data-parallel position; only rank 0 writes and logs.
         progress: tqdm bars.
@@ -249,19 +358,23 @@ def run_bench(
         log: where progress lines go (rank 0).
     """
     start = time.perf_counter()
-    source = DetectSource() if plan.base.task == "detect" else ClassifySource()
-    prepared = source.prepare(plan)
+    prepared = source_for(plan).prepare(plan)
     torch_device = select_device(device, world)
     say = log if world.is_main else (lambda _: None)
     for line in prepared.lines:
         say(line)
     shown = prepared.paired_metrics
     records, trained = [], 0
-    runs = list(plan.runs())
+    runs = [
+        dataclasses.replace(config, subset=subset)
+        for config in plan.runs()
+        for split, subset in prepared.data
+        if split == config.split_seed
+    ]
     for i, config in enumerate(runs, 1):
         record = execute(
             config,
-            prepared.data[config.split_seed],
+            prepared.data[config.split_seed, config.subset],
             root=out,
             device=torch_device,
             world=world,
@@ -273,33 +386,22 @@ def run_bench(
         )
         trained += not record["skipped"]
         model = f"{config.detector} " if config.task == "detect" else ""
+        part = f" {config.subset}" if config.subset else ""
         say(
-            f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale} split {config.split_seed} seed {config.seed}: "
+            f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} "
+            f"seed {config.seed}: "
             + " ".join(f"{m} {record['test'][m]:.3f}" for m in shown)
             + (" (finished earlier, skipped)" if record["skipped"] else "")
         )
         records.append(record)
-    baseline = []
-    if plan.baseline and world.is_main:
-        t0 = time.perf_counter()
-        baseline = source.baselines(prepared, plan)
-        say(
-            f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): {time.perf_counter() - t0:.1f} s"
-        )
-    seconds = time.perf_counter() - start
-    comparison = compare(
-        records,
-        baseline=baseline,
-        metrics=prepared.metrics,
-        paired_metrics=prepared.paired_metrics,
-        no_skill=source.no_skill(prepared, plan),
+    meta = {
+        **_meta(plan, prepared.dataset, torch_device, world),
+        "runs_trained": trained,
+        "runs_skipped": len(records) - trained,
+    }
+    report = prepared.reporter.report(
+        records, prepared, plan, out=out, meta=meta, start=start, world=world, log=say
     )
-    comparison.meta.update(
-        _meta(plan, prepared.dataset, torch_device, world),
-        wall_seconds=seconds,
-        runs_trained=trained,
-        runs_skipped=len(records) - trained,
-    )
-    paths = write(comparison, out) if world.is_main else {}
     world.barrier()
-    return BenchResult(comparison, paths, seconds, trained, len(records) - trained)
+    seconds = time.perf_counter() - start
+    return BenchResult(report.summary, report.table, report.paths, seconds, trained, len(records) - trained)

@@ -4,8 +4,9 @@ Each probe window's label depends only on the order or lag of two pulses ``k`` s
 (:mod:`posenc.data.probes`; the two classes hold the same rows pair by pair), so an
 order-free model is at chance and what a model gets right it gets from position. For every
 encoding (× scale policy), distance ``k`` and seed one classifier is trained on that ``k``'s
-training windows — the same training, threshold rule and run directories as the benchmark
-(:func:`posenc.experiment.runs.execute`, subset ``k<k>``) — and its test accuracy recorded.
+training windows — by the benchmark's own loop (:func:`posenc.experiment.bench.run_bench` with
+:class:`ProbeSource`: one part per ``k``, subset ``k<k>``, the same training, threshold rule and run
+directories) — and :class:`ProbeReporter` records its test accuracy.
 This is the experimental counterpart of the Fourier analysis (Idé, Labaien & Chen 2024, §3): a low-pass encoding
 should fail at short lags, a faithful one should not. Compare encodings at ``matched`` scale.
 """
@@ -20,16 +21,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from posenc.data.probes import ProbeSuite
 from posenc.experiment.bench import check_faithful_window
 from posenc.experiment.config import BenchPlan
-from posenc.experiment.distributed import World, select_device
+from posenc.experiment.distributed import World
 from posenc.experiment.files import write_text_atomic
-from posenc.experiment.runs import execute
-from posenc.experiment.train import EpochHook
+
+if TYPE_CHECKING:
+    from posenc.experiment.bench import Prepared, Report
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class ProbeResult:
     paths: dict[str, Path]
 
 
-def load_suite(plan: BenchPlan) -> Any:
+def load_suite(plan: BenchPlan) -> ProbeSuite:
     """The :class:`posenc.data.ProbeSuite` of ``plan`` (window from the plan), validated before training."""
     from posenc.data import load_dataset
 
@@ -62,73 +65,88 @@ def load_suite(plan: BenchPlan) -> Any:
             "as a dataset option"
         )
     check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
-    return load_dataset("probes", **options)
+    suite = load_dataset("probes", **options)
+    assert isinstance(suite, ProbeSuite)
+    return suite
 
 
 def _label(encoding: str, scale: str) -> str:
     return encoding if scale == "native" else f"{encoding} ({scale})"
 
 
-def run_probes(
-    plan: BenchPlan,
-    *,
-    out: Path,
-    device: str | None = None,
-    world: World = World(),
-    progress: bool = True,
-    on_epoch: EpochHook | None = None,
-    log: Callable[[str], None] = print,
-) -> ProbeResult:
-    """Train every (encoding, scale, k, seed) of ``plan`` on the probe suite; write ``probes.{md,csv,json,png}``."""
-    start = time.perf_counter()
-    suite = load_suite(plan)
-    torch_device = select_device(device, world)
-    say = log if world.is_main else (lambda _: None)
-    splits = {k: suite.splits(k) for k in suite.distances}
-    acc: dict[str, dict[int, list[float]]] = {}
-    runs = []
-    for encoding in plan.encodings:
-        for scale in plan.scales_for(encoding):
-            for k in suite.distances:
-                for seed in range(plan.seeds):
-                    config = dataclasses.replace(
-                        plan.base,
-                        encoding=encoding,
-                        scale=scale,
-                        seed=seed,
-                        split_seed=0,
-                        encoding_options=plan.options_for(encoding),
-                        subset=f"k{k}",
-                    )
-                    record = execute(
-                        config,
-                        splits[k],
-                        root=out,
-                        device=torch_device,
-                        world=world,
-                        shuffle_control=False,
-                        progress=progress,
-                        on_epoch=on_epoch,
-                        log=say,
-                    )
-                    acc.setdefault(_label(encoding, scale), {}).setdefault(k, []).append(
-                        record["test"]["accuracy"]
-                    )
-                    runs.append({**record, "k": k})
-            by_k = acc[_label(encoding, scale)]
-            say(
-                f"{_label(encoding, scale)} task {suite.task}: accuracy by k "
-                + " ".join(f"{k}:{np.mean(by_k[k]):.2f}" for k in suite.distances)
+class ProbeSource:
+    """The probe suite as a split source: one part per distance ``k`` (subset ``k<k>``, split seed 0)."""
+
+    def prepare(self, plan: BenchPlan) -> Prepared:
+        from posenc.experiment.bench import Prepared
+        from posenc.experiment.runs import ClassifyTask
+
+        base = plan.base
+        if base.task != "classify":
+            raise ValueError(
+                "--task detect needs a dataset with nominal training arrays (msl, smd, synthetic, a "
+                "telemanom/SMD path); probes have none"
             )
-    accuracy = {label: {k: float(np.mean(v)) for k, v in by_k.items()} for label, by_k in acc.items()}
-    std = {
-        label: {k: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan") for k, v in by_k.items()}
-        for label, by_k in acc.items()
-    }
-    result = ProbeResult(accuracy, std, runs, suite.task, suite.window, time.perf_counter() - start, {})
-    paths = write(result, out, n_seeds=plan.seeds) if world.is_main else {}
-    world.barrier()
-    return dataclasses.replace(result, paths=paths)
+        if base.protocol != "blocked":
+            raise ValueError(
+                f"--protocol {base.protocol} does not apply to --dataset probes (independent draws per split)"
+            )
+        suite = load_suite(plan)
+        data = {(0, f"k{k}"): suite.splits(k) for k in suite.distances}
+        lines = [
+            f"probes {suite.task}: window {suite.window}, distances {', '.join(map(str, suite.distances))}"
+        ]
+        return Prepared(
+            suite, data, ClassifyTask(), ProbeReporter(suite), ("accuracy",), ("accuracy",), lines
+        )
+
+
+@dataclass(frozen=True)
+class ProbeReporter:
+    """Test accuracy by distance ``k``, mean and spread over seeds: ``probes.{md,csv,json,png}``."""
+
+    suite: ProbeSuite
+
+    def report(
+        self,
+        records: list[dict[str, Any]],
+        prepared: Prepared,
+        plan: BenchPlan,
+        *,
+        out: Path,
+        meta: dict[str, Any],
+        start: float,
+        world: World,
+        log: Callable[[str], None],
+    ) -> Report:
+        from posenc.experiment.bench import Report
+
+        acc: dict[str, dict[int, list[float]]] = {}
+        runs = []
+        for record in records:
+            k = int(record["subset"].removeprefix("k"))
+            label = _label(record["encoding"], record["scale"])
+            acc.setdefault(label, {}).setdefault(k, []).append(record["test"]["accuracy"])
+            runs.append({**record, "k": k})
+        for label, by_k in acc.items():
+            log(
+                f"{label} task {self.suite.task}: accuracy by k "
+                + " ".join(f"{k}:{np.mean(v):.2f}" for k, v in sorted(by_k.items()))
+            )
+        accuracy = {
+            label: {k: float(np.mean(v)) for k, v in sorted(by_k.items())} for label, by_k in acc.items()
+        }
+        std = {
+            label: {
+                k: float(np.std(v, ddof=1)) if len(v) > 1 else float("nan") for k, v in sorted(by_k.items())
+            }
+            for label, by_k in acc.items()
+        }
+        seconds = time.perf_counter() - start
+        result = ProbeResult(accuracy, std, runs, self.suite.task, self.suite.window, seconds, {})
+        paths = write(result, out, n_seeds=plan.seeds) if world.is_main else {}
+        result = dataclasses.replace(result, paths=paths)
+        return Report(result, markdown(result, n_seeds=plan.seeds), paths)
 
 
 def markdown(result: ProbeResult, *, n_seeds: int) -> str:
