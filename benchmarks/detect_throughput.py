@@ -23,7 +23,8 @@ import torch
 from posenc.data import load_dataset
 from posenc.data.nominal import NOMINAL_OPTIONS, detection_data
 from posenc.experiment.config import RunConfig
-from posenc.experiment.detect import build_detector, fit_detector
+from posenc.experiment.detect import DetectSteps, build_detector
+from posenc.experiment.train import fit_loop
 
 
 def main() -> None:
@@ -50,7 +51,9 @@ def main() -> None:
         config = dataclasses.replace(base, encoding=encoding)
         model, _ = build_detector(config, data)
         cpu = time.process_time()
-        state = fit_detector(model, data, config, device=torch.device("cpu"), progress=False)
+        cpu_device = torch.device("cpu")
+        steps = DetectSteps(data, config, device=cpu_device)
+        state = fit_loop(model, config, steps, device=cpu_device, progress=False)
         cpu = time.process_time() - cpu
         windows = sum(r["windows_per_s"] * r["train_seconds"] for r in state.history)
         wall_rate = statistics.median(r["windows_per_s"] for r in state.history)

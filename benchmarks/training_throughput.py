@@ -20,7 +20,7 @@ import torch
 from posenc.data import load_dataset, make_splits
 from posenc.experiment.config import RunConfig
 from posenc.experiment.scale import build_classifier
-from posenc.experiment.train import fit
+from posenc.experiment.train import ClassifySteps, fit_loop
 
 
 def main() -> None:
@@ -46,7 +46,8 @@ def main() -> None:
         for encoding in args.encodings.split(","):
             config = dataclasses.replace(base, encoding=encoding)
             model, _ = build_classifier(config, splits.train.X.shape[2], splits.train.X)
-            state = fit(model.to(device), splits.train, splits.val, config, device=device, progress=False)
+            steps = ClassifySteps(splits.train, splits.val, config, device=device)
+            state = fit_loop(model.to(device), config, steps, device=device, progress=False)
             rate = statistics.median(r["windows_per_s"] for r in state.history)
             first = first or rate
             print(f"threads {threads}  {encoding:<11} {rate:9.0f} windows/s   ×{rate / first:.2f}")

@@ -106,7 +106,7 @@ def test_interrupted_run_resumes_with_the_decayed_table(tmp_path):
         execute(config, splits, root=tmp_path / "cut", device=cpu, progress=False, on_epoch=interrupt)
     assert (run_dir(tmp_path / "cut", config) / CHECKPOINT).is_file()
     resumed = execute(config, splits, root=tmp_path / "cut", device=cpu, progress=False)
-    assert resumed["test"] == full["test"]
+    assert resumed.test == full.test
     keys = ("epoch", "train_loss", "val_loss", "encoding_row_norm")  # not the timings
     cut, whole = (_log(run_dir(tmp_path / name, config)) for name in ("cut", "full"))
     assert [[r[k] for k in keys] for r in cut] == [[r[k] for k in keys] for r in whole]

@@ -24,7 +24,7 @@ RESULT = ("test", "val", "threshold", "best_epoch", "epochs_run")
 
 
 def _result(record):
-    return {k: record[k] for k in RESULT}
+    return {k: record.to_json()[k] for k in RESULT}
 
 
 def _damage(path: Path, how: str) -> None:
@@ -73,12 +73,12 @@ def test_corrupt_checkpoint_is_moved_aside_and_the_run_retrains(finished, tiny_s
     _damage(directory / CHECKPOINT, how)
     record, messages, epochs = _run(tiny_config, tiny_splits, directory.parents[3])
     assert epochs == [1, 2, 3]  # retrained from scratch, not resumed from garbage
-    assert _result(record) == _result(full) and record["skipped"] is False
+    assert _result(record) == _result(full) and record.skipped is False
     assert len(_aside(directory, CHECKPOINT)) == 1
     assert any(str(directory / CHECKPOINT) in m and "moved aside" in m for m in messages), messages
     assert not any("weights_only" in m for m in messages)
     again, _, epochs = _run(tiny_config, tiny_splits, directory.parents[3])
-    assert again["skipped"] is True and epochs == []
+    assert again.skipped is True and epochs == []
 
 
 @pytest.mark.parametrize("how", ["truncate", "garble", "empty"])
@@ -87,7 +87,7 @@ def test_corrupt_metrics_resumes_from_the_final_checkpoint(finished, tiny_splits
     _damage(directory / METRICS, how)
     record, messages, epochs = _run(tiny_config, tiny_splits, directory.parents[3])
     assert epochs == []  # the checkpoint holds the finished training: only evaluation is redone
-    assert _result(record) == _result(full) and record["skipped"] is False
+    assert _result(record) == _result(full) and record.skipped is False
     assert len(_aside(directory, METRICS)) == 1 and json.loads((directory / METRICS).read_text())["test"]
     assert any(str(directory / METRICS) in m for m in messages), messages
 
@@ -129,13 +129,13 @@ def test_changed_data_retrains_with_a_message(finished, tiny_splits, tiny_config
         tiny_splits.summary,
     )
     record, messages, epochs = _run(tiny_config, changed, directory.parents[3])
-    assert record["skipped"] is False and epochs == [1, 2, 3]
+    assert record.skipped is False and epochs == [1, 2, 3]
     assert any("data differ" in m for m in messages), messages
     assert len(_aside(directory, METRICS, "stale")) == 1
     stored = json.loads((directory / CONFIG).read_text())
     assert stored["data_fingerprint"] == data_fingerprint(changed) != data_fingerprint(tiny_splits)
     again, _, _ = _run(tiny_config, changed, directory.parents[3])
-    assert again["skipped"] is True
+    assert again.skipped is True
 
 
 def test_run_without_recorded_fingerprint_retrains(finished, tiny_splits, tiny_config):
@@ -144,7 +144,7 @@ def test_run_without_recorded_fingerprint_retrains(finished, tiny_splits, tiny_c
     del stored["data_fingerprint"]  # written before fingerprints existed: its data cannot be vouched for
     (directory / CONFIG).write_text(json.dumps(stored))
     record, messages, _ = _run(tiny_config, tiny_splits, directory.parents[3])
-    assert record["skipped"] is False and any("not recorded" in m for m in messages)
+    assert record.skipped is False and any("not recorded" in m for m in messages)
 
 
 def test_fingerprint_sees_every_array_of_every_split(tiny_splits):

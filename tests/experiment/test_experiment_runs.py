@@ -11,6 +11,7 @@ import torch
 
 from posenc.data import Splits, WindowSet
 from posenc.experiment import runs
+from posenc.experiment.records import RunRecord
 from posenc.experiment.runs import CHECKPOINT, CONFIG, LOG, METRICS, execute, run_dir
 
 CPU = torch.device("cpu")
@@ -23,7 +24,8 @@ def _log(directory):
 
 
 def _result(record):
-    return {k: record[k] for k in ("test", "val", "threshold", "best_epoch", "epochs_run", "shuffled_test")}
+    data = record.to_json()
+    return {k: data[k] for k in ("test", "val", "threshold", "best_epoch", "epochs_run", "shuffled_test")}
 
 
 def test_run_writes_config_log_checkpoint_metrics(tmp_path, tiny_splits, tiny_config):
@@ -33,9 +35,10 @@ def test_run_writes_config_log_checkpoint_metrics(tmp_path, tiny_splits, tiny_co
     assert {p.name for p in d.iterdir()} == {CONFIG, LOG, CHECKPOINT, METRICS}  # no .tmp left behind
     resolved = json.loads((d / CONFIG).read_text())
     assert resolved["config"] == tiny_config.to_dict() and resolved["encoding_options"] == {}
-    assert len(_log(d)) == record["epochs_run"] == 3
+    assert len(_log(d)) == record.training.epochs_run == 3
     stored = json.loads((d / METRICS).read_text())
-    assert stored["test"] == record["test"] and record["skipped"] is False
+    assert stored["test"] == record.test and record.skipped is False
+    assert RunRecord.from_json(stored) == dataclasses.replace(record, skipped=None)
     assert stored["test_positive_windows"] == tiny_splits.summary["test"]["positives"]
     assert set(stored["test"]) == {"precision", "recall", "f1", "auprc", "accuracy"}
 
@@ -93,7 +96,7 @@ def test_finished_run_is_skipped_not_retrained(tmp_path, tiny_splits, tiny_confi
 
     monkeypatch.setattr(runs, "fit_loop", no_training)
     again = execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
-    assert again["skipped"] is True and _result(again) == _result(first)
+    assert again.skipped is True and _result(again) == _result(first)
     assert {p.name: p.stat().st_mtime_ns for p in d.iterdir()} == mtimes
 
 
@@ -111,9 +114,9 @@ def test_threshold_is_chosen_on_validation_only(tmp_path, tiny_splits, tiny_conf
     other = Splits(tiny_splits.train, tiny_splits.val, flipped, tiny_splits.summary)
     a = execute(tiny_config, tiny_splits, root=tmp_path / "a", device=CPU, progress=False)
     b = execute(tiny_config, other, root=tmp_path / "b", device=CPU, progress=False)
-    assert a["threshold"] == b["threshold"]
-    assert a["val"] == b["val"]
-    assert a["test"] != b["test"]  # the test labels did matter for the test metrics
+    assert a.threshold == b.threshold
+    assert a.val == b.val
+    assert a.test != b.test  # the test labels did matter for the test metrics
 
 
 def test_time_shuffle_control_is_recorded(tmp_path, tiny_splits, tiny_config):
@@ -121,7 +124,7 @@ def test_time_shuffle_control_is_recorded(tmp_path, tiny_splits, tiny_config):
     r = execute(none, tiny_splits, root=tmp_path, device=CPU, progress=False)
     # with no positional encoding and mean pooling the classifier ignores order: shuffling changes nothing
     for m in ("f1", "auprc"):
-        assert r["shuffled_test"][m] == pytest.approx(r["test"][m], abs=1e-9)
+        assert r.shuffled_test[m] == pytest.approx(r.test[m], abs=1e-9)
     off = execute(
         dataclasses.replace(none, seed=1),
         tiny_splits,
@@ -130,7 +133,7 @@ def test_time_shuffle_control_is_recorded(tmp_path, tiny_splits, tiny_config):
         progress=False,
         shuffle_control=False,
     )
-    assert "shuffled_test" not in off
+    assert off.shuffled_test is None and "shuffled_test" not in off.to_json()
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,19 @@ One job per module; what ``posenc bench`` runs, in order:
 
 * :mod:`~posenc.experiment.config` — :class:`RunConfig` (one run) and :class:`BenchPlan` (the grid), typed and frozen.
 * :mod:`~posenc.experiment.scale` — scale policies of additive encodings and the seeded classifier they build.
-* :mod:`~posenc.experiment.train` — AdamW, ``pos_weight``, early stopping on validation, exact resume.
+* :mod:`~posenc.experiment.train` — the one epoch loop (``fit_loop``: AdamW, early stopping, exact resume,
+  divergence check) that every task drives through its ``EpochSteps`` (batches, loss, validation).
 * :mod:`~posenc.experiment.metrics` — precision/recall/F1/AUPRC (scikit-learn), threshold chosen on validation.
 * :mod:`~posenc.experiment.runs` — a run directory: config, log, atomic checkpoint, metrics; resume and skip.
+  A ``RunTask`` (classify here, detect in :mod:`~posenc.experiment.detect`) gives it the model, the epoch
+  steps and the evaluation.
+* :mod:`~posenc.experiment.records` — ``RunRecord``: a run's, baseline's or no-skill row's results, typed and frozen.
 * :mod:`~posenc.experiment.controls` — time-shuffle control and the order-free gradient-boosting baseline.
 * :mod:`~posenc.experiment.stats` — paired sign-flip and Wilcoxon tests, two-stage bootstrap CI.
 * :mod:`~posenc.experiment.compare` — the results table (md/csv/json) and :mod:`~posenc.experiment.figures` its plot.
-* :mod:`~posenc.experiment.bench` / :mod:`~posenc.experiment.probes` — the benchmark and the probe suite.
+* :mod:`~posenc.experiment.bench` — the one loop over (split and subset, encoding, scale, seed): a split
+  source (labelled windows, nominal arrays, :mod:`~posenc.experiment.probes`' suite) prepares the data
+  before any training, and its reporter makes the table (comparison, or accuracy by lag).
 * :mod:`~posenc.experiment.distributed` — DDP under ``torchrun`` (gloo on CPU, NCCL on GPU).
 
 Importing this package imports nothing heavy; the modules that train import torch.

@@ -25,6 +25,7 @@ from posenc.experiment.compare import BASELINE, compare, markdown, write
 from posenc.experiment.config import BenchPlan
 from posenc.experiment.controls import order_free_baseline
 from posenc.experiment.distributed import World, select_device
+from posenc.experiment.records import RunRecord
 from posenc.experiment.runs import ClassifyTask, RunTask, execute
 from posenc.experiment.train import EpochHook
 
@@ -103,21 +104,32 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     return dataset, splits
 
 
+@dataclass(frozen=True)
+class ReportContext:
+    """What a reporter may use besides the records.
+
+    Attributes:
+        prepared, plan: the source's data and the grid.
+        out: the output directory (rank 0 writes there).
+        meta: the benchmark's metadata (environment, hyperparameters, runs trained and skipped).
+        start: ``time.perf_counter()`` when the benchmark began (wall time includes the reporter's baselines).
+        world: data-parallel position.
+        log: where progress lines go.
+    """
+
+    prepared: Prepared
+    plan: BenchPlan
+    out: Path
+    meta: dict[str, Any]
+    start: float
+    world: World
+    log: Callable[[str], None]
+
+
 class Reporter(Protocol):
     """Turns every run's record into the benchmark's summary, its printed table and its files."""
 
-    def report(
-        self,
-        records: list[dict[str, Any]],
-        prepared: Prepared,
-        plan: BenchPlan,
-        *,
-        out: Path,
-        meta: dict[str, Any],
-        start: float,
-        world: World,
-        log: Callable[[str], None],
-    ) -> Report: ...
+    def report(self, records: list[RunRecord], context: ReportContext) -> Report: ...
 
 
 @dataclass
@@ -130,7 +142,7 @@ class Prepared:
             grid is trained on each part of its split seed.
         task: what :func:`posenc.experiment.runs.execute` trains and evaluates with.
         reporter: what makes the table and the files from the records.
-        metrics, paired_metrics: the table's columns and those tested in pairs (the first shown per run).
+        metrics, paired_metrics: the table's columns and those tested in pairs (these are logged per run).
         lines: what the data look like, logged before training.
     """
 
@@ -160,27 +172,16 @@ class CompareReporter:
     baselines: Callable[[Prepared, BenchPlan], list[dict[str, Any]]]
     no_skill: Callable[[Prepared, BenchPlan], list[dict[str, Any]] | None] = lambda prepared, plan: None
 
-    def report(
-        self,
-        records: list[dict[str, Any]],
-        prepared: Prepared,
-        plan: BenchPlan,
-        *,
-        out: Path,
-        meta: dict[str, Any],
-        start: float,
-        world: World,
-        log: Callable[[str], None],
-    ) -> Report:
+    def report(self, records: list[RunRecord], context: ReportContext) -> Report:
+        prepared, plan, world = context.prepared, context.plan, context.world
         baseline = []
         if plan.baseline and world.is_main:
             t0 = time.perf_counter()
             baseline = self.baselines(prepared, plan)
-            log(
+            context.log(
                 f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): "
                 f"{time.perf_counter() - t0:.1f} s"
             )
-        meta = {**meta, "wall_seconds": time.perf_counter() - start}
         comparison = compare(
             records,
             baseline=baseline,
@@ -188,8 +189,8 @@ class CompareReporter:
             paired_metrics=prepared.paired_metrics,
             no_skill=self.no_skill(prepared, plan),
         )
-        comparison.meta.update(meta)
-        paths = write(comparison, out) if world.is_main else {}
+        comparison.meta.update(context.meta, wall_seconds=time.perf_counter() - context.start)
+        paths = write(comparison, context.out) if world.is_main else {}
         return Report(comparison, markdown(comparison), paths)
 
 
@@ -384,14 +385,14 @@ def run_bench(
             log=say,
             task=prepared.task,
         )
-        trained += not record["skipped"]
+        trained += not record.skipped
         model = f"{config.detector} " if config.task == "detect" else ""
         part = f" {config.subset}" if config.subset else ""
         say(
             f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} "
             f"seed {config.seed}: "
-            + " ".join(f"{m} {record['test'][m]:.3f}" for m in shown)
-            + (" (finished earlier, skipped)" if record["skipped"] else "")
+            + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
+            + (" (finished earlier, skipped)" if record.skipped else "")
         )
         records.append(record)
     meta = {
@@ -399,9 +400,7 @@ def run_bench(
         "runs_trained": trained,
         "runs_skipped": len(records) - trained,
     }
-    report = prepared.reporter.report(
-        records, prepared, plan, out=out, meta=meta, start=start, world=world, log=say
-    )
+    report = prepared.reporter.report(records, ReportContext(prepared, plan, out, meta, start, world, say))
     world.barrier()
     seconds = time.perf_counter() - start
     return BenchResult(report.summary, report.table, report.paths, seconds, trained, len(records) - trained)

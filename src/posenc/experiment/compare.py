@@ -26,7 +26,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from posenc import registry
 from posenc.experiment import stats
 from posenc.experiment.files import write_text_atomic
 from posenc.experiment.metrics import METRICS
+from posenc.experiment.records import RunRecord, as_record
 
 REFERENCE = "sinusoidal"
 BASELINE = "hgb-summary"
@@ -101,13 +102,13 @@ class Comparison:
 
     rows: list[Row]
     paired: list[Paired]
-    runs: list[dict[str, Any]]
-    baseline: list[dict[str, Any]]
+    runs: list[RunRecord]
+    baseline: list[RunRecord]
     test_splits: list[dict[str, Any]]
     meta: dict[str, Any] = field(default_factory=dict)
     metrics: tuple[str, ...] = METRICS
     paired_metrics: tuple[str, ...] = PAIRED_METRICS
-    no_skill: list[dict[str, Any]] = field(default_factory=list)
+    no_skill: list[RunRecord] = field(default_factory=list)
 
 
 def _std(values: np.ndarray) -> float:
@@ -115,14 +116,14 @@ def _std(values: np.ndarray) -> float:
 
 
 def _vs_no_skill(
-    records: Sequence[Mapping[str, Any]], metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]]
+    records: Sequence[RunRecord], metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]]
 ) -> dict[str, tuple[float, float, float]]:
     out = {}
     for m in metrics:
         by_split: dict[int, list[float]] = {}
         for r in records:
-            if r["split_seed"] in no_skill and m in no_skill[r["split_seed"]]:
-                by_split.setdefault(r["split_seed"], []).append(r["test"][m] - no_skill[r["split_seed"]][m])
+            if r.split_seed in no_skill and m in no_skill[r.split_seed]:
+                by_split.setdefault(r.split_seed, []).append(r.test[m] - no_skill[r.split_seed][m])
         if by_split:
             d = np.concatenate([np.asarray(v) for v in by_split.values()])
             lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
@@ -133,17 +134,19 @@ def _vs_no_skill(
 def _row(
     encoding: str,
     scale: str,
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[RunRecord],
     metrics: Sequence[str],
     paired_metrics: Sequence[str],
     no_skill: Mapping[int, Mapping[str, float]] | None,
     model: str = "",
 ) -> Row:
-    values = {m: np.array([r["test"][m] for r in records], dtype=np.float64) for m in metrics}
+    values = {m: np.array([r.test[m] for r in records], dtype=np.float64) for m in metrics}
     drop = None
-    if records and all("shuffled_test" in r for r in records):
+    shuffled = [r.shuffled_test for r in records]
+    if records and all(s is not None for s in shuffled):
         drop = {
-            m: float(np.mean([r["test"][m] - r["shuffled_test"][m] for r in records])) for m in paired_metrics
+            m: float(np.mean([r.test[m] - s[m] for r, s in zip(records, shuffled) if s is not None]))
+            for m in paired_metrics
         }
     vs = _vs_no_skill(records, paired_metrics, no_skill) if no_skill is not None else None
     return Row(
@@ -159,14 +162,14 @@ def _row(
 
 
 def _paired(
-    encoding: str, scale: str, metric: str, mine: list[dict], ref: list[dict], model: str = ""
+    encoding: str, scale: str, metric: str, mine: list[RunRecord], ref: list[RunRecord], model: str = ""
 ) -> Paired | None:
-    ref_by_pair = {(r["split_seed"], r["seed"]): r["test"][metric] for r in ref}
+    ref_by_pair = {(r.split_seed, r.seed): r.test[metric] for r in ref}
     by_split: dict[int, list[float]] = {}
     for r in mine:
-        pair = (r["split_seed"], r["seed"])
+        pair = (r.split_seed, r.seed)
         if pair in ref_by_pair:
-            by_split.setdefault(r["split_seed"], []).append(r["test"][metric] - ref_by_pair[pair])
+            by_split.setdefault(r.split_seed, []).append(r.test[metric] - ref_by_pair[pair])
     if not by_split:
         return None
     d = np.concatenate([np.asarray(v) for v in by_split.values()])
@@ -187,57 +190,69 @@ def _paired(
     )
 
 
-def _test_splits(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _test_splits(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
     splits: dict[int, dict[str, Any]] = {}
     for r in runs:
+        size = r.test_split
+        if size is None:
+            raise ValueError(
+                f"run record {r.name}/{r.scale} split {r.split_seed} seed {r.seed} lacks the test split's "
+                "size (test_windows, test_positive_windows, test_events)"
+            )
         splits.setdefault(
-            r["split_seed"],
+            r.split_seed,
             {
-                "split_seed": r["split_seed"],
-                "test_windows": r["test_windows"],
-                "test_positive_windows": r["test_positive_windows"],
-                "test_events": r["test_events"],
-                "test_events_in_train": r.get("test_events_in_train", 0),
+                "split_seed": r.split_seed,
+                "test_windows": size.windows,
+                "test_positive_windows": size.positive_windows,
+                "test_events": size.events,
+                "test_events_in_train": size.events_in_train or 0,
             },
         )
     return [splits[k] for k in sorted(splits)]
 
 
+Record = RunRecord | Mapping[str, Any]
+"""A :class:`RunRecord`, or its JSON object (``metrics.json`` contents)."""
+
+
 def compare(
-    runs: Sequence[dict[str, Any]],
+    runs: Sequence[Record],
     *,
-    baseline: Sequence[dict[str, Any]] = (),
+    baseline: Sequence[Record] = (),
     metrics: Sequence[str] = METRICS,
     paired_metrics: Sequence[str] = PAIRED_METRICS,
-    no_skill: Sequence[dict[str, Any]] | None = None,
+    no_skill: Sequence[Record] | None = None,
 ) -> Comparison:
-    """Build the :class:`Comparison` of run records (``metrics.json`` contents) and baseline records.
+    """Build the :class:`Comparison` of run records and baseline records.
 
     Args:
-        runs: one record per trained run: ``encoding``, ``scale``, ``split_seed``, ``seed``,
-            ``test`` (metric → value), optionally ``shuffled_test``, and the test split's size
-            (``test_windows``, ``test_positive_windows``, ``test_events``).
-        baseline: records ``{"split_seed", "test", "name"}`` of untrained baselines (``name``
-            defaults to ``hgb-summary``); one row per name.
+        runs: one record per trained run (:class:`~posenc.experiment.records.RunRecord` of kind
+            ``"model"``, or its JSON object): encoding, scale, split seed, seed, test metrics,
+            optionally shuffled-test metrics, and the test split's size.
+        baseline: records of untrained baselines (kind ``"baseline"``; an unnamed one is
+            ``hgb-summary``); one row per name.
         metrics: the columns; ``paired_metrics`` those tested against the reference and flag-all.
-        no_skill: flag-all records ``{"split_seed", "test"}`` per split; ``None``: computed from the
+        no_skill: flag-all records per split (kind ``"no-skill"``); ``None``: computed from the
             test prevalence with :func:`no_skill_metrics` (window classification).
     """
     metrics, paired_metrics = tuple(metrics), tuple(paired_metrics)
-    test_splits = _test_splits(runs)
+    records = [as_record(r) for r in runs]
+    baselines = [as_record(b, kind="baseline") for b in baseline]
+    test_splits = _test_splits(records)
     if no_skill is None:
         no_skill = [
-            {
-                "split_seed": s["split_seed"],
-                "test": no_skill_metrics(s["test_positive_windows"] / s["test_windows"]),
-            }
+            RunRecord(
+                "no-skill", s["split_seed"], no_skill_metrics(s["test_positive_windows"] / s["test_windows"])
+            )
             for s in test_splits
             if s["test_windows"] and s["test_positive_windows"]
         ]
-    flag_all = {int(r["split_seed"]): r["test"] for r in no_skill}
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for r in runs:  # "detector" names the model of a detect run (one table section per model)
-        groups.setdefault((r.get("detector", ""), r["encoding"], r["scale"]), []).append(r)
+    flag_all_records = [as_record(r, kind="no-skill") for r in no_skill]
+    flag_all = {r.split_seed: r.test for r in flag_all_records}
+    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
+    for r in records:  # "detector" names the model of a detect run (one table section per model)
+        groups.setdefault((r.detector or "", r.encoding, r.scale or ""), []).append(r)
     rows = [_row(e, s, rs, metrics, paired_metrics, flag_all, m) for (m, e, s), rs in groups.items()]
     models = list(dict.fromkeys(m for m, _, _ in groups))
     scales = list(dict.fromkeys(s for _, _, s in groups))
@@ -257,26 +272,25 @@ def compare(
                     result = _paired(encoding, scale, metric, mine, ref, model)
                     if result is not None:
                         paired.append(result)
-    by_name: dict[str, list[dict[str, Any]]] = {}
-    for b in baseline:
-        by_name.setdefault(b.get("name", BASELINE), []).append(b)
-    for name, records in by_name.items():
+    by_name: dict[str, list[RunRecord]] = {}
+    for b in baselines:
+        by_name.setdefault(b.name or BASELINE, []).append(b)
+    for name, named in by_name.items():
         rows.append(
-            _row(
-                name, "-", records, [m for m in metrics if m in records[0]["test"]], paired_metrics, flag_all
-            )
+            _row(name, "-", named, [m for m in metrics if m in named[0].test], paired_metrics, flag_all)
         )
-    if no_skill:
-        rows.append(_row(NO_SKILL, "-", no_skill, [m for m in metrics if m in no_skill[0]["test"]], (), None))
+    if flag_all_records:
+        first = flag_all_records[0].test
+        rows.append(_row(NO_SKILL, "-", flag_all_records, [m for m in metrics if m in first], (), None))
     return Comparison(
         rows,
         paired,
-        list(runs),
-        list(baseline),
+        records,
+        baselines,
         test_splits,
         metrics=metrics,
         paired_metrics=paired_metrics,
-        no_skill=list(no_skill),
+        no_skill=flag_all_records,
     )
 
 
@@ -476,7 +490,15 @@ def to_json(comparison: Comparison) -> str:
             return [clean(v) for v in obj]
         return obj
 
-    return json.dumps(clean(asdict(comparison)), indent=2, allow_nan=False)
+    payload: dict[str, Any] = {}
+    for f in fields(comparison):
+        value = getattr(comparison, f.name)
+        if f.name in ("runs", "baseline", "no_skill"):
+            value = [r.to_json() for r in value]
+        elif f.name in ("rows", "paired"):
+            value = [asdict(item) for item in value]
+        payload[f.name] = value
+    return json.dumps(clean(payload), indent=2, allow_nan=False)
 
 
 def write(comparison: Comparison, out: Path, *, stem: str = "results") -> dict[str, Path]:

@@ -40,7 +40,7 @@ from posenc.experiment.config import RunConfig
 from posenc.experiment.distributed import World
 from posenc.experiment.events import ScoredChannel, detection_metrics, ewma
 from posenc.experiment.scale import run_encoding_options
-from posenc.experiment.train import EpochHook, FitState, epoch_seed, fit_loop
+from posenc.experiment.train import epoch_seed
 
 MASK_EVERY = 4  # reconstruct: a pass masks every 4th step; training masks each step with probability 1/4
 
@@ -189,33 +189,6 @@ class DetectSteps:
 
     def columns(self, model: nn.Module) -> dict[str, float]:
         return {}
-
-
-def fit_detector(
-    model: nn.Module,
-    data: DetectionData,
-    config: RunConfig,
-    *,
-    device: torch.device,
-    world: World = World(),
-    checkpoint: dict[str, Any] | None = None,
-    on_epoch: EpochHook | None = None,
-    progress: bool = True,
-) -> FitState:
-    """Train ``model`` on the nominal training parts (:class:`DetectSteps` in :func:`~posenc.experiment.train.fit_loop`).
-
-    Returns the final :class:`FitState`; ``model`` is left holding the weights with the lowest held-out loss.
-    """
-    return fit_loop(
-        model,
-        config,
-        DetectTask().steps(config, data, device=device, world=world),
-        device=device,
-        world=world,
-        checkpoint=checkpoint,
-        on_epoch=on_epoch,
-        progress=progress,
-    )
 
 
 def _tile(n: int, span: int, step: int) -> NDArray[np.int64]:

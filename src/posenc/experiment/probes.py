@@ -18,7 +18,6 @@ import dataclasses
 import io
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +27,11 @@ import numpy as np
 from posenc.data.probes import ProbeSuite
 from posenc.experiment.bench import check_faithful_window
 from posenc.experiment.config import BenchPlan
-from posenc.experiment.distributed import World
 from posenc.experiment.files import write_text_atomic
 
 if TYPE_CHECKING:
-    from posenc.experiment.bench import Prepared, Report
+    from posenc.experiment.bench import Prepared, Report, ReportContext
+    from posenc.experiment.records import RunRecord
 
 
 @dataclass(frozen=True)
@@ -107,29 +106,18 @@ class ProbeReporter:
 
     suite: ProbeSuite
 
-    def report(
-        self,
-        records: list[dict[str, Any]],
-        prepared: Prepared,
-        plan: BenchPlan,
-        *,
-        out: Path,
-        meta: dict[str, Any],
-        start: float,
-        world: World,
-        log: Callable[[str], None],
-    ) -> Report:
+    def report(self, records: list[RunRecord], context: ReportContext) -> Report:
         from posenc.experiment.bench import Report
 
         acc: dict[str, dict[int, list[float]]] = {}
         runs = []
         for record in records:
-            k = int(record["subset"].removeprefix("k"))
-            label = _label(record["encoding"], record["scale"])
-            acc.setdefault(label, {}).setdefault(k, []).append(record["test"]["accuracy"])
-            runs.append({**record, "k": k})
+            k = int((record.subset or "").removeprefix("k"))
+            label = _label(record.encoding, record.scale or "native")
+            acc.setdefault(label, {}).setdefault(k, []).append(record.test["accuracy"])
+            runs.append({**record.to_json(), "k": k})
         for label, by_k in acc.items():
-            log(
+            context.log(
                 f"{label} task {self.suite.task}: accuracy by k "
                 + " ".join(f"{k}:{np.mean(v):.2f}" for k, v in sorted(by_k.items()))
             )
@@ -142,11 +130,12 @@ class ProbeReporter:
             }
             for label, by_k in acc.items()
         }
-        seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - context.start
         result = ProbeResult(accuracy, std, runs, self.suite.task, self.suite.window, seconds, {})
-        paths = write(result, out, n_seeds=plan.seeds) if world.is_main else {}
+        n_seeds = context.plan.seeds
+        paths = write(result, context.out, n_seeds=n_seeds) if context.world.is_main else {}
         result = dataclasses.replace(result, paths=paths)
-        return Report(result, markdown(result, n_seeds=plan.seeds), paths)
+        return Report(result, markdown(result, n_seeds=n_seeds), paths)
 
 
 def markdown(result: ProbeResult, *, n_seeds: int) -> str:

@@ -44,19 +44,24 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 import numpy as np
 import torch
 
+from posenc.data.containers import Splits
 from posenc.errors import UsageError
 from posenc.experiment.config import RunConfig
 from posenc.experiment.controls import shuffle_time
 from posenc.experiment.distributed import World
 from posenc.experiment.files import write_atomic, write_text_atomic
 from posenc.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
+from posenc.experiment.records import RunRecord
 from posenc.experiment.scale import build_classifier
 from posenc.experiment.train import ClassifySteps, EpochHook, EpochSteps, FitState, fit_loop, predict_scores
+
+Data = TypeVar("Data", contravariant=True)
+"""A task's data: :class:`posenc.data.Splits` (classify), :class:`posenc.data.nominal.DetectionData` (detect)."""
 
 CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
 RUN_FILES = (CONFIG, LOG, CHECKPOINT, METRICS)
@@ -97,7 +102,7 @@ class _Unusable(Exception):
 _FINGERPRINTS: dict[int, tuple[weakref.ref, str]] = {}  # id(splits) -> (splits, its fingerprint)
 
 
-def data_fingerprint(splits: Any) -> str:
+def data_fingerprint(splits: Splits) -> str:
     """SHA-256 (hex) of every array of ``splits``' train, validation and test windows (values, labels, origins).
 
     Two runs with equal fingerprints saw the same numbers in the same splits, whatever path or
@@ -176,6 +181,14 @@ def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -
     return body
 
 
+def _read_record(path: Path) -> RunRecord:
+    """The finished run's record in ``path`` (``metrics.json``); :class:`_Unusable` if it is not one."""
+    try:
+        return RunRecord.from_json(_read_json(path, {"test": dict, "val": dict}))
+    except (ValueError, TypeError) as exc:
+        raise _Unusable(f"is not a run record ({exc})") from None
+
+
 def read_config(directory: Path) -> dict[str, Any]:
     """A run's resolved ``config.json``; :class:`~posenc.UsageError` naming the file when it is unreadable."""
     try:
@@ -221,7 +234,7 @@ def _discard(
 
 def _stored_run(
     directory: Path, config: RunConfig, fingerprint: str, *, tidy: bool, log: Callable[[str], None]
-) -> tuple[dict[str, Any] | None, bool]:
+) -> tuple[RunRecord | None, bool]:
     """``(finished record or None, whether a checkpoint may be resumed)`` from ``directory`` (module docstring).
 
     Unusable files are moved aside when ``tidy`` (rank 0) and reported through ``log``; run
@@ -267,27 +280,27 @@ def _stored_run(
         return None, False
     if (directory / METRICS).is_file():
         try:
-            return _read_json(directory / METRICS, {"test": dict, "val": dict}), False
+            return _read_record(directory / METRICS), False
         except _Unusable as exc:
             _discard(directory, (METRICS,), "corrupt", f"{directory / METRICS} {exc}", tidy=tidy, log=log)
     return None, (directory / CHECKPOINT).is_file()
 
 
-class RunTask(Protocol):
-    """What a task gives :func:`execute`: its data's fingerprint, the model, its epoch steps, evaluation."""
+class RunTask(Protocol[Data]):
+    """What a task gives :func:`execute` for its data (``Data``): fingerprint, model, epoch steps, evaluation."""
 
-    def fingerprint(self, data: Any) -> str: ...
+    def fingerprint(self, data: Data) -> str: ...
 
-    def n_features(self, data: Any) -> int: ...
+    def n_features(self, data: Data) -> int: ...
 
-    def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]: ...
+    def build(self, config: RunConfig, data: Data) -> tuple[torch.nn.Module, dict[str, Any]]: ...
 
-    def steps(self, config: RunConfig, data: Any, *, device: torch.device, world: World) -> EpochSteps: ...
+    def steps(self, config: RunConfig, data: Data, *, device: torch.device, world: World) -> EpochSteps: ...
 
     def evaluate(
         self,
         model: torch.nn.Module,
-        data: Any,
+        data: Data,
         config: RunConfig,
         *,
         device: torch.device,
@@ -295,7 +308,7 @@ class RunTask(Protocol):
     ) -> dict[str, Any]: ...
 
 
-class ClassifyTask:
+class ClassifyTask(RunTask[Splits]):
     """Window classification on :class:`posenc.data.Splits` (threshold on validation, metrics on test).
 
     ``families[split seed]``, when given, names each test window's event family; the test metrics
@@ -305,22 +318,22 @@ class ClassifyTask:
     def __init__(self, families: dict[int, np.ndarray] | None = None) -> None:
         self.families = families or {}
 
-    def fingerprint(self, data: Any) -> str:
+    def fingerprint(self, data: Splits) -> str:
         return data_fingerprint(data)
 
-    def n_features(self, data: Any) -> int:
+    def n_features(self, data: Splits) -> int:
         return int(data.train.X.shape[2])
 
-    def build(self, config: RunConfig, data: Any) -> tuple[torch.nn.Module, dict[str, Any]]:
+    def build(self, config: RunConfig, data: Splits) -> tuple[torch.nn.Module, dict[str, Any]]:
         return build_classifier(config, data.train.X.shape[2], data.train.X)
 
-    def steps(self, config: RunConfig, data: Any, *, device: torch.device, world: World) -> EpochSteps:
+    def steps(self, config: RunConfig, data: Splits, *, device: torch.device, world: World) -> EpochSteps:
         return ClassifySteps(data.train, data.val, config, device=device, world=world)
 
     def evaluate(
         self,
         model: torch.nn.Module,
-        data: Any,
+        data: Splits,
         config: RunConfig,
         *,
         device: torch.device,
@@ -359,7 +372,7 @@ class ClassifyTask:
 
 def execute(
     config: RunConfig,
-    splits: Any,
+    splits: Data,
     *,
     root: Path,
     device: torch.device,
@@ -368,23 +381,23 @@ def execute(
     progress: bool = True,
     on_epoch: EpochHook | None = None,
     log: Callable[[str], None] = print,
-    task: RunTask | None = None,
-) -> dict[str, Any]:
+    task: RunTask[Data] | None = None,
+) -> RunRecord:
     """Train and evaluate ``config``'s run on ``splits`` unless it is finished.
 
     ``splits`` is the task's data: :class:`posenc.data.Splits` for the default
     :class:`ClassifyTask`, :class:`posenc.data.nominal.DetectionData` for the detect task.
-    Returns the run's metrics record (what ``metrics.json`` holds), with ``"skipped": True``
-    added when it was read from a finished run instead of trained. ``on_epoch`` is called
+    Returns the run's :class:`~posenc.experiment.records.RunRecord` (what ``metrics.json`` holds),
+    ``skipped`` when it was read from a finished run instead of trained. ``on_epoch`` is called
     after each epoch's checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
     """
-    task = task if task is not None else ClassifyTask()
+    task = task if task is not None else cast("RunTask[Data]", ClassifyTask())
     directory = run_dir(root, config)
     say = log if world.is_main else (lambda _: None)
     fingerprint = task.fingerprint(splits)
     finished, resumable = _stored_run(directory, config, fingerprint, tidy=world.is_main, log=say)
     if finished is not None:
-        return {**finished, "skipped": True}
+        return dataclasses.replace(finished, skipped=True)
     model, options = task.build(config, splits)
     model.to(device)
     checkpoint = None
@@ -433,7 +446,7 @@ def execute(
         on_epoch=save,
         progress=progress,
     )
-    record: dict[str, Any] = {
+    stored: dict[str, Any] = {
         "dataset": config.dataset,
         "subset": config.subset,
         "encoding": config.encoding,
@@ -448,7 +461,8 @@ def execute(
         "windows_per_s": float(np.mean([r["windows_per_s"] for r in state.history])),
         "encoding_options": options,
     }
+    record = RunRecord.from_json(stored)
     if world.is_main:
-        write_text_atomic(directory / METRICS, json.dumps(record, indent=2, sort_keys=True))
+        write_text_atomic(directory / METRICS, json.dumps(record.to_json(), indent=2, sort_keys=True))
     world.barrier()
-    return {**record, "skipped": False}
+    return dataclasses.replace(record, skipped=False)

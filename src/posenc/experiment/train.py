@@ -1,6 +1,11 @@
-"""Training loop: AdamW, class-weighted loss, early stopping on validation, exact resume.
+"""The training loop of every task (:func:`fit_loop`): AdamW, early stopping on validation, exact resume.
 
-* Loss: ``BCEWithLogitsLoss`` with ``pos_weight = n_negative / n_positive`` of the training
+A task gives the loop its :class:`EpochSteps` — an epoch's batches, a batch's loss, the
+validation score and log columns; the loop owns the optimiser, the epoch seeds, the divergence
+check, early stopping, the checkpoint and the log row. :class:`ClassifySteps` is window
+classification (below); the detect task's steps are :class:`posenc.experiment.detect.DetectSteps`.
+
+* Loss (classify): ``BCEWithLogitsLoss`` with ``pos_weight = n_negative / n_positive`` of the training
   windows, so the rare anomalous class weighs as much as the normal one in total.
 * Log: one row per epoch; ``encoding_row_norm`` is the mean norm of the rows an additive encoding
   adds at the end of the epoch (NaN for other families), so an encoding that changes while
@@ -9,8 +14,8 @@
   validation AUPRC (or lowest validation loss, ``config.monitor``) is kept, and training stops
   after ``config.patience`` epochs without improvement.
 * Determinism: the model is initialised under ``torch.manual_seed(seed)`` by the caller; epoch
-  ``e`` draws its batch order from ``DistributedSampler(seed=seed).set_epoch(e)`` and re-seeds
-  torch (dropout) with :func:`epoch_seed`, so an epoch depends only on ``(seed, e)`` and the
+  ``e`` re-seeds torch (dropout) with :func:`epoch_seed` and (classify) draws its batch order from
+  ``DistributedSampler(seed=seed).set_epoch(e)``, so an epoch depends only on ``(seed, e)`` and the
   state it starts from — which makes a resumed run identical to an uninterrupted one.
 * Data parallel: the same sampler shards each epoch over ``world.size`` ranks (one rank: all).
 """
@@ -251,7 +256,13 @@ class ClassifySteps:
     """
 
     def __init__(
-        self, train: WindowSet, val: WindowSet, config: RunConfig, *, device: torch.device, world: World
+        self,
+        train: WindowSet,
+        val: WindowSet,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        world: World = World(),
     ) -> None:
         weight = pos_weight(train.y)
         self.label = f"{config.encoding}/{config.scale}"
@@ -284,33 +295,3 @@ class ClassifySteps:
 
     def columns(self, model: nn.Module) -> dict[str, float]:
         return {"encoding_row_norm": _encoding_row_norm(model, self.train.X.shape[1])}
-
-
-def fit(
-    model: nn.Module,
-    train: WindowSet,
-    val: WindowSet,
-    config: RunConfig,
-    *,
-    device: torch.device,
-    world: World = World(),
-    checkpoint: dict[str, Any] | None = None,
-    on_epoch: EpochHook | None = None,
-    progress: bool = True,
-) -> FitState:
-    """Train classifier ``model`` on windows ``train`` with early stopping on ``val`` (:func:`fit_loop`).
-
-    ``model`` maps windows ``[b, s, F]`` to logits ``[b]``; ``train``/``val`` hold ``X: [n, s, F]``
-    float32 and ``y: [n]`` 0/1. Returns the final :class:`FitState`, ``model`` holding the best weights.
-    """
-    steps = ClassifySteps(train, val, config, device=device, world=world)
-    return fit_loop(
-        model,
-        config,
-        steps,
-        device=device,
-        world=world,
-        checkpoint=checkpoint,
-        on_epoch=on_epoch,
-        progress=progress,
-    )
