@@ -168,6 +168,18 @@ def test_tables_are_nonpersistent_and_rebuilt_exactly_per_dtype():
 
 
 @pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+def test_gradient_of_rotation_tables_is_the_inverse_rotation(layout):
+    # rotation tables over every dim of a contiguous input: adjacent takes the complex multiply that
+    # autograd differentiates itself; the gradient must still be exact and equal R^T g
+    cos, sin = RotaryEmbedding(8, layout=layout).cos_sin(5, dtype=F64)
+    x = torch.randn(2, 5, 8, dtype=F64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: apply_rotary(t, cos, sin, layout=layout), (x,))
+    g = torch.randn(2, 5, 8, dtype=F64)
+    (grad,) = torch.autograd.grad(apply_rotary(x, cos, sin, layout=layout), x, g)
+    torch.testing.assert_close(grad, apply_rotary(g, cos, -sin, layout=layout), rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
 def test_gradient_is_the_inverse_rotation(layout):
     cos, sin = (
         torch.randn(5, 8, dtype=F64),

@@ -181,6 +181,21 @@ def _rotate_compiled(
     return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
 
 
+def _whole_rotor(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor | None:
+    """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it: ``adjacent``
+    rotation tables, every dim rotated, a contiguous float32/float64 ``x``; else ``None``."""
+    if (
+        layout == "adjacent"
+        and cos.shape[-1] == x.shape[-1]
+        and x.dtype in (torch.float32, torch.float64)
+        and x.is_contiguous()
+    ):
+        return _pair_table(cos, sin, layout, inverse, x.dtype)
+    return None
+
+
 def _rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> torch.Tensor:
@@ -195,17 +210,11 @@ def _rotate(
     if torch.compiler.is_compiling():
         return _rotate_compiled(x, cos, sin, layout, inverse)
     r = cos.shape[-1]
-    if (
-        layout == "adjacent"
-        and r == x.shape[-1]
-        and x.dtype in (torch.float32, torch.float64)
-        and x.is_contiguous()
-    ):
-        rotor = _pair_table(cos, sin, layout, inverse, x.dtype)
-        if rotor is not None:  # the common case with the least Python: one complex multiply over all of x
-            out = torch.empty_like(x)
-            _rotate_complex_into(out, x, rotor)
-            return out
+    rotor = _whole_rotor(x, cos, sin, layout, inverse)
+    if rotor is not None:  # the common case with the least Python: one complex multiply over all of x
+        out = torch.empty_like(x)
+        _rotate_complex_into(out, x, rotor)
+        return out
     out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
@@ -347,10 +356,15 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         raise ValueError(
             "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
         )
-    if not torch.compiler.is_compiling() and not (
-        x.requires_grad and torch.is_grad_enabled()
-    ):  # nothing to differentiate: no autograd node
-        return _rotate(x, cos, sin, layout, inverse=False)
+    if not torch.compiler.is_compiling():
+        if not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
+            return _rotate(x, cos, sin, layout, inverse=False)
+        rotor = _whole_rotor(x, cos, sin, layout, inverse=False)
+        if (
+            rotor is not None
+        ):  # autograd's adjoint of the complex multiply (by conj(rotor)) runs without Python
+            pairs = torch.view_as_complex(x.view(*x.shape[:-1], -1, 2))
+            return torch.view_as_real(pairs * rotor).view(x.shape)
     rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
     return rotated
 
