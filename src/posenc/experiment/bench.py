@@ -13,7 +13,7 @@ import dataclasses
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 import torch
 
-from posenc.experiment.compare import BASELINE, compare, markdown, write
+from posenc.experiment.compare import BASELINE, Record, compare, markdown, write
 from posenc.experiment.config import BenchPlan
 from posenc.experiment.controls import order_free_baseline
 from posenc.experiment.distributed import World, select_device
-from posenc.experiment.records import RunRecord
+from posenc.experiment.records import RunRecord, as_record
 from posenc.experiment.runs import ClassifyTask, RunTask, execute
 from posenc.experiment.train import EpochHook
 
@@ -169,17 +169,17 @@ class CompareReporter:
     each split's test prevalence, :func:`posenc.experiment.compare.no_skill_metrics`).
     """
 
-    baselines: Callable[[Prepared, BenchPlan], list[dict[str, Any]]]
-    no_skill: Callable[[Prepared, BenchPlan], list[dict[str, Any]] | None] = lambda prepared, plan: None
+    baselines: Callable[[Prepared, BenchPlan], Sequence[Record]]
+    no_skill: Callable[[Prepared, BenchPlan], Sequence[Record] | None] = lambda prepared, plan: None
 
     def report(self, records: list[RunRecord], context: ReportContext) -> Report:
         prepared, plan, world = context.prepared, context.plan, context.world
-        baseline = []
+        baseline: list[RunRecord] = []
         if plan.baseline and world.is_main:
             t0 = time.perf_counter()
-            baseline = self.baselines(prepared, plan)
+            baseline = [as_record(b, kind="baseline") for b in self.baselines(prepared, plan)]
             context.log(
-                f"baselines ({', '.join(dict.fromkeys(b['name'] for b in baseline))}): "
+                f"baselines ({', '.join(dict.fromkeys(b.name or BASELINE for b in baseline))}): "
                 f"{time.perf_counter() - t0:.1f} s"
             )
         comparison = compare(
@@ -236,15 +236,15 @@ class ClassifySource:
             lines,
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
         from posenc.experiment.baselines import NAMES, classify_baseline
 
         out = [
-            {"name": BASELINE, "split_seed": k, "test": order_free_baseline(s, families=self.families[k])}
+            RunRecord("baseline", k, order_free_baseline(s, families=self.families[k]), name=BASELINE)
             for (k, _), s in prepared.data.items()
         ]
         out += [
-            {"name": name, "split_seed": k, "test": classify_baseline(name, s, families=self.families[k])}
+            RunRecord("baseline", k, classify_baseline(name, s, families=self.families[k]), name=name)
             for name in NAMES
             for (k, _), s in prepared.data.items()
         ]
@@ -292,13 +292,13 @@ class DetectSource:
             dataset, {(0, ""): data}, DetectTask(), reporter, DETECT_METRICS, DETECT_PAIRED, lines
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> Sequence[Record]:
         from posenc.experiment.baselines import NAMES
         from posenc.experiment.detect import baseline_records
 
         return baseline_records(prepared.data[0, ""], plan.base, names=NAMES)
 
-    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[dict[str, Any]] | None:
+    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> Sequence[Record] | None:
         from posenc.experiment.detect import no_skill_record
 
         return [no_skill_record(prepared.data[0, ""], plan.base)]
@@ -341,12 +341,13 @@ def run_bench(
     progress: bool = True,
     on_epoch: EpochHook | None = None,
     log: Callable[[str], None] = print,
+    source: SplitSource | None = None,
 ) -> BenchResult:
     """Train every run of ``plan`` on every part of its source (skipping finished runs), then report.
 
     One loop over (split seed and subset, detector, encoding, scale, seed) for every source
-    (:func:`source_for`: labelled windows, nominal arrays, the probe suite); the source's
-    reporter makes the table and files.
+    (default :func:`source_for`: labelled windows, nominal arrays, the probe suite; or any
+    :class:`SplitSource`); the source's reporter makes the table and files.
 
     Args:
         plan: the grid (validated on construction).
@@ -357,9 +358,10 @@ def run_bench(
         progress: tqdm bars.
         on_epoch: extra hook after each epoch's checkpoint (tests use it to interrupt).
         log: where progress lines go (rank 0).
+        source: where the data come from (default :func:`source_for` of ``plan``).
     """
     start = time.perf_counter()
-    prepared = source_for(plan).prepare(plan)
+    prepared = (source if source is not None else source_for(plan)).prepare(plan)
     torch_device = select_device(device, world)
     say = log if world.is_main else (lambda _: None)
     for line in prepared.lines:
