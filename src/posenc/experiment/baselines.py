@@ -10,13 +10,26 @@
 
 Detect task: step ``t`` is scored by the subsequence (window) that *ends* at ``t`` and, like a
 detector, calibrated by the largest score on the held-out nominal tail. Classify task: each
-window is scored as a whole (matrix profile: against every training window without an
-anomalous step), the threshold is chosen on validation as for the models.
+window is scored as a whole (matrix profile: against every subsequence of the stretches of
+series that the training windows without an anomalous step cover), the threshold is chosen on
+validation as for the models. Both layouts lay windows out as the stretches of series they cover
+(overlapping windows once, a ``NaN`` row between stretches), so the AB-join computes each
+distance once instead of once per window that holds it.
+
+stumpy compiles its kernels with numba on first use, about 20 s of CPU in every process;
+:func:`_stumpy` turns on numba's on-disk cache for the kernels ``aamp`` runs
+(``Dispatcher.enable_caching``: numba's own ``__pycache__`` next to stumpy's source, or
+``NUMBA_CACHE_DIR``), so later processes load the compiled code instead (well under a second).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import sys
 from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -25,6 +38,25 @@ from posenc.data.nominal import DetectionData
 from posenc.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 
 NAMES = ("matrix-profile", "max-abs")
+_STUMPY_MODULES = ("stumpy.core", "stumpy.aamp")  # where the numba kernels of ``stumpy.aamp`` live
+
+
+@functools.cache
+def _stumpy() -> ModuleType:
+    """stumpy, with numba's on-disk cache enabled for the compiled kernels of ``aamp`` (module docstring).
+
+    Where numba finds no writable cache location it raises ``RuntimeError``; those kernels then
+    stay uncached and are compiled in every process, as without this.
+    """
+    import stumpy
+    from numba.core.registry import CPUDispatcher
+
+    for module in _STUMPY_MODULES:
+        for kernel in vars(sys.modules[module]).values():
+            if isinstance(kernel, CPUDispatcher):
+                with contextlib.suppress(RuntimeError):
+                    kernel.enable_caching()
+    return stumpy
 
 
 def ab_join(query: NDArray[np.floating], reference: NDArray[np.floating], window: int) -> NDArray[np.float64]:
@@ -36,8 +68,7 @@ def ab_join(query: NDArray[np.floating], reference: NDArray[np.floating], window
     """
     import warnings
 
-    import stumpy
-
+    stumpy = _stumpy()
     q = np.asarray(query, dtype=np.float64)
     r = np.asarray(reference, dtype=np.float64)
     if q.ndim != 2 or r.ndim != 2 or q.shape[1] != r.shape[1]:
@@ -88,25 +119,61 @@ def detect_step_scores(name: str, data: DetectionData, *, window: int) -> tuple[
     return tests, holds
 
 
-def _separated(windows: NDArray[np.float32], f: int) -> NDArray[np.float64]:
-    """Windows ``[n, W, F]``'s feature ``f`` laid end to end with a ``NaN`` after each window."""
-    n, w, _ = windows.shape
-    out = np.full((n, w + 1), np.nan)
-    out[:, :w] = windows[:, :, f]
-    return out.ravel()
+def stretches(
+    windows: Any, keep: NDArray[np.bool_] | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+    """The windows ``keep`` selects, laid out as the stretches of series they cover: ``(values, rows)``.
+
+    ``windows`` has ``X[n, W, F]``, ``series[n]`` and ``start[n]`` (:class:`posenc.data.WindowSet`).
+    Windows of one series whose steps overlap or touch follow each other in one stretch (their
+    common steps once); stretches are separated by a ``NaN`` row. ``values[T, F]`` (float64) holds
+    them all, ``rows[k]`` is the first row of the ``k``-th selected window, so
+    ``values[rows[k] : rows[k] + W] == X[selected[k]]``. A window whose overlap with the stretch
+    so far holds other values (windows that are not cut from one series) starts a new stretch.
+    """
+    X = np.asarray(windows.X)
+    n, w, n_features = X.shape
+    chosen = np.arange(n) if keep is None else np.flatnonzero(keep)
+    if chosen.size == 0:
+        raise ValueError("no window selected: the matrix profile needs at least one window")
+    series, start = np.asarray(windows.series), np.asarray(windows.start)
+    ordered = chosen[np.lexsort((start[chosen], series[chosen]))]
+    parts: list[NDArray] = []
+    rows = np.empty(n, dtype=np.int64)
+    length = 0  # rows laid out so far
+    for k, i in enumerate(ordered):
+        previous = ordered[k - 1]
+        overlap = int(start[previous]) + w - int(start[i])  # steps shared with the previous window
+        if (
+            k
+            and series[i] == series[previous]
+            and 0 <= overlap <= w
+            and np.array_equal(X[i, :overlap], X[previous, w - overlap :])
+        ):
+            rows[i] = length - overlap
+            parts.append(X[i, overlap:])
+            length += w - overlap
+        else:
+            if k:
+                parts.append(np.full((1, n_features), np.nan, dtype=X.dtype))
+                length += 1
+            rows[i] = length
+            parts.append(X[i])
+            length += w
+    return np.concatenate(parts).astype(np.float64), rows[chosen]
 
 
 def window_profile(
-    windows: NDArray[np.float32], reference: NDArray[np.float32], features: list[int]
+    windows: Any, reference: Any, features: list[int], *, keep: NDArray[np.bool_] | None = None
 ) -> NDArray[np.float64]:
-    """Matrix profile of whole windows ``[n, W, F]`` against reference windows: ``[n]`` (module docstring)."""
-    n, w, _ = windows.shape
-    total = np.zeros(n)
-    for f in features:
-        q = _separated(windows, f)[:, None]
-        r = _separated(reference, f)[:, None]
-        total += ab_join(q, r, w)[:: w + 1]
-    return total
+    """Matrix profile ``[n]`` of whole windows against the stretches the ``keep`` reference windows cover.
+
+    ``windows`` and ``reference`` have ``X[n, W, F]``, ``series[n]``, ``start[n]`` (:func:`stretches`);
+    window ``k``'s score is the :func:`ab_join` value of its first step in the query stretches.
+    """
+    query, rows = stretches(windows)
+    ref, _ = stretches(reference, keep)
+    return ab_join(query[:, features], ref[:, features], np.asarray(windows.X).shape[1])[rows]
 
 
 def continuous_features(X: NDArray[np.float32]) -> list[int]:
@@ -115,15 +182,14 @@ def continuous_features(X: NDArray[np.float32]) -> list[int]:
     return [f for f in range(flat.shape[1]) if np.unique(flat[:, f]).size > 2] or list(range(flat.shape[1]))
 
 
-def classify_window_scores(name: str, splits: object) -> Callable[[NDArray[np.float32]], NDArray[np.float64]]:
-    """A scoring function of windows ``[n, W, F]`` for baseline ``name`` on :class:`posenc.data.Splits`."""
+def classify_window_scores(name: str, splits: object) -> Callable[[Any], NDArray[np.float64]]:
+    """A scoring function of window sets (``X[n, W, F]``, ``series``, ``start``) for baseline ``name`` on :class:`posenc.data.Splits`."""
     train = splits.train  # type: ignore[attr-defined]
     if name == "max-abs":
-        return lambda X: np.abs(X).max(axis=(1, 2)).astype(np.float64)
+        return lambda windows: np.abs(windows.X).max(axis=(1, 2)).astype(np.float64)
     if name == "matrix-profile":
-        nominal = train.X[train.y == 0]
         features = continuous_features(train.X)
-        return lambda X: window_profile(X, nominal, features)
+        return lambda windows: window_profile(windows, train, features, keep=train.y == 0)
     raise ValueError(f"baseline must be one of {', '.join(NAMES)}, got {name!r}")
 
 
@@ -131,7 +197,7 @@ def classify_baseline(name: str, splits: object, *, families: NDArray | None = N
     """Metrics on test of baseline ``name``, thresholded at the F1-best validation score (as the models)."""
     score = classify_window_scores(name, splits)
     val, test = splits.val, splits.test  # type: ignore[attr-defined]
-    threshold = best_f1_threshold(val.y, score(val.X))
-    scores = score(test.X)
+    threshold = best_f1_threshold(val.y, score(val))
+    scores = score(test)
     by_family = family_auprc(test.y, scores, families) if families is not None else {}
     return {**binary_metrics(test.y, scores, threshold=threshold), **by_family, "threshold": threshold}
