@@ -287,7 +287,7 @@ class BenchPlan:
     base: RunConfig
     encodings: tuple[str, ...]
     scales: tuple[str, ...] = ("native",)
-    seeds: int = 3
+    seeds: int = 5
     splits: int = 1
     shuffle_control: bool = True
     baseline: bool = True
