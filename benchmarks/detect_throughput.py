@@ -51,11 +51,20 @@ def main() -> None:
         f"{data.n_features} features, window {base.window}, horizon {base.horizon}, d_model {base.d_model}, "
         f"{base.n_layers} layers, batch {base.batch_size}"
     )
+    cpu_device = torch.device("cpu")
+    # one untimed epoch first: the process's one-time start-up (kernel initialisation) is not training
+    warm = dataclasses.replace(base, encoding=args.encodings.split(",")[0], epochs=1, patience=1)
+    fit_loop(
+        build_detector(warm, data)[0],
+        warm,
+        DetectSteps(data, warm, device=cpu_device),
+        device=cpu_device,
+        progress=False,
+    )
     for encoding in args.encodings.split(","):
         config = dataclasses.replace(base, encoding=encoding)
         model, _ = build_detector(config, data)
         cpu = time.process_time()
-        cpu_device = torch.device("cpu")
         steps = DetectSteps(data, config, device=cpu_device)
         state = fit_loop(model, config, steps, device=cpu_device, progress=False)
         cpu = time.process_time() - cpu
