@@ -131,3 +131,25 @@ def test_run_identity_includes_the_options():
     assert plain.to_dict() != adjacent.to_dict()
     with pytest.raises(ValueError, match="must be a JSON value"):
         RunConfig(encoding="rope", encoding_options={"base": float("nan")})
+
+
+def test_training_defaults_follow_the_task_and_an_explicit_flag_wins():
+    """classify keeps RunConfig's defaults; --task detect gets its own (batch 32, lr 1e-3, patience 3)."""
+    import argparse
+
+    from posenc.cli.bench import DETECT_TRAINING, plan_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+
+    def training(*argv: str) -> tuple[int, int, float]:
+        base = plan_from_args(parser.parse_args(["bench", *argv])).base
+        return base.patience, base.batch_size, base.lr
+
+    d = RunConfig()
+    assert training() == (d.patience, d.batch_size, d.lr)
+    detect = (DETECT_TRAINING["patience"], DETECT_TRAINING["batch_size"], DETECT_TRAINING["lr"])
+    assert detect != (d.patience, d.batch_size, d.lr)
+    assert training("--task", "detect") == detect
+    assert training("--task", "detect", "--batch-size", "8", "--lr", "0.01") == (detect[0], 8, 0.01)
+    assert training("--patience", "2") == (2, d.batch_size, d.lr)

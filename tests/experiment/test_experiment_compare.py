@@ -81,6 +81,25 @@ def test_paired_differences_match_by_split_and_seed():
     assert ("sinusoidal", "native", "f1") not in tests
 
 
+def test_every_row_is_also_paired_with_the_order_blind_control():
+    """With a ``none`` row present each encoding gets a second paired test, encoding − none, per scale."""
+    runs, ref = grid()
+    runs += [record("none", "native", k, s, v - 0.04 * (k + 1)) for (k, s), v in ref.items()]
+    paired = compare(runs).paired
+    vs_none = {(t.encoding, t.scale, t.metric): t for t in paired if t.reference == "none"}
+    vs_sin = {(t.encoding, t.scale, t.metric): t for t in paired if t.reference == "sinusoidal"}
+    d = np.array([0.01 * (s + 1) + 0.04 * (k + 1) for k in range(2) for s in range(3)])
+    assert vs_none["dft", "native", "f1"].mean_diff == pytest.approx(d.mean())
+    assert vs_none["dft", "native", "f1"].p_sign_flip == pytest.approx(sign_flip_p(d))
+    assert vs_none["sinusoidal", "native", "f1"].mean_diff == pytest.approx(0.06)
+    assert vs_sin["none", "native", "f1"].mean_diff == pytest.approx(-0.06)
+    # none exists at native scale only: no matched-scale reference, so no matched pairs against it
+    assert not any(scale == "matched" for _, scale, _ in vs_none)
+    assert ("none", "native", "f1") not in vs_none
+    md = markdown(compare(runs))
+    assert "Paired differences against `sinusoidal`" in md and "Paired differences against `none`" in md
+
+
 def test_outputs_written(tmp_path):
     runs, _ = grid()
     baseline = [
@@ -100,7 +119,7 @@ def test_outputs_written(tmp_path):
     rows = list(csv.DictReader(paths["csv"].open()))
     assert [(r["encoding"], r["scale"]) for r in rows][-2:] == [(BASELINE, "-"), (NO_SKILL, "-")]
     dft = next(r for r in rows if (r["encoding"], r["scale"]) == ("dft", "native"))
-    assert float(dft["f1_diff"]) == pytest.approx(0.02)  # mean of 0.01·(seed+1)
+    assert float(dft["f1_minus_sinusoidal_mean"]) == pytest.approx(0.02)  # mean of 0.01·(seed+1)
     data = json.loads(paths["json"].read_text())
     assert len(data["runs"]) == len(runs) and data["baseline"][0]["test"]["f1"] == pytest.approx(2 / 3)
     assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

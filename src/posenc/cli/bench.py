@@ -41,6 +41,9 @@ from posenc.experiment.config import (
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
 SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotemporal (fast on 2 CPU cores)
+#: --task detect's own training defaults (those of docs/results/msl-detect): a forecaster's loss on
+#: nominal data is smooth, so larger batches, a smaller lr and a short patience suffice.
+DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
 
 
 def _csv_list(text: str) -> tuple[str, ...]:
@@ -217,13 +220,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layers", type=int, default=d.n_layers, help=f"encoder layers (default {d.n_layers})")
     p.add_argument("--dropout", type=float, default=d.dropout, help=f"dropout (default {d.dropout})")
     p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum epochs (default {d.epochs})")
-    p.add_argument(
-        "--patience", type=int, default=d.patience, help=f"early-stopping patience (default {d.patience})"
-    )
-    p.add_argument(
-        "--batch-size", type=int, default=d.batch_size, help=f"batch size (default {d.batch_size})"
-    )
-    p.add_argument("--lr", type=float, default=d.lr, help=f"AdamW learning rate (default {d.lr})")
+    for flag, kind, what in (
+        ("--patience", int, "early-stopping patience"),
+        ("--batch-size", int, "batch size"),
+        ("--lr", float, "AdamW learning rate"),
+    ):
+        key = flag[2:].replace("-", "_")
+        p.add_argument(
+            flag,
+            type=kind,
+            default=None,
+            help=f"{what} (default {getattr(d, key)}; --task detect {DETECT_TRAINING[key]})",
+        )
     p.add_argument(
         "--weight-decay",
         type=float,
@@ -372,9 +380,12 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         n_layers=args.layers,
         dropout=args.dropout,
         epochs=args.epochs,
-        patience=args.patience,
-        batch_size=args.batch_size,
-        lr=args.lr,
+        **{
+            key: getattr(args, key)
+            if getattr(args, key) is not None
+            else (DETECT_TRAINING[key] if args.task == "detect" else getattr(defaults, key))
+            for key in DETECT_TRAINING
+        },
         weight_decay=args.weight_decay,
         monitor=args.monitor,
         protocol=args.protocol,
@@ -445,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
         result = run_bench(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
     except TrainingDiverged as exc:
         raise UsageError(
-            str(exc).replace(f"lr={exc.lr}", f"--lr {args.lr}").replace("smaller lr", "smaller --lr")
+            str(exc).replace(f"lr={exc.lr}", f"--lr {exc.lr}").replace("smaller lr", "smaller --lr")
         ) from None
     finally:
         shutdown(world)

@@ -1,11 +1,12 @@
 """Aggregate finished runs into the comparison table: mean ± std, paired differences, controls, no-skill.
 
 Rows are ``(encoding, scale)``; each metric on test is the mean ± sample std (``ddof=1``) over
-all split seeds × seeds. For every row other than the reference (``sinusoidal`` at the same
-scale) the paired difference in the paired metrics (F1 and AUPRC for the classify task) is
-computed over the ``(split seed, seed)`` pairs both hold, with the exact sign-flip test, the
+all split seeds × seeds. Every row is paired with each reference present — ``sinusoidal`` (the
+encoding of Vaswani et al. 2017) and ``none`` (the order-blind control) at the same scale: the
+difference in the paired metrics (F1 and AUPRC for the classify task) is computed over the
+``(split seed, seed)`` pairs both hold, with the exact sign-flip test, the
 Wilcoxon test and a two-stage bootstrap 95% CI (:mod:`posenc.experiment.stats`). Rotary and
-bias encodings exist only at ``native`` scale and are compared with the reference at each scale.
+bias encodings exist only at ``native`` scale and are compared with the references at each scale.
 The time-shuffle control adds the mean drop ``metric(test) − metric(shuffled test)``; baselines
 without positional training (the order-free gradient boosting, the matrix profile, the largest
 ``|value|``) add one row each (mean ± std over splits).
@@ -38,7 +39,8 @@ from posenc.experiment.files import write_text_atomic
 from posenc.experiment.metrics import METRICS
 from posenc.experiment.records import RunRecord, as_record
 
-REFERENCE = "sinusoidal"
+#: The rows every other row is paired with, in table order: the standard encoding, the order-blind control.
+REFERENCES = ("sinusoidal", "none")
 BASELINE = "hgb-summary"
 NO_SKILL = "flag-all"
 PAIRED_METRICS = ("f1", "auprc")
@@ -162,7 +164,13 @@ def _row(
 
 
 def _paired(
-    encoding: str, scale: str, metric: str, mine: list[RunRecord], ref: list[RunRecord], model: str = ""
+    encoding: str,
+    scale: str,
+    metric: str,
+    mine: list[RunRecord],
+    reference: str,
+    ref: list[RunRecord],
+    model: str = "",
 ) -> Paired | None:
     ref_by_pair = {(r.split_seed, r.seed): r.test[metric] for r in ref}
     by_split: dict[int, list[float]] = {}
@@ -178,7 +186,7 @@ def _paired(
         encoding,
         scale,
         metric,
-        REFERENCE,
+        reference,
         d.size,
         float(d.mean()),
         lo,
@@ -258,20 +266,21 @@ def compare(
     scales = list(dict.fromkeys(s for _, _, s in groups))
     encodings = list(dict.fromkeys(e for _, e, _ in groups))
     paired = []
-    for model in models:
-        for scale in scales:
-            ref = groups.get((model, REFERENCE, scale))
-            if ref is None:
-                continue
-            for encoding in encodings:
-                # encodings without scale policies (rotary, biases) are compared as defined at every scale
-                mine = groups.get((model, encoding, scale if registry.get(encoding).scales else "native"))
-                if encoding == REFERENCE or mine is None:
+    for reference in REFERENCES:
+        for model in models:
+            for scale in scales:
+                ref = groups.get((model, reference, scale))
+                if ref is None:
                     continue
-                for metric in paired_metrics:
-                    result = _paired(encoding, scale, metric, mine, ref, model)
-                    if result is not None:
-                        paired.append(result)
+                for encoding in encodings:
+                    # encodings without scale policies (rotary, biases) are compared as defined at every scale
+                    mine = groups.get((model, encoding, scale if registry.get(encoding).scales else "native"))
+                    if encoding == reference or mine is None:
+                        continue
+                    for metric in paired_metrics:
+                        result = _paired(encoding, scale, metric, mine, reference, ref, model)
+                        if result is not None:
+                            paired.append(result)
     by_name: dict[str, list[RunRecord]] = {}
     for b in baselines:
         by_name.setdefault(b.name or BASELINE, []).append(b)
@@ -395,10 +404,13 @@ def markdown(comparison: Comparison) -> str:
             else f"Every row is above `{NO_SKILL}` in {' and '.join(_label(m) for m in paired_metrics)}."
         ),
     ]
-    if comparison.paired:
+    for reference in REFERENCES:
+        tests = [t for t in comparison.paired if t.reference == reference]
+        if not tests:
+            continue
         lines += [
             "",
-            f"Paired differences against `{REFERENCE}` at the same scale "
+            f"Paired differences against `{reference}` at the same scale "
             "(encoding − reference, over (split, seed) pairs):",
             "",
             ("| model " if with_model else "")
@@ -406,7 +418,7 @@ def markdown(comparison: Comparison) -> str:
             "| p sign-flip (exact) | p Wilcoxon | min attainable p |",
             "|---|---|---|---|---|---|---|---|---|" + "---|" * with_model,
         ]
-        for t in comparison.paired:
+        for t in tests:
             lines.append(
                 (f"| {t.model} " if with_model else "")
                 + f"| {t.encoding} | {t.scale} | {t.metric} | {t.n} | {t.mean_diff:+.4f} | "
@@ -458,12 +470,13 @@ def _csv(comparison: Comparison) -> str:
         + [f"shuffle_drop_{m}" for m in paired_metrics]
         + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
         + [
-            f"{m}_{k}"
+            f"{m}_minus_{ref}_{k}"
+            for ref in REFERENCES
             for m in paired_metrics
-            for k in ("diff", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")
+            for k in ("mean", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")
         ]
     )
-    tests = {(t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
+    tests = {(t.reference, t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
     for r in comparison.rows:
         drop = r.shuffle_drop or {}
         vs = r.vs_no_skill or {}
@@ -471,8 +484,8 @@ def _csv(comparison: Comparison) -> str:
         cells += [v for m in metrics for v in ((r.mean[m], r.std[m]) if m in r.mean else ("", ""))]
         cells += [drop.get(m, "") for m in paired_metrics]
         cells += [v for m in paired_metrics for v in vs.get(m, ("", "", ""))]
-        for m in paired_metrics:
-            t = tests.get((r.model, r.encoding, r.scale, m))
+        for ref, m in ((ref, m) for ref in REFERENCES for m in paired_metrics):
+            t = tests.get((ref, r.model, r.encoding, r.scale, m))
             cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_wilcoxon] if t else [""] * 5
         writer.writerow(cells)
     return buf.getvalue()
