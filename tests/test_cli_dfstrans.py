@@ -182,3 +182,19 @@ def test_the_comparison_table_prints_the_leakage_indicator():
     }
     assert "4 events (3 also in training: LEAKY)" in markdown(compare([record]))
     assert "also in training" not in markdown(compare([{**record, "test_events_in_train": 0}]))
+
+
+def test_the_authors_protocol_stops_on_validation_loss_unless_told_otherwise():
+    import argparse
+
+    from posenc.cli.bench import plan_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+
+    def monitor(*argv: str) -> str:
+        return plan_from_args(parser.parse_args(["bench", "--model", "spatiotemporal", *argv])).base.monitor
+
+    assert monitor() == "auprc" and monitor("--protocol", "blocked") == "auprc"
+    assert monitor("--protocol", "dfstrans") == "loss"
+    assert monitor("--protocol", "dfstrans", "--monitor", "auprc") == "auprc"

@@ -9,7 +9,7 @@ Examples::
     posenc bench --dataset msl --protocol random_windows   # LEAKY split, to measure leakage
     posenc bench --dataset probes --window 16 --lags 1,2,4,8,15 --seeds 2   # accuracy vs lag k
     posenc bench --dataset msl --model spatiotemporal --protocol dfstrans --splits 5 --seeds 1 \
-        --encodings dft,dfstrans_dft --monitor loss       # the DFStrans reproduction (LEAKY protocol)
+        --encodings dft,dfstrans_dft                      # the DFStrans reproduction (LEAKY protocol)
     torchrun --nproc_per_node 2 -m posenc bench ...   # data parallel (gloo on CPU, NCCL on GPU)
 
 Runs are resumable: an interrupted benchmark re-run with the same ``--out`` skips finished
@@ -240,9 +240,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--monitor",
-        default=d.monitor,
+        default=None,
         choices=MONITORS,
-        help=f"early-stopping quantity on validation (default {d.monitor})",
+        help=f"early-stopping quantity on validation (default {d.monitor}; --protocol dfstrans: loss, "
+        "as its authors stop)",
     )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA if available, else CPU)")
     p.add_argument(
@@ -387,7 +388,9 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
             for key in DETECT_TRAINING
         },
         weight_decay=args.weight_decay,
-        monitor=args.monitor,
+        monitor=args.monitor
+        if args.monitor is not None
+        else ("loss" if args.protocol == "dfstrans" else defaults.monitor),
         protocol=args.protocol,
         task=args.task,
         detector=detectors[0],
