@@ -361,6 +361,12 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         )
     if not 0 < args.anomaly_percent <= 100:
         raise ValueError(f"--anomaly-percent must be in (0, 100], got {args.anomaly_percent:g}")
+    training: dict[str, Any] = {  # patience, batch size, lr: set, else the task's default
+        key: getattr(args, key)
+        if getattr(args, key) is not None
+        else (DETECT_TRAINING[key] if args.task == "detect" else getattr(defaults, key))
+        for key in DETECT_TRAINING
+    }
     base = RunConfig(
         dataset=args.dataset,
         dataset_options=options,
@@ -381,12 +387,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         n_layers=args.layers,
         dropout=args.dropout,
         epochs=args.epochs,
-        **{
-            key: getattr(args, key)
-            if getattr(args, key) is not None
-            else (DETECT_TRAINING[key] if args.task == "detect" else getattr(defaults, key))
-            for key in DETECT_TRAINING
-        },
+        **training,
         weight_decay=args.weight_decay,
         monitor=args.monitor
         if args.monitor is not None
