@@ -292,13 +292,13 @@ class DetectSource:
             dataset, {(0, ""): data}, DetectTask(), reporter, DETECT_METRICS, DETECT_PAIRED, lines
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> Sequence[Record]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
         from posenc.experiment.baselines import NAMES
         from posenc.experiment.detect import baseline_records
 
         return baseline_records(prepared.data[0, ""], plan.base, names=NAMES)
 
-    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> Sequence[Record] | None:
+    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
         from posenc.experiment.detect import no_skill_record
 
         return [no_skill_record(prepared.data[0, ""], plan.base)]

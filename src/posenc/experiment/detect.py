@@ -39,6 +39,7 @@ from posenc.detectors import SequenceDetector
 from posenc.experiment.config import RunConfig
 from posenc.experiment.distributed import World
 from posenc.experiment.events import ScoredChannel, detection_metrics, ewma
+from posenc.experiment.records import RunRecord
 from posenc.experiment.scale import run_encoding_options
 from posenc.experiment.train import epoch_seed
 
@@ -396,9 +397,7 @@ class DetectTask:
         return {**record, "detector": config.detector, "val": {"holdout_loss": hold}}
 
 
-def baseline_records(
-    data: DetectionData, config: RunConfig, *, names: tuple[str, ...]
-) -> list[dict[str, Any]]:
+def baseline_records(data: DetectionData, config: RunConfig, *, names: tuple[str, ...]) -> list[RunRecord]:
     """One record per untrained baseline (:mod:`posenc.experiment.baselines`), scored like the detectors."""
     from posenc.experiment.baselines import detect_step_scores
 
@@ -407,20 +406,12 @@ def baseline_records(
         t0 = time.perf_counter()
         tests, holds = detect_step_scores(name, data, window=config.window)
         scores = [calibrated(t, h) for t, h in zip(tests, holds)]
-        out.append(
-            {
-                "name": name,
-                "split_seed": 0,
-                "test": evaluate_scores(data, scores, config),
-                "seconds": time.perf_counter() - t0,
-            }
-        )
+        test = evaluate_scores(data, scores, config)
+        out.append(RunRecord("baseline", 0, test, name=name, seconds=time.perf_counter() - t0))
     return out
 
 
-def no_skill_record(data: DetectionData, config: RunConfig) -> dict[str, Any]:
+def no_skill_record(data: DetectionData, config: RunConfig) -> RunRecord:
     """Flagging every test step: the detect table's ``flag-all`` row."""
-    return {
-        "split_seed": 0,
-        "test": evaluate_scores(data, [np.zeros(len(c.test)) for c in data.channels], config, flag_all=True),
-    }
+    flags = [np.zeros(len(c.test)) for c in data.channels]
+    return RunRecord("no-skill", 0, evaluate_scores(data, flags, config, flag_all=True))
