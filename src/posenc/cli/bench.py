@@ -296,6 +296,27 @@ def check_device(text: str | None) -> None:
         raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
 
 
+def _contextual(args: argparse.Namespace, window: int) -> dict[str, Any]:
+    """The RunConfig fields whose default depends on another flag: each as given, else that default.
+
+    ``--model spatiotemporal`` sets the size and a non-overlapping stride, ``--task detect`` its own
+    training (:data:`DETECT_TRAINING`), ``--protocol dfstrans`` early stopping on validation loss.
+    """
+    d = RunConfig()
+    spatiotemporal = args.model == "spatiotemporal"
+    defaults: dict[str, Any] = {
+        "stride": window if spatiotemporal else max(1, window // 2),
+        "d_model": SPATIOTEMPORAL_SIZES[0] if spatiotemporal else d.d_model,
+        "n_heads": SPATIOTEMPORAL_SIZES[1] if spatiotemporal else d.n_heads,
+        "monitor": "loss" if args.protocol == "dfstrans" else d.monitor,
+        **{
+            key: DETECT_TRAINING[key] if args.task == "detect" else getattr(d, key) for key in DETECT_TRAINING
+        },
+    }
+    given = {key: getattr(args, "heads" if key == "n_heads" else key) for key in defaults}
+    return {key: default if given[key] is None else given[key] for key, default in defaults.items()}
+
+
 def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad option)."""
     requested = _csv_list(args.encodings)
@@ -314,11 +335,10 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
             f"valid: {', '.join(SCALE_POLICIES)}"
         )
     spatiotemporal = args.model == "spatiotemporal"
-    defaults = RunConfig()
     window = (
         args.window
         if args.window is not None
-        else (args.n_windows * args.window_length if spatiotemporal else defaults.window)
+        else (args.n_windows * args.window_length if spatiotemporal else RunConfig().window)
     )
     for flag, value in (
         ("--seeds", args.seeds),
@@ -361,37 +381,19 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         )
     if not 0 < args.anomaly_percent <= 100:
         raise ValueError(f"--anomaly-percent must be in (0, 100], got {args.anomaly_percent:g}")
-    training: dict[str, Any] = {  # patience, batch size, lr: set, else the task's default
-        key: getattr(args, key)
-        if getattr(args, key) is not None
-        else (DETECT_TRAINING[key] if args.task == "detect" else getattr(defaults, key))
-        for key in DETECT_TRAINING
-    }
     base = RunConfig(
         dataset=args.dataset,
         dataset_options=options,
         window=window,
-        stride=args.stride
-        if args.stride is not None
-        else (window if spatiotemporal else max(1, window // 2)),
         model=args.model,
         n_windows=args.n_windows,
         window_length=args.window_length,
         anomaly_percent=args.anomaly_percent,
-        d_model=args.d_model
-        if args.d_model is not None
-        else (SPATIOTEMPORAL_SIZES[0] if spatiotemporal else defaults.d_model),
-        n_heads=args.heads
-        if args.heads is not None
-        else (SPATIOTEMPORAL_SIZES[1] if spatiotemporal else defaults.n_heads),
+        **_contextual(args, window),
         n_layers=args.layers,
         dropout=args.dropout,
         epochs=args.epochs,
-        **training,
         weight_decay=args.weight_decay,
-        monitor=args.monitor
-        if args.monitor is not None
-        else ("loss" if args.protocol == "dfstrans" else defaults.monitor),
         protocol=args.protocol,
         task=args.task,
         detector=detectors[0],
