@@ -11,30 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_args import tiny_bench
 
 from posenc.cli import main
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--dataset-option",
-    "n_series=2",
-    "--dataset-option",
-    "length=1024",
-    "--window",
-    "16",
-    "--d-model",
-    "16",
-    "--heads",
-    "2",
-    "--layers",
-    "1",
-    "--epochs",
-    "2",
-    "--seeds",
-    "2",
-    "--no-progress",
-]
+TINY = tiny_bench(length=1024, epochs=2, seeds=2)
 
 
 def bench(tmp_path: Path, *extra: str) -> int:

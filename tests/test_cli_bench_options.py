@@ -8,33 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
+from bench_args import tiny_bench
 
 from posenc.cli import main
 from posenc.experiment.config import RunConfig
 
-TINY = [
-    "--dataset",
-    "synthetic",
-    "--dataset-option",
-    "n_series=2",
-    "--dataset-option",
-    "length=512",
-    "--window",
-    "16",
-    "--d-model",
-    "16",
-    "--heads",
-    "2",
-    "--layers",
-    "1",
-    "--epochs",
-    "1",
-    "--seeds",
-    "1",
-    "--no-progress",
-    "--no-baseline",
-    "--no-shuffle-control",
-]
+TINY = [*tiny_bench(), "--no-baseline", "--no-shuffle-control"]
 
 
 def _configs(root: Path, encoding: str) -> list[dict]:

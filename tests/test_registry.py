@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import torch
+from bench_args import tiny_bench
 
 from posenc import registry
 from posenc.cli import main
@@ -62,28 +63,7 @@ def test_a_registered_encoding_works_by_name_in_the_encoder(mine):
 
 
 def test_a_registered_encoding_runs_in_the_bench_through_the_cli(mine, tmp_path, capsys):
-    tiny = [
-        "--dataset",
-        "synthetic",
-        "--dataset-option",
-        "n_series=2",
-        "--dataset-option",
-        "length=512",
-        "--window",
-        "16",
-        "--d-model",
-        "16",
-        "--heads",
-        "2",
-        "--layers",
-        "1",
-        "--epochs",
-        "1",
-        "--seeds",
-        "1",
-        "--no-progress",
-        "--no-baseline",
-    ]
+    tiny = [*tiny_bench(), "--no-baseline"]
     assert main(["bench", *tiny, "--encodings", "mine", "--out", str(tmp_path)]) == 0
     assert "| mine | native | 1 |" in capsys.readouterr().out
     configs = [json.loads(p.read_text()) for p in tmp_path.rglob("config.json")]
