@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import os
 import platform
 import statistics
@@ -25,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
 
@@ -39,6 +41,16 @@ def pin_heap() -> bool:
 
 
 HEAP_PINNED = pin_heap()
+
+
+def import_peer(module: str, extra: str) -> ModuleType | None:
+    """``module``, or ``None`` after printing why its rows are skipped: not installed, or installed but
+    failing to import (a peer's own dependency, e.g. the standard library's ``ssl``, cannot load)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        print(f"  {module} unavailable ({error}; pip install 'posenc[{extra}]'): skipped")
+        return None
 
 
 def arguments(description: str, *, rounds: int) -> argparse.ArgumentParser:

@@ -58,35 +58,26 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
     fns["complex multiply (Meta LLaMA)"] = complex_rotary(
         torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
     )
-    try:
-        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
-    except ImportError:
-        print("  transformers not installed (pip install 'posenc[test]'): skipped")
-    else:
+    llama = _harness.import_peer("transformers.models.llama.modeling_llama", "test")
+    if llama is not None:
         cos, sin = RotaryEmbedding(d, layout="half_split", max_len=s).cos_sin(s, dtype=dtype)
         fns["HF LLaMA apply_rotary_pos_emb (half_split)"] = lambda q, k, c=cos[None], n=sin[None]: (
-            apply_rotary_pos_emb(q, k, c, n)
+            llama.apply_rotary_pos_emb(q, k, c, n)
         )
-    try:
-        from rotary_embedding_torch import RotaryEmbedding as LucidRotary
-    except ImportError:
-        print("  rotary-embedding-torch not installed (pip install 'posenc[peers]'): skipped")
-    else:
-        lucid = LucidRotary(dim=d)
+    ret = _harness.import_peer("rotary_embedding_torch", "peers")
+    if ret is not None:
+        lucid = ret.RotaryEmbedding(dim=d)
         lucid.rotate_queries_or_keys(torch.zeros(1, 1, s, d, dtype=dtype))  # fill its cache
         fns["rotary-embedding-torch (adjacent)"] = lambda q, k: (
             lucid.rotate_queries_or_keys(q),
             lucid.rotate_queries_or_keys(k),
         )
-    try:
-        from x_transformers.x_transformers import apply_rotary_pos_emb as xt_apply
-    except ImportError:
-        print("  x-transformers not installed (pip install 'posenc[peers]'): skipped")
-    else:
+    xt = _harness.import_peer("x_transformers.x_transformers", "peers")
+    if xt is not None:
         freqs = torch.repeat_interleave(angles.float(), 2, dim=-1)[None]  # [1, s, d], adjacent pairs
         fns["x-transformers apply_rotary_pos_emb (adjacent)"] = lambda q, k: (
-            xt_apply(q, freqs),
-            xt_apply(k, freqs),
+            xt.apply_rotary_pos_emb(q, freqs),
+            xt.apply_rotary_pos_emb(k, freqs),
         )
     if compile_:
         torch._dynamo.config.recompile_limit = 64  # every shape, dtype and grad mode gets its own graph

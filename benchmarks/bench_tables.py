@@ -74,12 +74,9 @@ def torch_tables(dim: int) -> dict[str, Callable[..., torch.Tensor]]:
         "posenc SinusoidalEncoding.table": posenc_table,
         "tutorial formula (float32 angles)": lambda length, start=0: tutorial(length, dim, start),
     }
-    try:
-        from x_transformers.x_transformers import ScaledSinusoidalEmbedding
-    except ImportError:
-        print("  x-transformers not installed (pip install 'posenc[peers]'): skipped")
-    else:
-        xt = ScaledSinusoidalEmbedding(dim)
+    x_transformers_module = _harness.import_peer("x_transformers.x_transformers", "peers")
+    if x_transformers_module is not None:
+        xt = x_transformers_module.ScaledSinusoidalEmbedding(dim)
 
         def x_transformers(length: int, start: int = 0) -> torch.Tensor:
             with torch.no_grad():
@@ -87,12 +84,9 @@ def torch_tables(dim: int) -> dict[str, Callable[..., torch.Tensor]]:
             return split.view(length, 2, dim // 2).transpose(1, 2).reshape(length, dim) if start else split
 
         tables["x-transformers ScaledSinusoidalEmbedding"] = x_transformers
-    try:
-        from positional_encodings.torch_encodings import PositionalEncoding1D
-    except ImportError:
-        print("  positional-encodings not installed (pip install 'posenc[peers]'): skipped")
-    else:
-        pe1d = PositionalEncoding1D(dim)
+    encodings = _harness.import_peer("positional_encodings.torch_encodings", "peers")
+    if encodings is not None:
+        pe1d = encodings.PositionalEncoding1D(dim)
 
         def positional_encodings(length: int, start: int = 0) -> torch.Tensor:
             if start:

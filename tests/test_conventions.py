@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from peers import import_peer
 
 from posenc import spectrum, tables
 from posenc.nn import ALiBiBias, RotaryEmbedding
@@ -25,7 +26,7 @@ def close_to_float32_peer(ours: torch.Tensor, theirs: torch.Tensor, max_position
 
 
 def test_gpt_j_rotate_every_two_is_adjacent():
-    gptj = pytest.importorskip("transformers.models.gptj.modeling_gptj", reason="GPT-J is the peer")
+    gptj = import_peer("transformers.models.gptj.modeling_gptj", "GPT-J is the peer")
     torch.manual_seed(0)
     b, s, h, d, r = 2, 30, 3, 16, 8  # GPT-J's rotary_dim: the first r dims of each head rotate
     q = torch.randn(b, s, h, d)
@@ -37,9 +38,7 @@ def test_gpt_j_rotate_every_two_is_adjacent():
 
 
 def test_gpt_neox_partial_rotary_is_half_split():
-    neox = pytest.importorskip(
-        "transformers.models.gpt_neox.modeling_gpt_neox", reason="GPT-NeoX is the peer"
-    )
+    neox = import_peer("transformers.models.gpt_neox.modeling_gpt_neox", "GPT-NeoX is the peer")
     from transformers import GPTNeoXConfig
 
     config = GPTNeoXConfig(
@@ -60,9 +59,7 @@ def test_gpt_neox_partial_rotary_is_half_split():
 
 
 def test_roformer_is_adjacent_with_the_geometric_schedule():
-    roformer = pytest.importorskip(
-        "transformers.models.roformer.modeling_roformer", reason="RoFormer is the peer"
-    )
+    roformer = import_peer("transformers.models.roformer.modeling_roformer", "RoFormer is the peer")
     torch.manual_seed(2)
     s, d = 25, 16
     table = roformer.RoFormerSinusoidalPositionalEmbedding(s, d).create_weight()[None, None]
@@ -75,7 +72,7 @@ def test_roformer_is_adjacent_with_the_geometric_schedule():
 
 @pytest.mark.parametrize("dim", [16, 15])
 def test_marian_table_is_split_with_the_paper_schedule(dim):
-    marian = pytest.importorskip("transformers.models.marian.modeling_marian", reason="Marian is the peer")
+    marian = import_peer("transformers.models.marian.modeling_marian", "Marian is the peer")
     theirs = marian.MarianSinusoidalPositionalEmbedding(40, dim).create_weight().double().numpy()
     np.testing.assert_allclose(tables.sinusoidal(40, dim, layout="split"), theirs, rtol=0, atol=1e-6)
 
@@ -83,7 +80,7 @@ def test_marian_table_is_split_with_the_paper_schedule(dim):
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize(("num_buckets", "max_distance"), [(32, 128), (8, 20)])
 def test_t5_buckets_equal_transformers(bidirectional, num_buckets, max_distance):
-    t5 = pytest.importorskip("transformers.models.t5.modeling_t5", reason="T5 is the peer")
+    t5 = import_peer("transformers.models.t5.modeling_t5", "T5 is the peer")
     relative = torch.arange(-400, 401)
     theirs = t5.T5Attention._relative_position_bucket(
         relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
@@ -96,9 +93,7 @@ def test_t5_buckets_equal_transformers(bidirectional, num_buckets, max_distance)
 
 def test_fairseq_recipe_left_padded_batch_through_m2m100():
     """fairseq: split layout, t2t grid, positions from padding_idx + 1, padding rows zero."""
-    m2m = pytest.importorskip(
-        "transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100"
-    )
+    m2m = import_peer("transformers.models.m2m_100.modeling_m2m_100", "fairseq's table via M2M100")
     padding_idx, dim = 1, 10
     ids = torch.tensor([[5, 6, 7, 8, 9], [padding_idx, padding_idx, 7, 8, 9]])
     theirs = m2m.M2M100SinusoidalPositionalEmbedding(16, dim, padding_idx)(ids).double().numpy()
@@ -109,9 +104,7 @@ def test_fairseq_recipe_left_padded_batch_through_m2m100():
 
 
 def test_positional_encodings_1d_is_interleaved_and_rounds_odd_d_up():
-    pe = pytest.importorskip(
-        "positional_encodings.torch_encodings", reason="positional-encodings is the peer"
-    )
+    pe = import_peer("positional_encodings.torch_encodings", "positional-encodings is the peer")
     for dim in (16, 15):
         theirs = pe.PositionalEncoding1D(dim)(torch.zeros(1, 30, dim))[0].double().numpy()
         frequencies = spectrum.geometric(dim + dim % 2)  # odd d: the schedule of d + 1 (its channel count)
@@ -120,7 +113,7 @@ def test_positional_encodings_1d_is_interleaved_and_rounds_odd_d_up():
 
 
 def test_x_transformers_rotary_is_adjacent_and_takes_batched_positions():
-    xt = pytest.importorskip("x_transformers.x_transformers", reason="x-transformers is the peer")
+    xt = import_peer("x_transformers.x_transformers", "x-transformers is the peer")
     torch.manual_seed(3)
     positions = torch.tensor([[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]])
     q = torch.randn(2, 2, 6, 16)
@@ -131,7 +124,7 @@ def test_x_transformers_rotary_is_adjacent_and_takes_batched_positions():
 
 
 def test_x_transformers_alibi_takes_batched_positions():
-    xt = pytest.importorskip("x_transformers.x_transformers", reason="x-transformers is the peer")
+    xt = import_peer("x_transformers.x_transformers", "x-transformers is the peer")
     positions = torch.tensor([[0, 1, 2, 3, 4], [0, 0, 1, 2, 3]])
     theirs = xt.AlibiPositionalBias(heads=6, total_heads=6).forward_custom_pos(positions, positions)
     ours = ALiBiBias(6).bias(5, 5, q_positions=positions, k_positions=positions)
@@ -139,7 +132,7 @@ def test_x_transformers_alibi_takes_batched_positions():
 
 
 def test_rotary_embedding_torch_plain_is_adjacent():
-    ret = pytest.importorskip("rotary_embedding_torch", reason="rotary-embedding-torch is the peer")
+    ret = import_peer("rotary_embedding_torch", "rotary-embedding-torch is the peer")
     torch.manual_seed(4)
     q = torch.randn(2, 3, 40, 32)
     theirs = ret.RotaryEmbedding(dim=16).rotate_queries_or_keys(q)  # rotates the first 16 of 32 dims

@@ -6,11 +6,12 @@ import copy
 
 import pytest
 import torch
+from peers import import_peer
 
 from posenc.integrations.hf import HFRotary, swap_rotary
 from posenc.nn import RotaryEmbedding
 
-transformers = pytest.importorskip("transformers", reason="transformers is the client these tests run")
+transformers = import_peer("transformers", "transformers is the client these tests run")
 from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
 
 HEAD = 16

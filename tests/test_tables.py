@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from peers import import_peer
 
 import posenc
 from posenc import spectrum, tables
@@ -341,8 +342,6 @@ def test_tensor2tensor_table_matches_its_code_with_a_zero_column_for_odd_d(dim, 
 
 @pytest.mark.parametrize("dim", [8, 9])
 def test_tensor2tensor_table_matches_fairseq_m2m100(dim):
-    m2m = pytest.importorskip(
-        "transformers.models.m2m_100.modeling_m2m_100", reason="fairseq's table via M2M100"
-    )
+    m2m = import_peer("transformers.models.m2m_100.modeling_m2m_100", "fairseq's table via M2M100")
     theirs = m2m.M2M100SinusoidalPositionalEmbedding.get_embedding(40, dim).double().numpy()
     np.testing.assert_allclose(tables.tensor2tensor(40, dim), theirs, rtol=0, atol=2e-6)  # float32 peer

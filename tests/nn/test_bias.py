@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from peers import import_peer
 
 from posenc.nn import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
 from posenc.nn.bias import t5_bucket
@@ -231,7 +232,7 @@ def test_shaw_refuses_non_finite_positions():
         ShawRelativeBias(4).index(2, 2, q_positions=torch.tensor([0.0, float("nan")]))
 
 
-transformers = pytest.importorskip("transformers", reason="BLOOM/MPT ALiBi are the peers compared against")
+transformers = import_peer("transformers", "BLOOM/MPT ALiBi are the peers compared against")
 
 
 def _row_constant(difference: torch.Tensor, causal: torch.Tensor) -> None:

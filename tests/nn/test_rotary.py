@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from peers import import_peer
 
 from posenc.nn import RotaryEmbedding, apply_rotary
 
@@ -419,9 +420,7 @@ def test_batched_rotary_gradients_flow_to_q_and_k():
     assert torch.autograd.gradcheck(lambda t: rope.to(F64)(t, t, q_positions=positions)[0], (q,))
 
 
-rotary_embedding_torch = pytest.importorskip(
-    "rotary_embedding_torch", reason="the xPos peer compared against"
-)
+rotary_embedding_torch = import_peer("rotary_embedding_torch", "the xPos peer compared against")
 
 
 @pytest.mark.parametrize(("dim", "length", "scale_base"), [(16, 20, 512), (32, 9, 64), (8, 33, 16)])

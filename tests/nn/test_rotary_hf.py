@@ -6,12 +6,11 @@ import math
 
 import pytest
 import torch
+from peers import import_peer
 
 from posenc.nn import RotaryEmbedding, rope_types
 
-transformers = pytest.importorskip(
-    "transformers", reason="transformers is the peer these tests compare against"
-)
+transformers = import_peer("transformers", "transformers is the peer these tests compare against")
 from transformers import GPTNeoXConfig, LlamaConfig  # noqa: E402
 from transformers.models.gpt_neox import modeling_gpt_neox as neox  # noqa: E402
 from transformers.models.llama import modeling_llama as llama  # noqa: E402
