@@ -58,7 +58,7 @@ class Arg:
 
 
 def _arrays(shape: st.SearchStrategy, *, elements: st.SearchStrategy | None = None) -> st.SearchStrategy:
-    elements = elements or st.floats(-10, 10)
+    elements = st.floats(-10, 10) if elements is None else elements
     return shape.flatmap(
         lambda s: st.lists(elements, min_size=int(np.prod(s)), max_size=int(np.prod(s))).map(
             lambda v, s=s: np.asarray(v, dtype=np.float64).reshape(s)

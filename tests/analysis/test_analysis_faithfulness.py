@@ -89,6 +89,20 @@ def test_injectivity_and_decoding():
     assert analysis.nearest_neighbour_accuracy(D, noise=100.0) < 0.2
 
 
+@given(st.integers(-1000, 1000), st.sampled_from([0.0, 0.3]), st.integers(0, 3))
+def test_decoding_accuracy_does_not_depend_on_the_table_scale(exponent, noise, seed):
+    """Scaling by 2^k is exact, so the decoded positions must be identical; entries near the float64
+    limits (2^1000, 2^-1000) once overflowed in the noise's RMS or the distances."""
+    E, D = tables.sinusoidal(30, 8), tables.dft(16, 16)
+    scale = 2.0**exponent
+    assert analysis.nearest_neighbour_accuracy(E * scale, noise=noise, seed=seed) == (
+        analysis.nearest_neighbour_accuracy(E, noise=noise, seed=seed)
+    )
+    assert analysis.inverse_dft_accuracy(D * scale, noise=noise, seed=seed) == (
+        analysis.inverse_dft_accuracy(D, noise=noise, seed=seed)
+    )
+
+
 @pytest.mark.parametrize(
     "call, match",
     [

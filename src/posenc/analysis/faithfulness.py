@@ -129,6 +129,13 @@ def min_pairwise_distance(E: ArrayLike) -> float:
     return float(distance.pdist(_checks.table(E, min_rows=2)).min())
 
 
+def _unit_scale(table: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``table / max |table|``: decoding is scale-free, and squares and distances of entries near the
+    float64 limits (1e200, 1e-300) would overflow or underflow where these do not."""
+    scale = float(np.abs(table).max())
+    return table / scale if scale > 0.0 else table
+
+
 def _noisy(table: NDArray[np.float64], noise: float, seed: int) -> NDArray[np.float64]:
     rms = float(np.sqrt(np.mean(table**2)))
     return table + noise * rms * np.random.default_rng(seed).standard_normal(table.shape)
@@ -141,7 +148,7 @@ def nearest_neighbour_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 
     measure does not depend on the table's scale) and is decoded to the nearest clean row
     (ties to the lowest position). ``noise = 0`` gives 1.0 iff all rows are distinct.
     """
-    table = _checks.table(E, min_rows=2)
+    table = _unit_scale(_checks.table(E, min_rows=2))
     noise = _checks.nonnegative(noise, name="noise")
     decoded = distance.cdist(_noisy(table, noise, seed), table).argmin(axis=1)
     return float(np.mean(decoded == np.arange(table.shape[0])))
@@ -153,7 +160,7 @@ def inverse_dft_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 0) -> 
     ``E`` holds rows ``e(0) … e(S−1)`` of the DFT encoding (``d`` columns, ``S ≤ d``); noise as
     in :func:`nearest_neighbour_accuracy`.
     """
-    table = _checks.table(E, min_rows=2)
+    table = _unit_scale(_checks.table(E, min_rows=2))
     noise = _checks.nonnegative(noise, name="noise")
     rows, dim = table.shape
     if rows > dim:
