@@ -175,7 +175,7 @@ def _rotate_compiled(
     """
     r = cos.shape[-1]
     if layout == "adjacent" and not torch.compiler.is_exporting():
-        fused: torch.Tensor = _rotate_op(x, cos, sin, layout, inverse)
+        fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse)
         return fused
     rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
     return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
@@ -303,15 +303,14 @@ def _rotate_upcast_blocks(
         out_blk.copy_(o_w)
 
 
-@torch.library.custom_op("posenc::rotate", mutates_args=())
-def _rotate_op(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
-) -> torch.Tensor:
-    """:func:`_rotate` (eager) as an operator that ``torch.compile`` calls without tracing into it."""
-    return _rotate(x, cos, sin, layout, inverse)
+_LIBRARY = torch.library.Library("posenc", "DEF")
+_LIBRARY.define("rotate(Tensor x, Tensor cos, Tensor sin, str layout, bool inverse) -> Tensor")
+# A plain kernel registration, not ``torch.library.custom_op``: that wrapper's per-call machinery cost
+# ~7 % of a (8, 8, 2048, 64) float32 rotation (0.14 of 2.0 ms), this one ~0.5 %.
+_LIBRARY.impl("rotate", _rotate, "CompositeExplicitAutograd")
 
 
-@_rotate_op.register_fake
+@torch.library.register_fake("posenc::rotate")
 def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
     return torch.empty_like(x)
 
