@@ -27,8 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TypeVar
 
 M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+T = TypeVar("T")
 
 
 def pin_heap() -> bool:
@@ -51,6 +53,21 @@ def import_peer(module: str, extra: str) -> ModuleType | None:
     except ImportError as error:
         print(f"  {module} unavailable ({error}; pip install 'posenc[{extra}]'): skipped")
         return None
+
+
+def without_native(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` run with posenc's compiled loops switched off (``posenc._native.kernels = None``): posenc's
+    pure NumPy/PyTorch code, measured beside the compiled loops in the same process."""
+    from posenc import _native
+
+    def pure(*args: object, **kwargs: object) -> T:
+        saved, _native.kernels = _native.kernels, None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _native.kernels = saved
+
+    return pure
 
 
 def arguments(description: str, *, rounds: int) -> argparse.ArgumentParser:
@@ -100,6 +117,10 @@ def environment() -> str:
             versions.append(f"{name} {module.__version__}")
     if versions:
         lines.append(", ".join(versions))
+    from posenc import _native
+
+    loops = "loaded" if _native.kernels is not None else "not built or switched off (POSENC_NATIVE=0)"
+    lines.append(f"posenc compiled loops (posenc._kernels): {loops}")
     return "\n".join(lines)
 
 

@@ -6,7 +6,8 @@ Shapes ``(8, 8, 2048, 64)`` and ``(1, 8, 16384, 64)`` (a long sequence), float32
 Measuring rules (pinned heap, interleaved rounds, CPU time, load): :mod:`_harness`. The cos/sin
 tables are built once, outside the timing, as a model caches them.
 
-Forward rows (each rotates ``q`` and ``k``): :func:`posenc.nn.apply_rotary` in both layouts; the
+Forward rows (each rotates ``q`` and ``k``): :func:`posenc.nn.apply_rotary` in both layouts, each
+beside the same call with posenc's compiled loops switched off (its pure PyTorch code); the
 complex-multiply formulation (Meta's LLaMA ``apply_rotary_emb``: ``view_as_complex`` of float32
 pairs, bf16 upcast first); Hugging Face LLaMA ``apply_rotary_pos_emb`` (half_split);
 ``rotary-embedding-torch`` ``rotate_queries_or_keys`` and ``x-transformers``
@@ -55,6 +56,9 @@ def rotations(shape: tuple[int, ...], dtype: torch.dtype, compile_: bool) -> dic
         fns[f"posenc apply_rotary {layout}"] = lambda q, k, c=cos, n=sin, lay=layout: (
             apply_rotary(q, c, n, layout=lay),
             apply_rotary(k, c, n, layout=lay),
+        )
+        fns[f"  {layout}, pure torch (no compiled loop)"] = _harness.without_native(
+            fns[f"posenc apply_rotary {layout}"]
         )
     theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
     angles = torch.outer(torch.arange(s, dtype=torch.float64), theta)

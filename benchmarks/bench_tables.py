@@ -5,6 +5,9 @@
 Shapes ``16384 × 1024`` and ``2048 × 512``, float32, CPU. Measuring rules (pinned heap, interleaved
 rounds, CPU time, load): :mod:`_harness`.
 
+posenc's rows are measured twice: as installed, and with its compiled loops switched off (its pure
+NumPy/PyTorch code, ``posenc._native``).
+
 * **NumPy**: :func:`posenc.sinusoidal` ÷ ``np.copyto(np.empty(S, d), t)`` (a fresh output, pinned heap);
   peak traced memory (``tracemalloc``) ÷ the output's bytes; beside the usual NumPy recipe
   (float64 angles for the whole table, ``pe[:, 0::2] = sin``, cast).
@@ -72,6 +75,7 @@ def torch_tables(dim: int) -> dict[str, Callable[..., torch.Tensor]]:
 
     tables: dict[str, Callable[..., torch.Tensor]] = {
         "posenc SinusoidalEncoding.table": posenc_table,
+        "  the same, pure torch (no compiled loop)": _harness.without_native(posenc_table),
         "tutorial formula (float32 angles)": lambda length, start=0: tutorial(length, dim, start),
     }
     x_transformers_module = _harness.import_peer("x_transformers.x_transformers", "peers")
@@ -123,6 +127,9 @@ def run_shape(length: int, dim: int, args) -> None:
     numpy_cases = {
         "floor np.copyto(np.empty(S, d), t)": lambda: np.copyto(np.empty((length, dim), np.float32), src),
         "posenc.sinusoidal(S, d, dtype=float32)": lambda: posenc.sinusoidal(length, dim, dtype=np.float32),
+        "  the same, pure NumPy (no compiled loop)": _harness.without_native(
+            lambda: posenc.sinusoidal(length, dim, dtype=np.float32)
+        ),
         "NumPy recipe (float64 table, then cast)": lambda: numpy_recipe(length, dim),
     }
     block = _harness.measure(

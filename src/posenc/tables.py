@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from posenc import _validate, spectrum
+from posenc import _native, _validate, spectrum
 
 DEFAULT_BASE = spectrum.DEFAULT_BASE
 
@@ -172,6 +172,23 @@ def _column_runs(out_cols: NDArray[np.intp], src_cols: NDArray[np.intp]) -> list
     return runs
 
 
+_NATIVE_DTYPES = {np.dtype(np.float32): _native.F32, np.dtype(np.float64): _native.F64}
+
+
+def _native_row_layout(sin_cols: NDArray[np.intp], cos_cols: NDArray[np.intp]) -> int | None:
+    """The ``expi_rows`` layout code (:data:`posenc._native.ROW_LAYOUTS`) placing the sines at ``sin_cols``
+    and the cosines at ``cos_cols``, or ``None`` if no code does (odd ``d``: one cosine fewer)."""
+    f = sin_cols.size
+    if cos_cols.size != f:
+        return None
+    even, odd, lower = np.arange(0, 2 * f, 2), np.arange(1, 2 * f, 2), np.arange(f)
+    places = {"interleaved": (even, odd), "interleaved_cos_first": (odd, even), "split": (lower, lower + f)}
+    for name, (sines, cosines) in places.items():
+        if np.array_equal(sin_cols, sines) and np.array_equal(cos_cols, cosines):
+            return _native.ROW_LAYOUTS[name]
+    return None
+
+
 def _sinusoidal_range(
     start: int,
     n: int,
@@ -189,12 +206,19 @@ def _sinusoidal_range(
     the interleaved layout with even ``d`` the complex result *is* the row, written straight into
     the output and cast by the multiply itself; other layouts copy their columns out of a
     cache-sized scratch. Every layout does the same arithmetic, so layouts are exact permutations.
+    Where the compiled loop of :mod:`posenc._native` is built, the products, the rounding and the
+    placement of the built-in layouts with even ``d`` are one pass over the output instead.
     """
     dim, f = sin_cols.size + cos_cols.size, w.size
     b = math.isqrt(n - 1) + 1
     n_blocks = -(-n // b)
     # fine i·conj(e^(iθ)) = sin θ + i·cos θ: its float64 view holds (sin, cos) pairs, the interleaved row.
     fine, coarse = _expi_ranges(w, (0.0, 1.0, b, True), (float(start), float(b), n_blocks, False))
+    native_layout = _native_row_layout(sin_cols, cos_cols)
+    if _native.kernels is not None and native_layout is not None and dtype in _NATIVE_DTYPES:
+        out = np.empty((n, dim), dtype=dtype)
+        _native.expi_rows(out.ctypes.data, _NATIVE_DTYPES[dtype], native_layout, n, dim, fine, coarse)
+        return out
     src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]
     src[sin_cols], src[cos_cols] = 2 * np.arange(sin_cols.size), 2 * np.arange(cos_cols.size) + 1
     identity = np.array_equal(src, np.arange(dim))

@@ -38,7 +38,7 @@ import numbers
 
 import torch
 
-from posenc import spectrum
+from posenc import _native, spectrum
 
 _DIRECT_ROWS = 64
 """Ranges of at most this many positions form every angle directly."""
@@ -210,6 +210,9 @@ def _block_bytes(total: int) -> int:
     return max(_BLOCK_BYTES, -(-total // 2))
 
 
+_NATIVE_DTYPES = {torch.float32: _native.F32, torch.float64: _native.F64}
+
+
 def _expi_doubling(start: float, step: float, n: int, w: torch.Tensor) -> torch.Tensor:
     """``exp(i·(start + step·r)·w)``, ``r < n``, ``[n, f]`` complex128, by doubling.
 
@@ -237,7 +240,8 @@ def _range_interleaved(
     Pair ``i`` of row ``q·b + j`` is ``z = (sin(j·w_i) + i·cos(j·w_i))·(cos(t_q·w_i) − i·sin(t_q·w_i))
     = sin((t_q + j)·w_i) + i·cos((t_q + j)·w_i)``: one float64 complex multiply gives both entries,
     stored as they fall (``(re, im)`` is the ``(sin, cos)`` pair) and rounded once to ``dtype`` by
-    the multiply itself, one cache-sized block of rows at a time.
+    the multiply itself, one cache-sized block of rows at a time; on the CPU, where it is built, by
+    the compiled loop of :mod:`posenc._native` in one pass.
     """
     f = w.shape[0]
     b = math.isqrt(n - 1) + 1
@@ -246,6 +250,13 @@ def _range_interleaved(
     fine = torch.complex(fine.imag, fine.real)  # i·conj(e^(ia)) = sin a + i·cos a
     coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
+    native_dtype = _NATIVE_DTYPES.get(dtype)
+    if _native.kernels is not None and w.device.type == "cpu" and native_dtype is not None:
+        _native.expi_rows(
+            out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, fine.numpy(),
+            coarse.numpy(), _native.threads(out.numel(), torch.get_num_threads()),
+        )  # fmt: skip
+        return out
     complex_dtype = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
     per_chunk = max(1, _block_bytes(16 * n * f) // (16 * b * f))
     scratch = None

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from posenc import _validate, spectrum
+from posenc import _native, _validate, spectrum
 from posenc.nn import _positions, rope_types
 from posenc.nn.contracts import PositionContext, RotaryContract
 from posenc.nn.functional import sincos
@@ -93,46 +93,49 @@ def _rotation_expr(
     return torch.stack([o_a, o_b], dim=-1).flatten(-2)
 
 
+def _cached(
+    cos: torch.Tensor, sin: torch.Tensor, key: tuple[Any, ...], build: Callable[[], _Derived]
+) -> _Derived:
+    """``build()``, a table derived from ``cos``/``sin``, kept for the last few calls while those tensors
+    are alive and unmodified (checked by identity and version counter): a module's cached tables
+    are checked and converted once, not at every call."""
+    versions = (int(cos._version), int(sin._version))
+    for ref_cos, ref_sin, entry_versions, entry_key, cached in _DERIVED:
+        if entry_key == key and ref_cos() is cos and ref_sin() is sin and entry_versions == versions:
+            return cached  # type: ignore[no-any-return]
+    table = build()
+    _DERIVED.insert(0, (weakref.ref(cos), weakref.ref(sin), versions, key, table))
+    del _DERIVED[8:]
+    return table
+
+
+_Derived = TypeVar("_Derived")
+
+_DERIVED: list[
+    tuple[weakref.ref[torch.Tensor], weakref.ref[torch.Tensor], tuple[int, int], tuple[Any, ...], Any]
+] = []
+"""Recent :func:`_cached` results: ``(weakref cos, weakref sin, versions, key, table)``."""
+
+
 def _pair_table(
     cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
 ) -> torch.Tensor | None:
     """What the fast kernels need of a rotation table (both columns of every pair equal), or ``None``
     for other tables: ``adjacent``, the ``[s, r/2]`` complex rotor ``c ± i·s`` in the complex dtype of
     ``work``; ``half_split``, the contiguous ``[s, r/2]`` sines (the addends' inner loops then read
-    one contiguous table instead of a strided half).
-
-    The last few results are kept while their ``cos``/``sin`` tensors are alive and unmodified
-    (checked by identity and version counter), so a module's cached tables are checked and
-    converted once, not at every call.
+    one contiguous table instead of a strided half). Cached (:func:`_cached`).
     """
-    key = (layout, inverse, work)
-    versions = (int(cos._version), int(sin._version))
-    for ref_cos, ref_sin, entry_versions, entry_key, cached in _PAIR_TABLES:
-        if entry_key == key and ref_cos() is cos and ref_sin() is sin and entry_versions == versions:
-            return cached
-    (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
-    table: torch.Tensor | None = None
-    if torch.equal(c_a, c_b) and torch.equal(s_a, s_b):
+
+    def build() -> torch.Tensor | None:
+        (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
+        if not (torch.equal(c_a, c_b) and torch.equal(s_a, s_b)):
+            return None
         if layout == "half_split":
-            table = s_a.contiguous()
-        else:
-            s_a = s_a.to(work)
-            table = torch.complex(c_a.to(work), -s_a if inverse else s_a)
-    _PAIR_TABLES.insert(0, (weakref.ref(cos), weakref.ref(sin), versions, key, table))
-    del _PAIR_TABLES[6:]
-    return table
+            return s_a.contiguous()
+        s_a = s_a.to(work)
+        return torch.complex(c_a.to(work), -s_a if inverse else s_a)
 
-
-_PAIR_TABLES: list[
-    tuple[
-        weakref.ref[torch.Tensor],
-        weakref.ref[torch.Tensor],
-        tuple[int, int],
-        tuple[str, bool, torch.dtype],
-        torch.Tensor | None,
-    ]
-] = []
-"""Recent :func:`_pair_table` results: ``(weakref cos, weakref sin, versions, key, table)``."""
+    return _cached(cos, sin, ("pair", layout, inverse, work), build)
 
 
 def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor) -> None:
@@ -161,6 +164,79 @@ def _blocks(t: torch.Tensor, lead_step: int, seq_step: int) -> list[torch.Tensor
     return [blk for rows in t.split(lead_step, 0) for blk in rows.split(seq_step, -2)]
 
 
+_NATIVE_DTYPES = {torch.float32: _native.F32, torch.float64: _native.F64, torch.bfloat16: _native.BF16}
+
+
+def _native_ok(x: torch.Tensor) -> bool:
+    """Whether the compiled loop of :mod:`posenc._native` can rotate ``x``: built, CPU, float32/float64/
+    bfloat16, unit stride along the last dim."""
+    return (
+        _native.kernels is not None
+        and x.device.type == "cpu"
+        and x.dtype in _NATIVE_DTYPES
+        and x.stride(-1) == 1
+        and x.dim() >= 2
+    )
+
+
+def _native_tables(
+    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work``: with ``paired``,
+    ``[s, r/2]``, one value per pair (when both columns of every pair are equal: half the table
+    traffic), else ``[s, r]`` in ``layout``. The loop computes ``out_a = x_a·c_a − x_b·s_a``,
+    ``out_b = x_b·c_b + x_a·s_b``; ``Rᵀ = [[c_a, s_b], [−s_a, c_b]]`` (``inverse``) is that form with the
+    sines ``(−s_b, −s_a)``. Cached (:func:`_cached`)."""
+
+    def build() -> tuple[torch.Tensor, torch.Tensor, bool]:
+        (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
+        if torch.equal(c_a, c_b) and torch.equal(s_a, s_b):
+            s_w = s_a.to(work)
+            return c_a.to(work).contiguous(), (-s_w if inverse else s_w).contiguous(), True
+        sin_w = sin.to(work)
+        if inverse:
+            s_a, s_b = _pairs(sin_w, layout)
+            sin_w = torch.empty_like(sin_w)
+            o_a, o_b = _pairs(sin_w, layout)
+            torch.neg(s_b, out=o_a)
+            torch.neg(s_a, out=o_b)
+        return cos.to(work).contiguous(), sin_w.contiguous(), False
+
+    return _cached(cos, sin, ("native", layout, inverse, work), build)
+
+
+def _rotate_native(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> torch.Tensor | None:
+    """``R x`` (``Rᵀ x``) by the compiled loop, one pass over ``x`` (all dims ``r …`` copied), or ``None``
+    where it does not apply (:func:`_native_ok`; more than two leading dims that cannot be merged)."""
+    if not _native_ok(x):
+        return None
+    out = torch.empty_like(x)
+    if out.stride(-1) != 1:
+        return None
+    if x.numel() == 0:
+        return out
+    xs, os_ = x, out
+    if x.dim() > 4:
+        try:
+            xs, os_ = x.view(-1, *x.shape[-3:]), out.view(-1, *x.shape[-3:])
+        except RuntimeError:  # leading dims that cannot be merged without a copy
+            return None
+    while xs.dim() < 4:
+        xs, os_ = xs.unsqueeze(0), os_.unsqueeze(0)
+    work = torch.float64 if x.dtype == torch.float64 else torch.float32
+    c, s_, paired = _native_tables(cos, sin, layout, inverse, work)
+    n0, n1, seq, d = xs.shape
+    assert _native.kernels is not None
+    _native.kernels.rotate(
+        xs.data_ptr(), os_.data_ptr(), c.data_ptr(), s_.data_ptr(), _NATIVE_DTYPES[x.dtype],
+        _native.ROTARY_LAYOUTS[layout], n0, n1, seq, d, cos.shape[-1], *xs.stride()[:3], *os_.stride()[:3],
+        c.stride(0), int(paired), _native.threads(x.numel(), torch.get_num_threads()),
+    )  # fmt: skip
+    return out
+
+
 def _rotate_compiled(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> torch.Tensor:
@@ -168,10 +244,12 @@ def _rotate_compiled(
     inverse rotation, traced the same way).
 
     ``half_split`` (and everything under ``torch.export``): the real expression :func:`_rotation_expr`,
-    which the compiler fuses into one loop. ``adjacent``: the compiler's code for stride-2 pairs is
-    slower than eager's complex multiply (every formulation tried: stack, cat, flip of the pairs), and
-    a complex multiply in the graph must rebuild the rotor from the tables at every call, so the eager
-    kernel runs as the opaque operator ``posenc::rotate`` (its rotor cached as in eager mode).
+    which the compiler fuses into one loop (on the CPU it measured faster than the native loop of
+    :func:`_rotate_native`, which reads two tables). ``adjacent``: the compiler's code for stride-2
+    pairs is slower than eager's complex multiply (every formulation tried: stack, cat, flip of the
+    pairs), and a complex multiply in the graph must rebuild the rotor from the tables at every call,
+    so the eager kernel runs as the opaque operator ``posenc::rotate`` (its rotor cached as in eager
+    mode).
     """
     r = cos.shape[-1]
     if layout == "adjacent" and not torch.compiler.is_exporting():
@@ -202,7 +280,10 @@ def _rotate(
     """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
 
     Eager, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over
-    all of ``x`` (a single pass). Otherwise blocks of rows and of positions of about
+    all of ``x`` (a single pass; torch's complex kernel reads one interleaved rotor, which measured
+    faster than the native loop's two tables). Otherwise, where it applies, the compiled loop of
+    :mod:`posenc._native` (:func:`_rotate_native`: ``half_split``, bfloat16, partial rotary, strided
+    ``x``). Otherwise blocks of rows and of positions of about
     :data:`_CHUNK_BYTES`, each worked on while it is in the cache: half precision upcast, complex
     multiply, rounded back (``adjacent``), or the pair arithmetic (one multiply, two multiply-adds;
     ``half_split`` halves are contiguous). Under ``torch.compile``: :func:`_rotate_compiled`.
@@ -215,6 +296,9 @@ def _rotate(
         out = torch.empty_like(x)
         _rotate_complex_into(out, x, rotor)
         return out
+    native = _rotate_native(x, cos, sin, layout, inverse)
+    if native is not None:
+        return native
     out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])

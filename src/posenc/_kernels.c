@@ -1,0 +1,304 @@
+/* Fused loops for posenc's two memory-bound hot paths, each one pass over its output.
+ *
+ * rotate     out = R x for rotary pairs (Su et al. 2021, RoFormer, eq. 34):
+ *              out_a = x_a·cos_a − x_b·sin_a,   out_b = x_b·cos_b + x_a·sin_b
+ *            with pair i = (i, i + r/2) ("half_split") or (2i, 2i + 1) ("adjacent"), cos/sin
+ *            [s, r] tables in the pair layout, or [s, r/2] ("paired": one value per pair);
+ *            columns r … d−1 are copied. float32 and bfloat16
+ *            work in float32 (bfloat16 rounded once, to nearest even), float64 in float64.
+ * expi_rows  rows of the sinusoidal table by the angle addition formula (Vaswani et al. 2017, §3.5):
+ *            row q·b + j, pair i, is z = fine[j, i]·coarse[q, i], a float64 complex product (real and
+ *            imaginary parts in separate [b, f] / [⌈n/b⌉, f] arrays, so the loads are contiguous), its
+ *            (Re z, Im z) rounded once to the output dtype and stored as the layout places them.
+ *
+ * No Python objects cross the boundary: the caller validates shapes, strides and dtypes and passes
+ * data pointers and sizes. Work is split over rows between `threads` POSIX threads (one on Windows);
+ * the GIL is released meanwhile. Hot loops are compiled for x86-64-v4/v3 and baseline, chosen at
+ * load time, where GCC's target_clones is available.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define HAVE_STREAM 1
+#endif
+#ifndef _WIN32
+#include <pthread.h>
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CLONES
+#endif
+
+enum { F32 = 0, F64 = 1, BF16 = 2 };
+enum { ADJACENT = 0, HALF_SPLIT = 1 };
+enum { INTERLEAVED = 0, SWAPPED = 1, SPLIT = 2 };
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) { /* round to nearest even; NaN stays NaN (quiet) */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* Copy n bytes to dst by non-temporal stores that bypass the cache (no read of the destination
+ * lines first), for outputs much larger than the cache, as glibc's memcpy does; plain copy elsewhere. */
+static void stream_bytes(char *dst, const char *src, size_t n) {
+#ifdef HAVE_STREAM
+    size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+    if (head > n) head = n;
+    memcpy(dst, src, head);
+    dst += head, src += head, n -= head;
+    for (; n >= 16; dst += 16, src += 16, n -= 16)
+        _mm_stream_si128((__m128i *)dst, _mm_loadu_si128((const __m128i *)src));
+#endif
+    memcpy(dst, src, n);
+}
+
+static inline void fence_if_streamed(int stream) { /* make streamed stores visible before returning */
+#ifdef HAVE_STREAM
+    if (stream) _mm_sfence();
+#endif
+    (void)stream;
+}
+
+/* ---- rotate ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *x;
+    char *out;
+    const char *cos, *sin;
+    int dtype, layout;
+    Py_ssize_t n0, n1, s, d, r;
+    Py_ssize_t xs0, xs1, xs2, os0, os1, os2, ts; /* strides in elements */
+    int paired; /* cos, sin hold one value per pair: [s, r/2] */
+} rotate_args;
+
+/* One row of `r` rotated dims, each x loaded as the work type W by LD and stored by ST. The pointers
+ * are restrict parameters, so the compiler vectorizes without run-time alias checks. Tables: `c`,
+ * `sn` hold r values per position in the pair layout, or with `paired` h = r/2, one per pair (both
+ * columns of a pair equal: half the table traffic, the common case). */
+#define ROTATE_ROW_FNS(NAME, T, W, LD, ST)                                                          \
+    static inline __attribute__((always_inline)) void NAME##_half(                               \
+        const T *restrict x, T *restrict o, const W *restrict c, const W *restrict sn, Py_ssize_t h, \
+        int paired) {                                                                             \
+        const W *restrict cb = paired ? c : c + h, *restrict sb = paired ? sn : sn + h;           \
+        for (Py_ssize_t i = 0; i < h; i++) {                                                      \
+            const W xa = LD(x[i]), xb = LD(x[h + i]);                                             \
+            o[i] = ST(xa * c[i] - xb * sn[i]);                                                    \
+            o[h + i] = ST(xb * cb[i] + xa * sb[i]);                                               \
+        }                                                                                         \
+    }                                                                                             \
+    static inline __attribute__((always_inline)) void NAME##_adjacent(                           \
+        const T *restrict x, T *restrict o, const W *restrict c, const W *restrict sn, Py_ssize_t h, \
+        int paired) {                                                                             \
+        if (paired) {                                                                             \
+            for (Py_ssize_t i = 0; i < h; i++) {                                                  \
+                const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                 \
+                o[2 * i] = ST(xa * c[i] - xb * sn[i]);                                            \
+                o[2 * i + 1] = ST(xb * c[i] + xa * sn[i]);                                        \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
+        for (Py_ssize_t i = 0; i < h; i++) {                                                      \
+            const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                     \
+            o[2 * i] = ST(xa * c[2 * i] - xb * sn[2 * i]);                                        \
+            o[2 * i + 1] = ST(xb * c[2 * i + 1] + xa * sn[2 * i + 1]);                            \
+        }                                                                                         \
+    }                                                                                             \
+    CLONES static void NAME##_rows(const rotate_args *a, Py_ssize_t lo, Py_ssize_t hi) {          \
+        const Py_ssize_t h = a->r / 2;                                                            \
+        Py_ssize_t t = lo % a->s, i1 = lo / a->s % a->n1, i0 = lo / a->s / a->n1;                 \
+        for (Py_ssize_t row = lo; row < hi; row++, t = t + 1 < a->s ? t + 1 : 0) {                \
+            if (t == 0 && row > lo && ++i1 == a->n1) i1 = 0, i0++;                                \
+            const T *x = (const T *)a->x + i0 * a->xs0 + i1 * a->xs1 + t * a->xs2;                \
+            T *o = (T *)a->out + i0 * a->os0 + i1 * a->os1 + t * a->os2;                          \
+            const W *c = (const W *)a->cos + t * a->ts, *sn = (const W *)a->sin + t * a->ts;      \
+            if (a->layout == HALF_SPLIT)                                                          \
+                NAME##_half(x, o, c, sn, h, a->paired);                                           \
+            else                                                                                  \
+                NAME##_adjacent(x, o, c, sn, h, a->paired);                                       \
+            if (a->r < a->d) memcpy(o + a->r, x + a->r, (size_t)(a->d - a->r) * sizeof(T));      \
+        }                                                                                         \
+    }
+
+#define SAME(v) (v)
+ROTATE_ROW_FNS(rotate_f32, float, float, SAME, SAME)
+ROTATE_ROW_FNS(rotate_f64, double, double, SAME, SAME)
+ROTATE_ROW_FNS(rotate_bf16, uint16_t, float, bf16_to_f32, f32_to_bf16)
+
+static void rotate_rows(const void *args, Py_ssize_t lo, Py_ssize_t hi) {
+    const rotate_args *a = (const rotate_args *)args;
+    if (a->dtype == F32)
+        rotate_f32_rows(a, lo, hi);
+    else if (a->dtype == F64)
+        rotate_f64_rows(a, lo, hi);
+    else
+        rotate_bf16_rows(a, lo, hi);
+}
+
+/* ---- expi_rows --------------------------------------------------------------------------- */
+
+typedef struct {
+    char *out;
+    int dtype, layout;
+    Py_ssize_t b, f, ld;
+    const double *fine_re, *fine_im, *coarse_re, *coarse_im; /* [b, f] and [⌈n/b⌉, f], row-major */
+    int stream; /* rows are built in a scratch row and streamed out (stream_bytes) */
+} expi_args;
+
+/* Row `row` = q·b + j: z_i = fine[j, i]·coarse[q, i]; its (Re, Im) stored as `layout` places them. */
+#define EXPI_BODY(T)                                                                              \
+    const Py_ssize_t f = a->f;                                                                    \
+    T *scratch = a->stream ? (T *)malloc(2 * (size_t)f * sizeof(T) + 1) : NULL;                   \
+    Py_ssize_t j = lo % a->b, q = lo / a->b;                                                      \
+    for (Py_ssize_t row = lo; row < hi; row++, j = j + 1 < a->b ? j + 1 : (q++, 0)) {             \
+        const double *restrict fr = a->fine_re + j * f, *restrict fm = a->fine_im + j * f;        \
+        const double *restrict cr = a->coarse_re + q * f, *restrict cm = a->coarse_im + q * f;    \
+        T *restrict o = scratch ? scratch : (T *)a->out + row * a->ld;                            \
+        if (a->layout == SPLIT) {                                                                 \
+            for (Py_ssize_t i = 0; i < f; i++) {                                                  \
+                o[i] = (T)(fr[i] * cr[i] - fm[i] * cm[i]);                                        \
+                o[f + i] = (T)(fr[i] * cm[i] + fm[i] * cr[i]);                                    \
+            }                                                                                     \
+        } else if (a->layout == SWAPPED) {                                                        \
+            for (Py_ssize_t i = 0; i < f; i++) {                                                  \
+                o[2 * i + 1] = (T)(fr[i] * cr[i] - fm[i] * cm[i]);                                \
+                o[2 * i] = (T)(fr[i] * cm[i] + fm[i] * cr[i]);                                    \
+            }                                                                                     \
+        } else {                                                                                  \
+            for (Py_ssize_t i = 0; i < f; i++) {                                                  \
+                o[2 * i] = (T)(fr[i] * cr[i] - fm[i] * cm[i]);                                    \
+                o[2 * i + 1] = (T)(fr[i] * cm[i] + fm[i] * cr[i]);                                \
+            }                                                                                     \
+        }                                                                                         \
+        if (scratch)                                                                              \
+            stream_bytes((char *)((T *)a->out + row * a->ld), (const char *)scratch,              \
+                         2 * (size_t)f * sizeof(T));                                              \
+    }                                                                                             \
+    free(scratch);                                                                                \
+    fence_if_streamed(a->stream);
+
+CLONES static void expi_f32_rows(const expi_args *a, Py_ssize_t lo, Py_ssize_t hi) { EXPI_BODY(float) }
+
+CLONES static void expi_f64_rows(const expi_args *a, Py_ssize_t lo, Py_ssize_t hi) { EXPI_BODY(double) }
+
+static void expi_rows_any(const void *args, Py_ssize_t lo, Py_ssize_t hi) {
+    const expi_args *a = (const expi_args *)args;
+    if (a->dtype == F32)
+        expi_f32_rows(a, lo, hi);
+    else
+        expi_f64_rows(a, lo, hi);
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+typedef void (*rows_fn)(const void *, Py_ssize_t, Py_ssize_t);
+
+typedef struct {
+    rows_fn fn;
+    const void *args;
+    Py_ssize_t lo, hi;
+} span;
+
+#ifndef _WIN32
+static void *run_span(void *p) {
+    const span *sp = (const span *)p;
+    sp->fn(sp->args, sp->lo, sp->hi);
+    return NULL;
+}
+#endif
+
+#define MAX_THREADS 64
+
+/* fn over rows 0 … n−1 in `threads` contiguous spans, the first on the calling thread. */
+static void parallel_rows(rows_fn fn, const void *args, Py_ssize_t n, int threads) {
+#ifndef _WIN32
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads > n) threads = (int)n;
+    if (threads > 1) {
+        span spans[MAX_THREADS];
+        pthread_t ids[MAX_THREADS];
+        int started[MAX_THREADS] = {0};
+        for (int k = 0; k < threads; k++)
+            spans[k] = (span){fn, args, n * k / threads, n * (k + 1) / threads};
+        for (int k = 1; k < threads; k++) started[k] = pthread_create(&ids[k], NULL, run_span, &spans[k]) == 0;
+        run_span(&spans[0]);
+        for (int k = 1; k < threads; k++) {
+            if (started[k])
+                pthread_join(ids[k], NULL);
+            else /* no thread to be had: do its span here */
+                run_span(&spans[k]);
+        }
+        return;
+    }
+#endif
+    (void)threads;
+    fn(args, 0, n);
+}
+
+/* ---- Python entry points ----------------------------------------------------------------- */
+
+static void *as_ptr(unsigned long long p) { return (void *)(uintptr_t)p; }
+
+static PyObject *py_rotate(PyObject *self, PyObject *args) {
+    unsigned long long x, out, cos, sin;
+    int dtype, layout, paired, threads;
+    Py_ssize_t n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KKKKiinnnnnnnnnnnnii", &x, &out, &cos, &sin, &dtype, &layout, &n0, &n1, &s,
+                          &d, &r, &xs0, &xs1, &xs2, &os0, &os1, &os2, &ts, &paired, &threads))
+        return NULL;
+    if (dtype < F32 || dtype > BF16 || layout < ADJACENT || layout > HALF_SPLIT || r < 0 || r > d || r % 2 ||
+        n0 < 0 || n1 < 1 || s < 1) {
+        PyErr_SetString(PyExc_ValueError, "rotate: invalid dtype, layout or sizes");
+        return NULL;
+    }
+    rotate_args a = {(const char *)as_ptr(x), (char *)as_ptr(out), (const char *)as_ptr(cos),
+                     (const char *)as_ptr(sin), dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired};
+    Py_BEGIN_ALLOW_THREADS parallel_rows(rotate_rows, &a, n0 * n1 * s, threads);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
+    unsigned long long out, fine_re, fine_im, coarse_re, coarse_im;
+    int dtype, layout, threads, stream;
+    Py_ssize_t n, b, f, ld;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KiinnnnKKKKii", &out, &dtype, &layout, &n, &b, &f, &ld, &fine_re, &fine_im,
+                          &coarse_re, &coarse_im, &threads, &stream))
+        return NULL;
+    if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 0 || b < 1 || f < 0) {
+        PyErr_SetString(PyExc_ValueError, "expi_rows: invalid dtype, layout or sizes");
+        return NULL;
+    }
+    expi_args a = {(char *)as_ptr(out), dtype, layout, b, f, ld, (const double *)as_ptr(fine_re),
+                   (const double *)as_ptr(fine_im), (const double *)as_ptr(coarse_re),
+                   (const double *)as_ptr(coarse_im), stream};
+    Py_BEGIN_ALLOW_THREADS parallel_rows(expi_rows_any, &a, n, threads);
+    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"rotate", py_rotate, METH_VARARGS,
+     "rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired, threads)"},
+    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, threads, stream)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_kernels",
+                                    .m_doc = "Fused native loops of posenc (see posenc._native).",
+                                    .m_size = -1, .m_methods = methods};
+
+PyMODINIT_FUNC PyInit__kernels(void) { return PyModule_Create(&module); }

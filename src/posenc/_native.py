@@ -1,0 +1,84 @@
+"""posenc's optional compiled loops (the C extension ``posenc._kernels``), or ``None``.
+
+The extension is built at install time when a C compiler is available. Where it is missing, or
+when the environment variable ``POSENC_NATIVE=0`` is set, :data:`kernels` is ``None`` and posenc runs
+its pure NumPy/PyTorch code, which computes the same values (the tests compare the two).
+
+Its two loops (both single passes over their output; see ``_kernels.c``):
+
+* ``rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, threads,
+  stream)``:
+  rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`;
+* ``expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, threads, stream)``:
+  sinusoidal rows by the angle addition formula, called through :func:`expi_rows` by
+  :func:`posenc.sinusoidal` and the PyTorch tables.
+
+Arguments are data pointers, sizes and strides in elements; callers check them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+import numpy as np
+from numpy.typing import NDArray
+
+F32, F64, BF16 = 0, 1, 2
+"""The kernels' dtype codes: float32, float64, bfloat16 (bfloat16 works in float32)."""
+
+ROW_LAYOUTS = {"interleaved": 0, "interleaved_cos_first": 1, "split": 2}
+"""``expi_rows`` layout codes: ``(Re, Im)`` pairs, ``(Im, Re)`` pairs, or all ``Re`` then all ``Im``."""
+
+ROTARY_LAYOUTS = {"adjacent": 0, "half_split": 1}
+"""``rotate`` layout codes."""
+
+STREAM_BYTES = 16 << 20
+"""Outputs of at least this many bytes are written by non-temporal (streaming) stores: they would not
+stay in the cache anyway, and streaming skips reading every destination line before writing it."""
+
+_ITEM_BYTES = {F32: 4, F64: 8, BF16: 2}
+
+_MIN_PER_THREAD = 1 << 16
+"""Elements per thread below which a call does not start another thread."""
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("POSENC_NATIVE", "1").strip() == "0":
+        return None
+    try:
+        return importlib.import_module("posenc._kernels")
+    except ImportError:
+        return None
+
+
+kernels: ModuleType | None = _load()
+"""The extension module, or ``None`` (not built, or disabled by ``POSENC_NATIVE=0``)."""
+
+
+def threads(elements: int, available: int) -> int:
+    """How many threads a call over ``elements`` outputs should use, at most ``available``."""
+    return max(1, min(available, elements // _MIN_PER_THREAD))
+
+
+def expi_rows(
+    out: int, dtype: int, layout: int, n: int, ld: int, fine: NDArray[np.complex128],
+    coarse: NDArray[np.complex128], threads: int = 1,
+) -> None:  # fmt: skip
+    """Rows ``r < n`` of ``out`` (a pointer to ``dtype`` rows ``ld`` apart): row ``q·b + j`` holds
+    ``fine[j]·coarse[q]`` (complex128 products, ``[b, f]`` and ``[⌈n/b⌉, f]``) rounded to ``dtype``,
+    in ``layout`` (:data:`ROW_LAYOUTS`), streamed when the rows reach :data:`STREAM_BYTES`. Requires
+    :data:`kernels`."""
+    assert kernels is not None
+    b, f = fine.shape
+    parts = [np.ascontiguousarray(p) for p in (fine.real, fine.imag, coarse.real, coarse.imag)]
+    kernels.expi_rows(
+        out, dtype, layout, n, b, f, ld, *(p.ctypes.data for p in parts), threads,
+        streams(n * 2 * f * _ITEM_BYTES[dtype]),
+    )  # fmt: skip
+
+
+def streams(nbytes: int) -> int:
+    """The kernels' ``stream`` flag for an output of ``nbytes``: 1 from :data:`STREAM_BYTES` on."""
+    return int(nbytes >= STREAM_BYTES)

@@ -1,0 +1,190 @@
+"""The compiled loops of ``posenc._kernels`` against the pure NumPy/PyTorch code they replace and
+against float64 references: tables (the angle addition formula) and rotary (Su et al. 2021, eq. 34)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from posenc import _native, spectrum, tables
+
+torch = pytest.importorskip("torch")
+from posenc.nn import functional, rotary  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    _native.kernels is None,
+    reason="posenc._kernels is not built here (no C compiler at install time, or POSENC_NATIVE=0)",
+)
+
+
+@pytest.fixture
+def pure(monkeypatch: pytest.MonkeyPatch):
+    """Run a callable with the compiled loops switched off: the pure NumPy/PyTorch code."""
+
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(_native, "kernels", None)
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(9, 700),
+    half_dim=st.integers(1, 40),
+    start=st.sampled_from([0, 1, 977, 10**7 - 700]),
+    layout=st.sampled_from(spectrum.LAYOUTS),
+    dtype=st.sampled_from([np.float32, np.float64]),
+)
+def test_numpy_table_equals_the_pure_path(pure, n, half_dim, start, layout, dtype):
+    positions = np.arange(start, start + n, dtype=np.float64)
+    fast = tables.sinusoidal(positions, 2 * half_dim, layout=layout, dtype=dtype)
+    slow = pure(tables.sinusoidal, positions, 2 * half_dim, layout=layout, dtype=dtype)
+    if dtype is np.float32:
+        np.testing.assert_array_equal(fast, slow)  # the float64 products round to the same float32
+    else:  # NumPy's complex multiply may fuse a multiply-add: within one rounding (values ≤ 1)
+        assert np.abs(fast - slow).max() <= 2**-52
+    angles = np.multiply.outer(positions, spectrum.sinusoidal_frequencies(2 * half_dim))
+    sin_cols, cos_cols = spectrum.layout_columns(2 * half_dim, layout)
+    tol = 3.1e-8 if dtype is np.float32 else 1e-9  # float64: the direct angle t·w is off by ≤ 9.3e-10 at 1e7
+    assert np.abs(fast[:, sin_cols] - np.sin(angles)).max() <= tol
+    assert np.abs(fast[:, cos_cols] - np.cos(angles)).max() <= tol
+
+
+def test_large_numpy_table_is_streamed_and_still_exact(pure):
+    n = _native.STREAM_BYTES // (4 * 512) + 3  # float32 rows of 512: just past the streaming size
+    fast = tables.sinusoidal(n, 512, dtype=np.float32)
+    np.testing.assert_array_equal(fast, pure(tables.sinusoidal, n, 512, dtype=np.float32))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_torch_table_equals_the_pure_path(pure, threads, dtype):
+    w = torch.from_numpy(spectrum.geometric(128, 10000.0))
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        fast = functional._range_interleaved(float(10**7 - 5000), 1.0, 5000, w, dtype)
+        slow = pure(functional._range_interleaved, float(10**7 - 5000), 1.0, 5000, w, dtype)
+    finally:
+        torch.set_num_threads(previous)
+    assert (fast.double() - slow.double()).abs().max().item() <= (0 if dtype == torch.float32 else 2**-52)
+
+
+def _tables(s: int, r: int, layout: str, dtype: torch.dtype, general: bool):
+    theta = torch.rand(r // 2, dtype=torch.float64)
+    sin, cos = functional.sincos(s, theta, dtype=torch.float64, offset=1000)
+    cos, sin = rotary._layout_table(cos, layout), rotary._layout_table(sin, layout)
+    if general:  # the two columns of a pair differ: the loop reads full [s, r] tables
+        cos, sin = cos + 0.1 * torch.rand_like(cos), sin + 0.1 * torch.rand_like(sin)
+    return cos.to(dtype), sin.to(dtype)
+
+
+def _reference(x, cos, sin, layout, inverse):
+    r = cos.shape[-1]
+    rotated = rotary._rotation_expr(x.double()[..., :r], cos.double(), sin.double(), layout, inverse)
+    return torch.cat([rotated, x.double()[..., r:]], dim=-1)
+
+
+CASES = [  # shape, rotary dims, how x is laid out
+    ((2, 3, 17, 8), 8, "contiguous"),
+    ((2, 3, 17, 10), 6, "contiguous"),  # partial rotary: dims 6 … 9 copied
+    ((2, 3, 17, 8), 8, "transposed"),  # [b, s, h, d] storage seen as [b, h, s, d]
+    ((5, 16), 16, "contiguous"),
+    ((2, 2, 2, 7, 12), 8, "contiguous"),  # five dims, merged
+    ((2, 2, 2, 7, 12), 8, "unmergeable"),  # five dims that cannot be merged: falls back
+    ((2, 3, 17, 8), 8, "sliced"),
+]
+
+
+def _x(shape, how, dtype):
+    if how == "transposed":
+        b, h, s, d = shape
+        return torch.randn(b, s, h, d, dtype=torch.float64).transpose(1, 2).to(dtype)
+    if how == "unmergeable":
+        return (
+            torch.randn(*shape[:2], shape[3], shape[2], shape[4], dtype=torch.float64)
+            .transpose(2, 3)
+            .to(dtype)
+        )
+    if how == "sliced":
+        return torch.randn(*shape[:-2], shape[-2] + 5, shape[-1], dtype=torch.float64)[..., 2:-3, :].to(dtype)
+    return torch.randn(shape, dtype=torch.float64).to(dtype)
+
+
+@pytest.mark.parametrize("shape,r,how", CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("general", [False, True])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_rotation_matches_float64_and_the_pure_path(pure, shape, r, how, dtype, layout, general, inverse):
+    torch.manual_seed(hash((shape, how, layout, general, inverse)) % 2**31)
+    x = _x(shape, how, dtype)
+    cos, sin = _tables(shape[-2], r, layout, dtype, general)
+    fast = rotary._rotate(x, cos, sin, layout, inverse)
+    slow = pure(rotary._rotate, x, cos, sin, layout, inverse)
+    assert fast.shape == x.shape and fast.dtype == x.dtype and fast.stride() == slow.stride()
+    reference = _reference(x, cos, sin, layout, inverse)
+    eps = torch.finfo(dtype).eps
+    bound = 2 * eps * reference.abs().max().item()  # a product, a sum, one rounding to dtype
+    assert (fast.double() - reference).abs().max().item() <= bound
+    # The pure path (complex multiply, or addcmul, which may fuse a multiply-add): within one rounding.
+    # Bit-for-bit agreement where it matters (a slice rotates like the whole) is in test_rotary.py.
+    assert (fast.double() - slow.double()).abs().max().item() <= bound
+
+
+def test_bfloat16_keeps_nan_and_inf_and_rounds_to_nearest_even(pure):
+    cos, sin = torch.ones(1, 4, dtype=torch.bfloat16), torch.zeros(1, 4, dtype=torch.bfloat16)
+    x = torch.tensor([[float("nan"), 2.0, float("inf"), 1.0 + 2**-7]]).to(torch.bfloat16)
+    out = rotary._rotate(x, cos, sin, "adjacent", False)  # identity angle; inf·0 = nan reaches the partner
+    assert torch.isnan(out[0, 0]) and out[0, 2] == float("inf")
+    torch.testing.assert_close(
+        out, pure(rotary._rotate, x, cos, sin, "adjacent", False), rtol=0, atol=0, equal_nan=True
+    )
+    # 1·(1 + 2^-8) lies halfway between the bfloat16 neighbours 1 and 1 + 2^-7: rounds to the even, 1
+    halfway = torch.full((1, 2), 1.0 + 2**-8)
+    out = rotary._rotate(
+        torch.ones(1, 2, dtype=torch.bfloat16), halfway, torch.zeros(1, 2), "adjacent", False
+    )
+    assert out[0, 0].item() == 1.0
+    # (1 + 2^-7)·(1 + 2^-8) lies just above the halfway point 1 + 2^-7 + 2^-8: rounds up
+    above = torch.tensor([[0.0, 1.0 + 2**-7]], dtype=torch.bfloat16)
+    out = rotary._rotate(above, halfway, torch.zeros(1, 2), "adjacent", False)
+    assert out[0, 1].item() == 1.0 + 2**-6
+
+
+def test_two_threads_split_the_rows_without_changing_a_bit():
+    torch.manual_seed(0)
+    x = torch.randn(4, 8, 512, 64)  # 2^20 elements: several threads' worth
+    cos, sin = _tables(512, 64, "half_split", torch.float32, False)
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = rotary._rotate(x, cos, sin, "half_split", False)
+        torch.set_num_threads(2)
+        assert _native.threads(x.numel(), torch.get_num_threads()) == 2
+        two = rotary._rotate(x, cos, sin, "half_split", False)
+    finally:
+        torch.set_num_threads(previous)
+    torch.testing.assert_close(one, two, rtol=0, atol=0)
+
+
+def test_gradient_through_the_native_loop():
+    cos, sin = _tables(6, 8, "half_split", torch.float64, False)
+    x = torch.randn(2, 3, 6, 8, dtype=torch.float64, requires_grad=True)
+    assert rotary._native_ok(x)
+    assert torch.autograd.gradcheck(lambda t: rotary.apply_rotary(t, cos, sin, layout="half_split"), (x,))
+
+
+def test_env_switch_turns_the_loops_off():
+    code = "import posenc._native as n; print(n.kernels is None)"
+    env = {**os.environ, "POSENC_NATIVE": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
