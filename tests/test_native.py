@@ -160,22 +160,6 @@ def test_bfloat16_keeps_nan_and_inf_and_rounds_to_nearest_even(pure):
     assert out[0, 1].item() == 1.0 + 2**-6
 
 
-def test_two_threads_split_the_rows_without_changing_a_bit():
-    torch.manual_seed(0)
-    x = torch.randn(4, 8, 512, 64)  # 2^20 elements: several threads' worth
-    cos, sin = _tables(512, 64, "half_split", torch.float32, False)
-    previous = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        one = rotary._rotate(x, cos, sin, "half_split", False)
-        torch.set_num_threads(2)
-        assert _native.threads(x.numel(), torch.get_num_threads()) == 2
-        two = rotary._rotate(x, cos, sin, "half_split", False)
-    finally:
-        torch.set_num_threads(previous)
-    torch.testing.assert_close(one, two, rtol=0, atol=0)
-
-
 def test_gradient_through_the_native_loop():
     cos, sin = _tables(6, 8, "half_split", torch.float64, False)
     x = torch.randn(2, 3, 6, 8, dtype=torch.float64, requires_grad=True)

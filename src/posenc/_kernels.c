@@ -12,8 +12,8 @@
  *            (Re z, Im z) rounded once to the output dtype and stored as the layout places them.
  *
  * No Python objects cross the boundary: the caller validates shapes, strides and dtypes and passes
- * data pointers and sizes. Work is split over rows between `threads` POSIX threads (one on Windows);
- * the GIL is released meanwhile. Hot loops are compiled for x86-64-v4/v3 and baseline, chosen at
+ * data pointers and sizes; the GIL is released while a loop runs. Loops run on the calling thread:
+ * a second POSIX thread measured slower (its start-up, and the memory bandwidth both share). Hot loops are compiled for x86-64-v4/v3 and baseline, chosen at
  * load time, where GCC's target_clones is available.
  */
 #define PY_SSIZE_T_CLEAN
@@ -24,9 +24,6 @@
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
 #define HAVE_STREAM 1
-#endif
-#ifndef _WIN32
-#include <pthread.h>
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
@@ -203,63 +200,17 @@ static void expi_rows_any(const void *args, Py_ssize_t lo, Py_ssize_t hi) {
         expi_f64_rows(a, lo, hi);
 }
 
-/* ---- threads ----------------------------------------------------------------------------- */
-
-typedef void (*rows_fn)(const void *, Py_ssize_t, Py_ssize_t);
-
-typedef struct {
-    rows_fn fn;
-    const void *args;
-    Py_ssize_t lo, hi;
-} span;
-
-#ifndef _WIN32
-static void *run_span(void *p) {
-    const span *sp = (const span *)p;
-    sp->fn(sp->args, sp->lo, sp->hi);
-    return NULL;
-}
-#endif
-
-#define MAX_THREADS 64
-
-/* fn over rows 0 … n−1 in `threads` contiguous spans, the first on the calling thread. */
-static void parallel_rows(rows_fn fn, const void *args, Py_ssize_t n, int threads) {
-#ifndef _WIN32
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
-    if (threads > n) threads = (int)n;
-    if (threads > 1) {
-        span spans[MAX_THREADS];
-        pthread_t ids[MAX_THREADS];
-        int started[MAX_THREADS] = {0};
-        for (int k = 0; k < threads; k++)
-            spans[k] = (span){fn, args, n * k / threads, n * (k + 1) / threads};
-        for (int k = 1; k < threads; k++) started[k] = pthread_create(&ids[k], NULL, run_span, &spans[k]) == 0;
-        run_span(&spans[0]);
-        for (int k = 1; k < threads; k++) {
-            if (started[k])
-                pthread_join(ids[k], NULL);
-            else /* no thread to be had: do its span here */
-                run_span(&spans[k]);
-        }
-        return;
-    }
-#endif
-    (void)threads;
-    fn(args, 0, n);
-}
-
 /* ---- Python entry points ----------------------------------------------------------------- */
 
 static void *as_ptr(unsigned long long p) { return (void *)(uintptr_t)p; }
 
 static PyObject *py_rotate(PyObject *self, PyObject *args) {
     unsigned long long x, out, cos, sin;
-    int dtype, layout, paired, threads;
+    int dtype, layout, paired;
     Py_ssize_t n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KKKKiinnnnnnnnnnnnii", &x, &out, &cos, &sin, &dtype, &layout, &n0, &n1, &s,
-                          &d, &r, &xs0, &xs1, &xs2, &os0, &os1, &os2, &ts, &paired, &threads))
+    if (!PyArg_ParseTuple(args, "KKKKiinnnnnnnnnnnni", &x, &out, &cos, &sin, &dtype, &layout, &n0, &n1, &s,
+                          &d, &r, &xs0, &xs1, &xs2, &os0, &os1, &os2, &ts, &paired))
         return NULL;
     if (dtype < F32 || dtype > BF16 || layout < ADJACENT || layout > HALF_SPLIT || r < 0 || r > d || r % 2 ||
         n0 < 0 || n1 < 1 || s < 1) {
@@ -268,17 +219,17 @@ static PyObject *py_rotate(PyObject *self, PyObject *args) {
     }
     rotate_args a = {(const char *)as_ptr(x), (char *)as_ptr(out), (const char *)as_ptr(cos),
                      (const char *)as_ptr(sin), dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired};
-    Py_BEGIN_ALLOW_THREADS parallel_rows(rotate_rows, &a, n0 * n1 * s, threads);
+    Py_BEGIN_ALLOW_THREADS rotate_rows(&a, 0, n0 * n1 * s);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
     unsigned long long out, fine_re, fine_im, coarse_re, coarse_im;
-    int dtype, layout, threads, stream;
+    int dtype, layout, stream;
     Py_ssize_t n, b, f, ld;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KiinnnnKKKKii", &out, &dtype, &layout, &n, &b, &f, &ld, &fine_re, &fine_im,
-                          &coarse_re, &coarse_im, &threads, &stream))
+    if (!PyArg_ParseTuple(args, "KiinnnnKKKKi", &out, &dtype, &layout, &n, &b, &f, &ld, &fine_re, &fine_im,
+                          &coarse_re, &coarse_im, &stream))
         return NULL;
     if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 0 || b < 1 || f < 0) {
         PyErr_SetString(PyExc_ValueError, "expi_rows: invalid dtype, layout or sizes");
@@ -287,14 +238,14 @@ static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
     expi_args a = {(char *)as_ptr(out), dtype, layout, b, f, ld, (const double *)as_ptr(fine_re),
                    (const double *)as_ptr(fine_im), (const double *)as_ptr(coarse_re),
                    (const double *)as_ptr(coarse_im), stream};
-    Py_BEGIN_ALLOW_THREADS parallel_rows(expi_rows_any, &a, n, threads);
+    Py_BEGIN_ALLOW_THREADS expi_rows_any(&a, 0, n);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
-     "rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired, threads)"},
-    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, threads, stream)"},
+     "rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
+    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_kernels",

@@ -6,14 +6,14 @@ its pure NumPy/PyTorch code, which computes the same values (the tests compare t
 
 Its two loops (both single passes over their output; see ``_kernels.c``):
 
-* ``rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, threads,
-  stream)``:
+* ``rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)``:
   rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`;
-* ``expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, threads, stream)``:
+* ``expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)``:
   sinusoidal rows by the angle addition formula, called through :func:`expi_rows` by
   :func:`posenc.sinusoidal` and the PyTorch tables.
 
-Arguments are data pointers, sizes and strides in elements; callers check them.
+Arguments are data pointers, sizes and strides in elements; callers check them. Both loops run on
+the calling thread: a second thread measured slower on the 2-core machine of ``benchmarks/``.
 """
 
 from __future__ import annotations
@@ -40,9 +40,6 @@ stay in the cache anyway, and streaming skips reading every destination line bef
 
 _ITEM_BYTES = {F32: 4, F64: 8, BF16: 2}
 
-_MIN_PER_THREAD = 1 << 16
-"""Elements per thread below which a call does not start another thread."""
-
 
 def _load() -> ModuleType | None:
     if os.environ.get("POSENC_NATIVE", "1").strip() == "0":
@@ -57,14 +54,9 @@ kernels: ModuleType | None = _load()
 """The extension module, or ``None`` (not built, or disabled by ``POSENC_NATIVE=0``)."""
 
 
-def threads(elements: int, available: int) -> int:
-    """How many threads a call over ``elements`` outputs should use, at most ``available``."""
-    return max(1, min(available, elements // _MIN_PER_THREAD))
-
-
 def expi_rows(
     out: int, dtype: int, layout: int, n: int, ld: int, fine: NDArray[np.complex128],
-    coarse: NDArray[np.complex128], threads: int = 1,
+    coarse: NDArray[np.complex128],
 ) -> None:  # fmt: skip
     """Rows ``r < n`` of ``out`` (a pointer to ``dtype`` rows ``ld`` apart): row ``q·b + j`` holds
     ``fine[j]·coarse[q]`` (complex128 products, ``[b, f]`` and ``[⌈n/b⌉, f]``) rounded to ``dtype``,
@@ -74,7 +66,7 @@ def expi_rows(
     b, f = fine.shape
     parts = [np.ascontiguousarray(p) for p in (fine.real, fine.imag, coarse.real, coarse.imag)]
     kernels.expi_rows(
-        out, dtype, layout, n, b, f, ld, *(p.ctypes.data for p in parts), threads,
+        out, dtype, layout, n, b, f, ld, *(p.ctypes.data for p in parts),
         streams(n * 2 * f * _ITEM_BYTES[dtype]),
     )  # fmt: skip
 

@@ -252,7 +252,7 @@ def _range_interleaved(
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
     native_dtype = _NATIVE_DTYPES.get(dtype)
     if _native.kernels is not None and w.device.type == "cpu" and native_dtype is not None:
-        _native.expi_rows(  # one thread: the loop already waits on memory, a second only adds start-up
+        _native.expi_rows(
             out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, fine.numpy(),
             coarse.numpy(),
         )  # fmt: skip

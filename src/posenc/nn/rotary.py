@@ -232,7 +232,7 @@ def _rotate_native(
     _native.kernels.rotate(
         xs.data_ptr(), os_.data_ptr(), c.data_ptr(), s_.data_ptr(), _NATIVE_DTYPES[x.dtype],
         _native.ROTARY_LAYOUTS[layout], n0, n1, seq, d, cos.shape[-1], *xs.stride()[:3], *os_.stride()[:3],
-        c.stride(0), int(paired), _native.threads(x.numel(), torch.get_num_threads()),
+        c.stride(0), int(paired),
     )  # fmt: skip
     return out
 
