@@ -136,8 +136,7 @@ ROTATE_ROW_FNS(rotate_f32, float, float, SAME, SAME)
 ROTATE_ROW_FNS(rotate_f64, double, double, SAME, SAME)
 ROTATE_ROW_FNS(rotate_bf16, uint16_t, float, bf16_to_f32, f32_to_bf16)
 
-static void rotate_rows(const void *args, Py_ssize_t lo, Py_ssize_t hi) {
-    const rotate_args *a = (const rotate_args *)args;
+static void rotate_rows(const rotate_args *a, Py_ssize_t lo, Py_ssize_t hi) {
     if (a->dtype == F32)
         rotate_f32_rows(a, lo, hi);
     else if (a->dtype == F64)
@@ -192,8 +191,7 @@ CLONES static void expi_f32_rows(const expi_args *a, Py_ssize_t lo, Py_ssize_t h
 
 CLONES static void expi_f64_rows(const expi_args *a, Py_ssize_t lo, Py_ssize_t hi) { EXPI_BODY(double) }
 
-static void expi_rows_any(const void *args, Py_ssize_t lo, Py_ssize_t hi) {
-    const expi_args *a = (const expi_args *)args;
+static void expi_rows_any(const expi_args *a, Py_ssize_t lo, Py_ssize_t hi) {
     if (a->dtype == F32)
         expi_f32_rows(a, lo, hi);
     else

@@ -40,6 +40,17 @@ stay in the cache anyway, and streaming skips reading every destination line bef
 
 _ITEM_BYTES = {F32: 4, F64: 8, BF16: 2}
 
+_DTYPES = {
+    "rotate": {"float32": F32, "float64": F64, "bfloat16": BF16},
+    "expi_rows": {"float32": F32, "float64": F64},
+}
+
+
+def dtype_code(dtype: object, loop: str) -> int | None:
+    """The dtype code of a NumPy or torch ``dtype`` for ``loop`` (``"rotate"`` or ``"expi_rows"``), or
+    ``None`` if that loop does not take it. Read from the dtype's name, so this module needs no torch."""
+    return _DTYPES[loop].get(str(dtype).removeprefix("torch."))
+
 
 def _load() -> ModuleType | None:
     if os.environ.get("POSENC_NATIVE", "1").strip() == "0":

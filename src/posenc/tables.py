@@ -172,9 +172,6 @@ def _column_runs(out_cols: NDArray[np.intp], src_cols: NDArray[np.intp]) -> list
     return runs
 
 
-_NATIVE_DTYPES = {np.dtype(np.float32): _native.F32, np.dtype(np.float64): _native.F64}
-
-
 def _native_row_layout(sin_cols: NDArray[np.intp], cos_cols: NDArray[np.intp]) -> int | None:
     """The ``expi_rows`` layout code (:data:`posenc._native.ROW_LAYOUTS`) placing the sines at ``sin_cols``
     and the cosines at ``cos_cols``, or ``None`` if no code does (odd ``d``: one cosine fewer)."""
@@ -215,9 +212,10 @@ def _sinusoidal_range(
     # fine i·conj(e^(iθ)) = sin θ + i·cos θ: its float64 view holds (sin, cos) pairs, the interleaved row.
     fine, coarse = _expi_ranges(w, (0.0, 1.0, b, True), (float(start), float(b), n_blocks, False))
     native_layout = _native_row_layout(sin_cols, cos_cols)
-    if _native.kernels is not None and native_layout is not None and dtype in _NATIVE_DTYPES:
+    native_dtype = _native.dtype_code(dtype, "expi_rows")
+    if _native.kernels is not None and native_layout is not None and native_dtype is not None:
         out = np.empty((n, dim), dtype=dtype)
-        _native.expi_rows(out.ctypes.data, _NATIVE_DTYPES[dtype], native_layout, n, dim, fine, coarse)
+        _native.expi_rows(out.ctypes.data, native_dtype, native_layout, n, dim, fine, coarse)
         return out
     src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]
     src[sin_cols], src[cos_cols] = 2 * np.arange(sin_cols.size), 2 * np.arange(cos_cols.size) + 1

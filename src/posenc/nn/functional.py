@@ -210,9 +210,6 @@ def _block_bytes(total: int) -> int:
     return max(_BLOCK_BYTES, -(-total // 2))
 
 
-_NATIVE_DTYPES = {torch.float32: _native.F32, torch.float64: _native.F64}
-
-
 def _expi_doubling(start: float, step: float, n: int, w: torch.Tensor) -> torch.Tensor:
     """``exp(i·(start + step·r)·w)``, ``r < n``, ``[n, f]`` complex128, by doubling.
 
@@ -250,7 +247,7 @@ def _range_interleaved(
     fine = torch.complex(fine.imag, fine.real)  # i·conj(e^(ia)) = sin a + i·cos a
     coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
-    native_dtype = _NATIVE_DTYPES.get(dtype)
+    native_dtype = _native.dtype_code(dtype, "expi_rows")
     if _native.kernels is not None and w.device.type == "cpu" and native_dtype is not None:
         _native.expi_rows(
             out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, fine.numpy(),

@@ -164,16 +164,13 @@ def _blocks(t: torch.Tensor, lead_step: int, seq_step: int) -> list[torch.Tensor
     return [blk for rows in t.split(lead_step, 0) for blk in rows.split(seq_step, -2)]
 
 
-_NATIVE_DTYPES = {torch.float32: _native.F32, torch.float64: _native.F64, torch.bfloat16: _native.BF16}
-
-
 def _native_ok(x: torch.Tensor) -> bool:
     """Whether the compiled loop of :mod:`posenc._native` can rotate ``x``: built, CPU, float32/float64/
     bfloat16, unit stride along the last dim."""
     return (
         _native.kernels is not None
         and x.device.type == "cpu"
-        and x.dtype in _NATIVE_DTYPES
+        and _native.dtype_code(x.dtype, "rotate") is not None
         and x.stride(-1) == 1
         and x.dim() >= 2
     )
@@ -230,7 +227,7 @@ def _rotate_native(
     n0, n1, seq, d = xs.shape
     assert _native.kernels is not None
     _native.kernels.rotate(
-        xs.data_ptr(), os_.data_ptr(), c.data_ptr(), s_.data_ptr(), _NATIVE_DTYPES[x.dtype],
+        xs.data_ptr(), os_.data_ptr(), c.data_ptr(), s_.data_ptr(), _native.dtype_code(x.dtype, "rotate"),
         _native.ROTARY_LAYOUTS[layout], n0, n1, seq, d, cos.shape[-1], *xs.stride()[:3], *os_.stride()[:3],
         c.stride(0), int(paired),
     )  # fmt: skip
