@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import posenc
-from posenc import spectrum
+from posenc import _native, spectrum
 from posenc.nn import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn import functional as F
 
@@ -402,3 +402,28 @@ def test_learned_refuses_positions_beyond_max_len():
         m(torch.zeros(1, 2, 8), positions=torch.tensor([0.5, 1.0]))
     with pytest.raises(TypeError, match="max_len"):
         LearnedEncoding(8, max_len=10.0)
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled loop", "pure torch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("offset", [0, 10**7 - 3000])
+def test_cpu_rows_equal_the_numpy_table_bit_for_bit(monkeypatch, compiled, dtype, offset):
+    """On the CPU the torch rows and posenc.sinusoidal share their float64 factors (one mechanism)."""
+    if not compiled:
+        monkeypatch.setattr(_native, "kernels", None)
+    elif _native.kernels is None:
+        pytest.skip("posenc._kernels is not built here")
+    m = SinusoidalEncoding(64)
+    got = m(torch.zeros(1, 3000, 64, dtype=dtype), offset=offset)[0]
+    want = posenc.sinusoidal(np.arange(offset, offset + 3000), 64, dtype=str(dtype).removeprefix("torch."))
+    if compiled or dtype == torch.float32:  # the same loop, or float64 products rounding to one float32
+        np.testing.assert_array_equal(got.numpy(), want)
+    else:  # torch's and NumPy's complex multiplies may differ by a fused multiply-add: one rounding
+        assert np.abs(got.numpy() - want).max() <= 2**-52
+
+
+def test_frequencies_that_require_grad_build_fast_rows_under_no_grad():
+    w = torch.from_numpy(spectrum.sinusoidal_frequencies(16)).requires_grad_()
+    with torch.no_grad():
+        got = F.waves(500, w, F.layout_index(16), dtype=torch.float64)
+    np.testing.assert_allclose(got.numpy(), posenc.sinusoidal(500, 16), rtol=0, atol=1e-15)

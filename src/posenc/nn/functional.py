@@ -33,12 +33,13 @@ output.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
 import torch
 
-from posenc import _native, spectrum
+from posenc import _native, spectrum, tables
 
 _DIRECT_ROWS = 64
 """Ranges of at most this many positions form every angle directly."""
@@ -58,6 +59,12 @@ def layout_index(dim: int, layout: str = "interleaved") -> torch.Tensor:
     index[torch.from_numpy(sin_cols)] = torch.arange(sin_cols.size)
     index[torch.from_numpy(cos_cols)] = sin_cols.size + torch.arange(cos_cols.size)
     return index
+
+
+@functools.lru_cache(maxsize=64)
+def _interleaved_columns(dim: int) -> torch.Tensor:
+    """:func:`layout_index` of the interleaved layout, built once per ``dim`` (never written to)."""
+    return layout_index(dim)
 
 
 def sincos(
@@ -168,7 +175,7 @@ def _range(
         t = start + step * torch.arange(n, dtype=torch.float64, device=w.device)
         return _direct(t, w, columns, amp).to(dtype)
     f, c = w.shape[0], columns.shape[0]
-    if amp is None and c == 2 * f and torch.equal(columns, layout_index(c).to(columns.device)):
+    if amp is None and c == 2 * f and torch.equal(columns, _interleaved_columns(c).to(columns.device)):
         return _range_interleaved(start, step, n, w, dtype)
     b = math.isqrt(n - 1) + 1
     n_blocks = -(-n // b)
@@ -243,17 +250,22 @@ def _range_interleaved(
     f = w.shape[0]
     b = math.isqrt(n - 1) + 1
     n_blocks = -(-n // b)
-    fine = _expi_doubling(0.0, step, b, w)
-    fine = torch.complex(fine.imag, fine.real)  # i·conj(e^(ia)) = sin a + i·cos a
-    coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
-    native_dtype = _native.dtype_code(dtype, "expi_rows")
-    if _native.kernels is not None and w.device.type == "cpu" and native_dtype is not None:
-        _native.expi_rows(
-            out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, fine.numpy(),
-            coarse.numpy(),
-        )  # fmt: skip
-        return out
+    if w.device.type == "cpu":  # NumPy's factors: the table equals posenc.sinusoidal's bit for bit
+        fine_np, coarse_np = tables._expi_ranges(
+            w.detach().numpy(), (0.0, step, b, True), (start, step * b, n_blocks, False)
+        )
+        native_dtype = _native.dtype_code(dtype, "expi_rows")
+        if _native.kernels is not None and native_dtype is not None:
+            _native.expi_rows(
+                out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, fine_np, coarse_np
+            )
+            return out
+        fine, coarse = torch.from_numpy(fine_np), torch.from_numpy(coarse_np)
+    else:
+        fine = _expi_doubling(0.0, step, b, w)
+        fine = torch.complex(fine.imag, fine.real)  # i·conj(e^(ia)) = sin a + i·cos a
+        coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
     complex_dtype = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
     per_chunk = max(1, _block_bytes(16 * n * f) // (16 * b * f))
     scratch = None
