@@ -117,7 +117,7 @@ def test_sigkill_at_random_moments_loses_and_repeats_no_run(tmp_path):
         # Delays scale with this machine's measured start-up plus one run, not a fixed guess:
         # kills land in start-up, loading, an epoch, a checkpoint or a report write, and since
         # each trial resumes where the last was killed, runs still get finished under fire
-        # (here 3-8 of the 8 over the trials, at idle and with both cores busy elsewhere).
+        # (here 4-8 of the 8 over the trials, at idle and with both cores busy elsewhere).
         process.join(timeout=float(rng.uniform(0.2, 1.1)) * first_run_seconds)
         if process.is_alive():
             os.kill(process.pid, signal.SIGKILL)
