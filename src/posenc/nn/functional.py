@@ -245,7 +245,9 @@ def _range_interleaved(
     = sin((t_q + j)·w_i) + i·cos((t_q + j)·w_i)``: one float64 complex multiply gives both entries,
     stored as they fall (``(re, im)`` is the ``(sin, cos)`` pair) and rounded once to ``dtype`` by
     the multiply itself, one cache-sized block of rows at a time; on the CPU, where it is built, by
-    the compiled loop of :mod:`posenc._native` in one pass.
+    the compiled loop of :mod:`posenc._native` in one pass. The float64 factors come on the CPU from
+    :func:`posenc.tables._expi_ranges` (so the rows equal :func:`posenc.sinusoidal`'s), on other
+    devices from :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
     """
     f = w.shape[0]
     b = math.isqrt(n - 1) + 1
