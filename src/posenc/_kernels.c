@@ -1,4 +1,4 @@
-/* Fused loops for posenc's two memory-bound hot paths, each one pass over its output.
+/* Fused loops for posenc's memory-bound hot paths, each one pass over its output.
  *
  * rotate     out = R x for rotary pairs (Su et al. 2021, RoFormer, eq. 34):
  *              out_a = x_a·cos_a − x_b·sin_a,   out_b = x_b·cos_b + x_a·sin_b
@@ -6,6 +6,10 @@
  *            [s, r] tables in the pair layout, or [s, r/2] ("paired": one value per pair);
  *            columns r … d−1 are copied. float32 and bfloat16
  *            work in float32 (bfloat16 rounded once, to nearest even), float64 in float64.
+ * slots      Shaw et al. (2018) relative positions: gather_slots out[r, j] = table[r, idx[i, j]] reads one of
+ *            n slots per (row, key); sum_slots, its adjoint, sums w[r, j] into slot idx[i, j] of row r.
+ *            Each index row is first cut into pieces, runs of one slot (a fill, or a sum) and runs of
+ *            consecutive slots (a copy): a clipped distance row is three pieces, done at copy speed.
  * expi_rows  rows of the sinusoidal table by the angle addition formula (Vaswani et al. 2017, §3.5):
  *            row q·b + j, pair i, is z = fine[j, i]·coarse[q, i], a float64 complex product (real and
  *            imaginary parts in separate [b, f] / [⌈n/b⌉, f] arrays, so the loads are contiguous), its
@@ -198,6 +202,114 @@ static void expi_rows_any(const expi_args *a, Py_ssize_t lo, Py_ssize_t hi) {
         expi_f64_rows(a, lo, hi);
 }
 
+/* ---- slots ------------------------------------------------------------------------------- */
+
+typedef struct {
+    Py_ssize_t start, len, slot;
+    int step; /* 0: every key of the piece uses `slot`; 1: key start + q uses slot + q */
+} piece;
+
+/* Cut index row `ix` (k values) into pieces; returns their count, or -1 (and the value in *bad) if a
+ * value is outside [0, n). */
+static Py_ssize_t cut_pieces(const int64_t *ix, Py_ssize_t k, Py_ssize_t n, piece *p, int64_t *bad) {
+    Py_ssize_t count = 0;
+    for (Py_ssize_t j = 0; j < k;) {
+        const int64_t v = ix[j];
+        if (v < 0 || v >= n) return *bad = v, -1;
+        Py_ssize_t e = j + 1;
+        int step = 0;
+        if (e < k && ix[e] == v) {
+            while (e < k && ix[e] == v) e++;
+        } else if (e < k && ix[e] == v + 1) {
+            step = 1;
+            while (e < k && ix[e] == ix[e - 1] + 1 && ix[e] < n) e++;
+        }
+        p[count++] = (piece){j, e - j, (Py_ssize_t)v, step};
+        j = e;
+    }
+    return count;
+}
+
+typedef struct {
+    const char *src;
+    char *dst;
+    const int64_t *index; /* [nb, sq, k] */
+    int dtype;
+    Py_ssize_t nb, g, sq, k, n; /* rows r = (ib·g + h)·sq + i use index row (ib, i) */
+} slots_args;
+
+/* x[0 … len−1] summed in 16 independent lanes (vectorized without reassociating one chain). */
+#define SUM_FN(NAME, T)                                                                           \
+    static inline __attribute__((always_inline)) T NAME(const T *restrict x, Py_ssize_t len) {    \
+        T lane[16] = {0};                                                                         \
+        Py_ssize_t q = 0;                                                                         \
+        for (; q + 16 <= len; q += 16)                                                            \
+            for (int l = 0; l < 16; l++) lane[l] += x[q + l];                                     \
+        for (int l = 0; q < len; q++, l++) lane[l] += x[q];                                       \
+        for (int w = 8; w > 0; w /= 2)                                                            \
+            for (int l = 0; l < w; l++) lane[l] += lane[l + w];                                   \
+        return lane[0];                                                                           \
+    }
+
+/* Row r: gather writes dst [rows, k] from src [rows, n]; the adjoint writes dst [rows, n] from src [rows, k]. */
+#define SLOTS_FNS(NAME, T)                                                                        \
+    SUM_FN(NAME##_sum, T)                                                                         \
+    CLONES static void NAME##_gather(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) { \
+        const T *restrict t = (const T *)a->src + r * a->n;                                       \
+        T *restrict o = (T *)a->dst + r * a->k;                                                   \
+        for (Py_ssize_t m = 0; m < np_; m++) {                                                    \
+            if (p[m].step) {                                                                      \
+                memcpy(o + p[m].start, t + p[m].slot, (size_t)p[m].len * sizeof(T));              \
+            } else {                                                                              \
+                const T v = t[p[m].slot];                                                         \
+                for (Py_ssize_t q = 0; q < p[m].len; q++) o[p[m].start + q] = v;                  \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    CLONES static void NAME##_adjoint(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) { \
+        const T *restrict x = (const T *)a->src + r * a->k;                                       \
+        T *restrict s = (T *)a->dst + r * a->n;                                                   \
+        memset(s, 0, (size_t)a->n * sizeof(T));                                                   \
+        for (Py_ssize_t m = 0; m < np_; m++) {                                                    \
+            if (p[m].step) {                                                                      \
+                for (Py_ssize_t q = 0; q < p[m].len; q++) s[p[m].slot + q] += x[p[m].start + q];  \
+            } else {                                                                              \
+                s[p[m].slot] += NAME##_sum(x + p[m].start, p[m].len);                             \
+            }                                                                                     \
+        }                                                                                         \
+    }
+
+SLOTS_FNS(slots_f32, float)
+SLOTS_FNS(slots_f64, double)
+
+/* Per index batch: every index row cut once, then the rows that share them visited in memory order.
+ * Returns 0, -1 when an index value is out of range (nothing meaningful is written then), -2 when out
+ * of memory. */
+static int slots_run(const slots_args *a, int adjoint, int64_t *bad) {
+    piece *p = (piece *)malloc((size_t)(a->sq * a->k > 0 ? a->sq * a->k : 1) * sizeof(piece));
+    Py_ssize_t *first = (Py_ssize_t *)malloc((size_t)(a->sq + 1) * sizeof(Py_ssize_t));
+    int status = p && first ? 0 : -2;
+    for (Py_ssize_t ib = 0; ib < a->nb && !status; ib++) {
+        first[0] = 0;
+        for (Py_ssize_t i = 0; i < a->sq && !status; i++) {
+            const Py_ssize_t count = cut_pieces(a->index + (ib * a->sq + i) * a->k, a->k, a->n, p + first[i], bad);
+            status = count < 0 ? -1 : 0;
+            first[i + 1] = first[i] + (count < 0 ? 0 : count);
+        }
+        for (Py_ssize_t h = 0; h < a->g && !status; h++)
+            for (Py_ssize_t i = 0; i < a->sq; i++) {
+                const Py_ssize_t r = (ib * a->g + h) * a->sq + i, np_ = first[i + 1] - first[i];
+                if (a->dtype == F32)
+                    (adjoint ? slots_f32_adjoint : slots_f32_gather)(a, r, p + first[i], np_);
+                else
+                    (adjoint ? slots_f64_adjoint : slots_f64_gather)(a, r, p + first[i], np_);
+            }
+    }
+    free(p);
+    free(first);
+    return status;
+}
+
 /* ---- Python entry points ----------------------------------------------------------------- */
 
 static void *as_ptr(unsigned long long p) { return (void *)(uintptr_t)p; }
@@ -240,9 +352,33 @@ static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+static PyObject *py_slots(PyObject *self, PyObject *args) {
+    unsigned long long src, dst, index;
+    int dtype, adjoint, status;
+    int64_t bad = 0;
+    Py_ssize_t nb, g, sq, k, n;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KKKiinnnnn", &src, &dst, &index, &dtype, &adjoint, &nb, &g, &sq, &k, &n))
+        return NULL;
+    if (dtype < F32 || dtype > F64 || nb < 0 || g < 0 || sq < 0 || k < 0 || n < 1) {
+        PyErr_SetString(PyExc_ValueError, "slots: invalid dtype or sizes");
+        return NULL;
+    }
+    slots_args a = {(const char *)as_ptr(src), (char *)as_ptr(dst), (const int64_t *)as_ptr(index), dtype,
+                    nb, g, sq, k, n};
+    Py_BEGIN_ALLOW_THREADS status = slots_run(&a, adjoint, &bad);
+    Py_END_ALLOW_THREADS if (status == -2) return PyErr_NoMemory();
+    if (status) {
+        PyErr_Format(PyExc_IndexError, "index holds %lld, outside the slots [0, %zd)", (long long)bad, n);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
      "rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
+    {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)"},
     {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)"},
     {NULL, NULL, 0, NULL}};
 

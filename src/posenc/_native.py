@@ -4,15 +4,18 @@ The extension is built at install time when a C compiler is available. Where it 
 when the environment variable ``POSENC_NATIVE=0`` is set, :data:`kernels` is ``None`` and posenc runs
 its pure NumPy/PyTorch code, which computes the same values (the tests compare the two).
 
-Its two loops (both single passes over their output; see ``_kernels.c``):
+Its three loops (each a single pass over its output; see ``_kernels.c``):
 
 * ``rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)``:
   rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`;
+* ``slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)``: Shaw et al.'s (2018) relative positions,
+  a gather from ``n`` slots per row by an index shared over heads, or its adjoint (a sum into the slots),
+  used by :mod:`posenc.nn._slots`;
 * ``expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)``:
   sinusoidal rows by the angle addition formula, called through :func:`expi_rows` by
   :func:`posenc.sinusoidal` and the PyTorch tables.
 
-Arguments are data pointers, sizes and strides in elements; callers check them. Both loops run on
+Arguments are data pointers, sizes and strides in elements; callers check them. All loops run on
 the calling thread: a second thread measured slower on the 2-core machine of ``benchmarks/``.
 """
 
@@ -43,11 +46,12 @@ _ITEM_BYTES = {F32: 4, F64: 8, BF16: 2}
 _DTYPES = {
     "rotate": {"float32": F32, "float64": F64, "bfloat16": BF16},
     "expi_rows": {"float32": F32, "float64": F64},
+    "slots": {"float32": F32, "float64": F64},
 }
 
 
 def dtype_code(dtype: object, loop: str) -> int | None:
-    """The dtype code of a NumPy or torch ``dtype`` for ``loop`` (``"rotate"`` or ``"expi_rows"``), or
+    """The dtype code of a NumPy or torch ``dtype`` for ``loop`` (a key of ``_DTYPES``), or
     ``None`` if that loop does not take it. Read from the dtype's name, so this module needs no torch."""
     return _DTYPES[loop].get(str(dtype).removeprefix("torch."))
 

@@ -27,6 +27,7 @@ from torch import nn
 
 from posenc import _validate, spectrum
 from posenc.nn._positions import relative_distances
+from posenc.nn._slots import gather_slots, sum_slots
 from posenc.nn.contracts import QueryBiasContract, ScoreBiasContract
 
 
@@ -202,11 +203,6 @@ class T5RelativeBias(AttentionBias):
         )
 
 
-def _per_head(index: torch.Tensor) -> torch.Tensor:
-    """``[s_q, s_k]`` as is; ``[b, s_q, s_k]`` → ``[b, 1, s_q, s_k]`` to broadcast over the heads."""
-    return index.unsqueeze(1) if index.dim() == 3 else index
-
-
 class ShawRelativeBias(QueryBiasContract):
     """Relative position representations (Shaw et al. 2018): learned vectors for clipped ``j − i``.
 
@@ -268,22 +264,20 @@ class ShawRelativeBias(QueryBiasContract):
     def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """``[b, h, s_q, s_k]`` ``q_i·a^K_ij`` (unscaled) for queries ``q [b, h, s_q, d_h]``, ``index [(b,) s_q, s_k]``.
 
-        Computed as ``(q·w^Kᵀ)[…, index]``: ``2k + 1`` dot products per query, then a gather.
+        Computed as ``(q·w^Kᵀ)[…, index]``: ``2k + 1`` dot products per query, then a gather
+        (:func:`~posenc.nn._slots.gather_slots`).
         """
-        table = q @ self.keys.to(q.dtype).T
-        return table.gather(-1, _per_head(index).expand(*q.shape[:-1], index.shape[-1]))
+        return gather_slots(q @ self.keys.to(q.dtype).T, index)
 
     def value_term(self, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """``[b, h, s_q, d_h]`` ``Σ_j α_ij a^V_ij`` for attention weights ``[b, h, s_q, s_k]``.
 
-        The weights are summed per clipped distance (a scatter-add into ``2k + 1`` slots) and
-        multiplied by ``w^V`` once.
+        The weights are summed per clipped distance into ``2k + 1`` slots
+        (:func:`~posenc.nn._slots.sum_slots`) and multiplied by ``w^V`` once.
         """
         if self.values is None:
             raise ValueError("value_term needs on_values=True")
-        slots = weights.new_zeros(*weights.shape[:-1], self.values.shape[0])
-        slots = slots.scatter_add(-1, _per_head(index).expand_as(weights), weights)
-        return slots @ self.values.to(weights.dtype)
+        return sum_slots(weights, index, self.values.shape[0]) @ self.values.to(weights.dtype)
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_distance={self.max_distance}, on_values={self.on_values}"

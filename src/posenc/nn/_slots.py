@@ -1,0 +1,138 @@
+"""A gather from per-row slots by an index shared over heads, and its adjoint.
+
+Shaw et al. (2018), eqs. 3–5, add ``q_i·a^K_ij`` to the attention scores and ``Σ_j α_ij a^V_ij`` to
+the outputs, where ``a_ij = w[index[i, j]]`` is one of ``n = 2k + 1`` learned vectors. With
+``T = q·w^Kᵀ`` (``[…, s_q, n]``) the key term is the gather ``T[…, i, index[i, j]]``
+(:func:`gather_slots`); the value term is ``S·w^V`` with ``S[…, i, t] = Σ_{j : index[i, j] = t} α_ij``
+(:func:`sum_slots`). Both maps are linear and each is the other's adjoint, so each is the other's
+gradient.
+
+On the CPU in float32/float64 both run in the compiled loop of :mod:`posenc._native` (one pass; a
+clipped-distance index row is three runs: a fill or sum, a copy, a fill or sum). Elsewhere, under
+``torch.compile``, or without the loop: ``torch.gather`` and ``Tensor.scatter_add``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from posenc import _native
+
+
+def _per_head(index: torch.Tensor) -> torch.Tensor:
+    """``[s_q, s_k]`` as is; ``[b, s_q, s_k]`` → ``[b, 1, s_q, s_k]`` to broadcast over the heads."""
+    return index.unsqueeze(1) if index.dim() == 3 else index
+
+
+def _native_shape(src: torch.Tensor, index: torch.Tensor) -> tuple[int, int] | None:
+    """``(nb, g)`` for the compiled loop, rows ``(ib·g + h)·s_q + i`` reading index row ``(ib, i)``, or
+    ``None`` where the loop does not apply (not built, not the CPU, dtype, index not shared as the
+    loop expects, under ``torch.compile``)."""
+    if (
+        _native.kernels is None
+        or torch.compiler.is_compiling()
+        or src.device.type != "cpu"
+        or index.device.type != "cpu"
+        or index.dtype != torch.int64
+        or _native.dtype_code(src.dtype, "slots") is None
+        or src.dim() < 2
+    ):
+        return None
+    rows = src.shape[:-2].numel()
+    if index.dim() == 2:
+        return 1, rows
+    if src.dim() == 4 and index.dim() == 3 and src.shape[0] == index.shape[0]:
+        return index.shape[0], src.shape[1]
+    return None
+
+
+def _run(src: torch.Tensor, index: torch.Tensor, width: int, adjoint: bool, nb: int, g: int) -> torch.Tensor:
+    src, index = src.contiguous(), index.contiguous()
+    out = src.new_empty(*src.shape[:-1], width)
+    if out.numel():
+        assert _native.kernels is not None
+        _native.kernels.slots(
+            src.data_ptr(), out.data_ptr(), index.data_ptr(), _native.dtype_code(src.dtype, "slots"),
+            int(adjoint), nb, g, index.shape[-2], index.shape[-1], (width if adjoint else src.shape[-1]),
+        )  # fmt: skip
+    return out
+
+
+class _Gather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, table: torch.Tensor, index: torch.Tensor, nb: int, g: int) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.n = table.shape[-1]
+        return _run(table, index, index.shape[-1], False, nb, g)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+        (index,) = ctx.saved_tensors
+        return sum_slots(grad, index, ctx.n), None, None, None
+
+
+class _Sum(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, weights: torch.Tensor, index: torch.Tensor, n: int, nb: int, g: int
+    ) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        return _run(weights, index, n, True, nb, g)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
+        (index,) = ctx.saved_tensors
+        return gather_slots(grad, index), None, None, None, None
+
+
+def _check(src: torch.Tensor, index: torch.Tensor, name: str, width: int) -> None:
+    if index.dim() not in (2, 3) or src.dim() < 2 or src.shape[-2] != index.shape[-2]:
+        raise ValueError(
+            f"index must be [s_q, s_k] or [b, s_q, s_k] with s_q = {name}.shape[-2]; got index "
+            f"{list(index.shape)} and {name} {list(src.shape)}"
+        )
+    if index.dim() == 3 and (src.dim() != 4 or index.shape[0] not in (1, src.shape[0])):
+        raise ValueError(f"a [b, s_q, s_k] index needs {name} [b, h, s_q, {width}]; got {list(src.shape)}")
+
+
+def gather_slots(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``out[…, i, j] = table[…, i, index[i, j]]`` (``index[b, i, j]`` for row ``b`` of a batched index).
+
+    Args:
+        table: ``[…, s_q, n]``, ``[b, h, s_q, n]`` with a batched index.
+        index: ``[s_q, s_k]`` or ``[b, s_q, s_k]`` int64, values in ``[0, n)``, shared over the heads.
+
+    Returns ``[…, s_q, s_k]``; differentiable in ``table`` (its gradient is :func:`sum_slots`).
+    """
+    _check(table, index, "table", table.shape[-1])
+    shape = _native_shape(table, index)
+    if shape is None:
+        return table.gather(-1, _per_head(index).expand(*table.shape[:-1], index.shape[-1]))
+    gathered: torch.Tensor = _Gather.apply(table, index, *shape)
+    return gathered
+
+
+def sum_slots(weights: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
+    """``out[…, i, t] = Σ_{j : index[i, j] = t} weights[…, i, j]`` for ``t < n``: the adjoint of
+    :func:`gather_slots`.
+
+    Args:
+        weights: ``[…, s_q, s_k]``, ``[b, h, s_q, s_k]`` with a batched index.
+        index: as :func:`gather_slots`, ``[s_q, s_k]`` or ``[b, s_q, s_k]``.
+        n: the number of slots.
+
+    Returns ``[…, s_q, n]``; differentiable in ``weights`` (its gradient is :func:`gather_slots`).
+    """
+    _check(weights, index, "weights", n)
+    if weights.shape[-1] != index.shape[-1]:
+        raise ValueError(
+            f"weights must be [..., s_q, s_k={index.shape[-1]}] like index, got {list(weights.shape)}"
+        )
+    shape = _native_shape(weights, index)
+    if shape is None:
+        slots = weights.new_zeros(*weights.shape[:-1], n)
+        return slots.scatter_add(-1, _per_head(index).expand_as(weights), weights)
+    summed: torch.Tensor = _Sum.apply(weights, index, n, *shape)
+    return summed

@@ -1,0 +1,169 @@
+"""Shaw et al.'s (2018) slot gather and its adjoint: the compiled loop against ``torch.gather`` /
+``scatter_add`` and against sums written out in the test, in float64; gradients by finite differences."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from posenc import _native
+
+torch = pytest.importorskip("torch")
+from posenc.nn import ShawRelativeBias  # noqa: E402
+from posenc.nn._slots import gather_slots, sum_slots  # noqa: E402
+
+needs_loop = pytest.mark.skipif(
+    _native.kernels is None,
+    reason="posenc._kernels is not built here (no C compiler at install time, or POSENC_NATIVE=0)",
+)
+
+
+@pytest.fixture
+def pure(monkeypatch: pytest.MonkeyPatch):
+    """Run a callable with the compiled loops switched off: torch.gather and scatter_add."""
+
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(_native, "kernels", None)
+            return fn(*args, **kwargs)
+
+    return run
+
+
+@st.composite
+def indices(draw):
+    """An index as Shaw's attention makes one (clipped ``k_j − q_i`` from sorted, gapped or shuffled
+    positions) or arbitrary slots; ``[s_q, s_k]`` or ``[b, s_q, s_k]``."""
+    b, s_q, s_k = draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(1, 40))
+    k = draw(st.integers(1, 6))
+    g = torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
+    kind = draw(st.sampled_from(["clipped", "gapped", "shuffled", "arbitrary"]))
+    batched = draw(st.booleans())
+    lead = (b,) if batched else ()
+    if kind == "arbitrary":
+        return torch.randint(0, 2 * k + 1, (*lead, s_q, s_k), generator=g), 2 * k + 1
+    q_pos = torch.randint(0, 3 * s_k, (*lead, s_q), generator=g)
+    k_pos = torch.arange(s_k).expand(*lead, s_k)
+    if kind == "gapped":
+        k_pos = torch.randint(1, 4, (*lead, s_k), generator=g).cumsum(-1)
+    elif kind == "shuffled":
+        k_pos = k_pos[..., torch.randperm(s_k, generator=g)]
+    distance = k_pos.unsqueeze(-2) - q_pos.unsqueeze(-1)
+    return (distance.clamp(-k, k) + k).contiguous(), 2 * k + 1
+
+
+def _explicit_gather(table, index):
+    out = torch.empty(*table.shape[:-1], index.shape[-1], dtype=table.dtype)
+    for pos in torch.cartesian_prod(*(torch.arange(n) for n in out.shape)).view(-1, out.dim()).tolist():
+        *lead, i, j = pos
+        row = index[lead[0], i, j] if index.dim() == 3 else index[i, j]
+        out[tuple(pos)] = table[(*lead, i, int(row))]
+    return out
+
+
+def _shapes(index, heads):
+    b = index.shape[0] if index.dim() == 3 else 2
+    return b, heads
+
+
+@needs_loop
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=indices(), heads=st.integers(1, 3), dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_loop_equals_gather_and_scatter_add(pure, case, heads, dtype):
+    index, n = case
+    b, h = _shapes(index, heads)
+    table = torch.randn(b, h, index.shape[-2], n, dtype=dtype)
+    weights = torch.randn(b, h, *index.shape[-2:], dtype=dtype)
+    torch.testing.assert_close(gather_slots(table, index), pure(gather_slots, table, index), rtol=0, atol=0)
+    # the loop sums runs of one slot in 16 lanes, scatter_add in order: equal within the sum's roundings
+    eps = torch.finfo(dtype).eps
+    bound = index.shape[-1] * eps * weights.abs().sum(-1, keepdim=True)
+    assert ((sum_slots(weights, index, n) - pure(sum_slots, weights, index, n)).abs() <= bound).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=indices(), heads=st.integers(1, 3))
+def test_sum_slots_is_the_adjoint_of_gather_slots(case, heads):
+    """``⟨gather(T), W⟩ = ⟨T, sum(W)⟩`` for every T and W, in whichever path runs here."""
+    index, n = case
+    b, h = _shapes(index, heads)
+    table = torch.randn(b, h, index.shape[-2], n, dtype=torch.float64)
+    weights = torch.randn(b, h, *index.shape[-2:], dtype=torch.float64)
+    lhs = (gather_slots(table, index) * weights).sum()
+    rhs = (table * sum_slots(weights, index, n)).sum()
+    assert abs(float(lhs - rhs)) <= 1e-12 * float(table.abs().sum() * weights.abs().max() + 1)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_gather_equals_an_explicit_loop(batched):
+    positions = torch.tensor([[0, 1, 2, 5, 6, 9, 10], [3, 2, 1, 0, 7, 8, 12]])
+    shaw = ShawRelativeBias(2, max_distance=3)
+    index = (
+        shaw.index(7, 7, q_positions=positions, k_positions=positions)
+        if batched
+        else shaw.index(5, 7, offset=2)
+    )
+    table = torch.randn(2, 3, index.shape[-2], 7, dtype=torch.float64)
+    torch.testing.assert_close(gather_slots(table, index), _explicit_gather(table, index), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_gradients_match_finite_differences(batched):
+    index = ShawRelativeBias(2, max_distance=2).index(4, 6, offset=1)
+    if batched:
+        index = torch.stack([index, index.flip(-1)])
+    table = torch.randn(2, 2, 4, 5, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 2, 4, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: gather_slots(t, index), (table,))
+    assert torch.autograd.gradgradcheck(lambda t: gather_slots(t, index), (table,))
+    assert torch.autograd.gradcheck(lambda w: sum_slots(w, index, 5), (weights,))
+    assert torch.autograd.gradgradcheck(lambda w: sum_slots(w, index, 5), (weights,))
+
+
+@needs_loop
+def test_shaw_attention_gradients_equal_the_pure_path(pure):
+    """Key and value terms through autograd, expanded and transposed gradients included."""
+    shaw = ShawRelativeBias(8, max_distance=4, on_values=True).double()
+    index = shaw.index(12, 12)
+    q = torch.randn(3, 2, 12, 8, dtype=torch.float64)
+    weights = torch.randn(3, 2, 12, 12, dtype=torch.float64).softmax(-1)
+
+    def grads():
+        shaw.zero_grad()
+        loss = (
+            shaw.key_scores(q, index).sum() + (shaw.value_term(weights.transpose(-1, -2), index) ** 2).sum()
+        )
+        loss.backward()
+        return shaw.keys.grad.clone(), shaw.values.grad.clone()
+
+    for fast, slow in zip(grads(), pure(grads), strict=True):
+        torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-12)
+
+
+@needs_loop
+@pytest.mark.parametrize("bad", [-1, 5])
+def test_a_slot_out_of_range_is_an_index_error(bad):
+    index = torch.zeros(3, 4, dtype=torch.int64)
+    index[1, 2] = bad
+    with pytest.raises(IndexError, match=rf"index holds {bad}, outside the slots \[0, 5\)"):
+        gather_slots(torch.zeros(2, 3, 5), index)
+    with pytest.raises(IndexError, match=rf"index holds {bad}, outside the slots \[0, 5\)"):
+        sum_slots(torch.zeros(2, 3, 4), index, 5)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: gather_slots(torch.zeros(2, 3, 5), torch.zeros(4, 4, dtype=torch.int64)), r"s_q = table"),
+        (
+            lambda: gather_slots(torch.zeros(3, 5), torch.zeros(2, 3, 4, dtype=torch.int64)),
+            r"\[b, h, s_q, 5\]",
+        ),
+        (lambda: sum_slots(torch.zeros(2, 3, 5), torch.zeros(3, 4, dtype=torch.int64), 5), r"s_k=4"),
+        (lambda: gather_slots(torch.zeros(2, 3, 5), torch.zeros(3, dtype=torch.int64)), r"\[s_q, s_k\]"),
+    ],
+)
+def test_bad_shapes_name_what_is_expected(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
