@@ -282,29 +282,35 @@ typedef struct {
 SLOTS_FNS(slots_f32, float)
 SLOTS_FNS(slots_f64, double)
 
-/* Per index batch: every index row cut once, then the rows that share them visited in memory order.
- * Returns 0, -1 when an index value is out of range (nothing meaningful is written then), -2 when out
- * of memory. */
+#define SLOTS_PIECES (1 << 16) /* pieces held at a time (2 MiB): index rows are cut in groups of this size */
+
+/* Index rows in groups of at most SLOTS_PIECES pieces, each row cut once; then the rows that share a
+ * group (all heads) visited in memory order, a contiguous block per head. Returns 0, -1 when an index
+ * value is out of range (nothing meaningful is written then), -2 when out of memory. */
 static int slots_run(const slots_args *a, int adjoint, int64_t *bad) {
-    piece *p = (piece *)malloc((size_t)(a->sq * a->k > 0 ? a->sq * a->k : 1) * sizeof(piece));
-    Py_ssize_t *first = (Py_ssize_t *)malloc((size_t)(a->sq + 1) * sizeof(Py_ssize_t));
+    const Py_ssize_t k = a->k > 0 ? a->k : 1, group = SLOTS_PIECES / k > 0 ? SLOTS_PIECES / k : 1;
+    piece *p = (piece *)malloc((size_t)(group * k) * sizeof(piece));
+    Py_ssize_t *first = (Py_ssize_t *)malloc((size_t)(group + 1) * sizeof(Py_ssize_t));
     int status = p && first ? 0 : -2;
-    for (Py_ssize_t ib = 0; ib < a->nb && !status; ib++) {
-        first[0] = 0;
-        for (Py_ssize_t i = 0; i < a->sq && !status; i++) {
-            const Py_ssize_t count = cut_pieces(a->index + (ib * a->sq + i) * a->k, a->k, a->n, p + first[i], bad);
-            status = count < 0 ? -1 : 0;
-            first[i + 1] = first[i] + (count < 0 ? 0 : count);
-        }
-        for (Py_ssize_t h = 0; h < a->g && !status; h++)
-            for (Py_ssize_t i = 0; i < a->sq; i++) {
-                const Py_ssize_t r = (ib * a->g + h) * a->sq + i, np_ = first[i + 1] - first[i];
-                if (a->dtype == F32)
-                    (adjoint ? slots_f32_adjoint : slots_f32_gather)(a, r, p + first[i], np_);
-                else
-                    (adjoint ? slots_f64_adjoint : slots_f64_gather)(a, r, p + first[i], np_);
+    for (Py_ssize_t ib = 0; ib < a->nb && !status; ib++)
+        for (Py_ssize_t i0 = 0; i0 < a->sq && !status; i0 += group) {
+            const Py_ssize_t rows = a->sq - i0 < group ? a->sq - i0 : group;
+            first[0] = 0;
+            for (Py_ssize_t i = 0; i < rows && !status; i++) {
+                const int64_t *ix = a->index + (ib * a->sq + i0 + i) * a->k;
+                const Py_ssize_t count = cut_pieces(ix, a->k, a->n, p + first[i], bad);
+                status = count < 0 ? -1 : 0;
+                first[i + 1] = first[i] + (count < 0 ? 0 : count);
             }
-    }
+            for (Py_ssize_t h = 0; h < a->g && !status; h++)
+                for (Py_ssize_t i = 0; i < rows; i++) {
+                    const Py_ssize_t r = (ib * a->g + h) * a->sq + i0 + i, np_ = first[i + 1] - first[i];
+                    if (a->dtype == F32)
+                        (adjoint ? slots_f32_adjoint : slots_f32_gather)(a, r, p + first[i], np_);
+                    else
+                        (adjoint ? slots_f64_adjoint : slots_f64_gather)(a, r, p + first[i], np_);
+                }
+        }
     free(p);
     free(first);
     return status;

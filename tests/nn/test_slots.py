@@ -82,6 +82,22 @@ def test_loop_equals_gather_and_scatter_add(pure, case, heads, dtype):
     assert ((sum_slots(weights, index, n) - pure(sum_slots, weights, index, n)).abs() <= bound).all()
 
 
+@needs_loop
+@pytest.mark.parametrize("batched", [False, True])
+def test_long_index_rows_are_cut_in_groups(pure, batched):
+    """Rows of 20000 keys: the loop holds the pieces of 3 index rows at a time (groups 3 + 2 here)."""
+    shaw = ShawRelativeBias(2, max_distance=300)
+    index = shaw.index(5, 20_000, offset=9_000)
+    if batched:
+        index = torch.stack([index, index.flip(-1)])
+    table = torch.randn(2, 3, 5, 601, dtype=torch.float64)
+    weights = torch.randn(2, 3, 5, 20_000, dtype=torch.float64)
+    torch.testing.assert_close(gather_slots(table, index), pure(gather_slots, table, index), rtol=0, atol=0)
+    torch.testing.assert_close(
+        sum_slots(weights, index, 601), pure(sum_slots, weights, index, 601), rtol=1e-12, atol=1e-12
+    )
+
+
 @settings(max_examples=40, deadline=None)
 @given(case=indices(), heads=st.integers(1, 3))
 def test_sum_slots_is_the_adjoint_of_gather_slots(case, heads):
