@@ -5,7 +5,9 @@
 ``TransformerEncoder(d=128, 4 heads, 2 layers)`` on ``(B=32, S=128)`` float32, CPU, bidirectional,
 no masks; one step = ``zero_grad``, forward, ``sum().backward()``. Measuring rules (pinned heap,
 interleaved rounds, CPU time, load): :mod:`_harness`; the floor is the ``none`` encoding, so
-``÷floor`` is each encoding's step time over ``none``'s (1.10 = 10 % slower).
+``÷floor`` is each encoding's step time over ``none``'s (1.10 = 10 % slower). Shaw is measured
+twice: as installed, and with posenc's compiled loops switched off (``torch.gather`` and
+``scatter_add`` for its slots).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def main() -> None:
     cases: dict[str, Callable[[], object]] = {
         label: (lambda m=model: step(m)) for label, model in models.items()
     }
+    for label in ("shaw", "shaw (on_values=True)"):  # its slot gather and sum without the compiled loop
+        cases[f"  {label}, pure torch"] = _harness.without_native(cases[label])
     for threads in _harness.thread_counts(args.threads):
         torch.set_num_threads(threads)
         block = _harness.measure(
