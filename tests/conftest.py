@@ -1,4 +1,5 @@
-"""Shared fixtures: the location of real datasets and a hypothesis profile for a noisy machine.
+"""Shared fixtures: the location of real datasets, posenc's compiled loops on and off, and a hypothesis
+profile for a noisy machine.
 
 Real data lives outside the repository (never copied in). Tests find it through the
 ``POSENC_DATA`` environment variable or, by default, ``../shared/data`` beside the
@@ -33,3 +34,25 @@ def msl_dir() -> Path:
     if not (path / "test.npz").is_file():
         pytest.skip(f"MSL data not found at {path} (set POSENC_DATA to the folder holding msl/)")
     return path
+
+
+@pytest.fixture
+def native() -> None:
+    """Skip unless posenc's compiled loops (``posenc._kernels``) are built and switched on."""
+    from posenc import _native
+
+    if _native.kernels is None:
+        pytest.skip("posenc._kernels is not built here (no C compiler at install time, or POSENC_NATIVE=0)")
+
+
+@pytest.fixture
+def pure(monkeypatch: pytest.MonkeyPatch):
+    """Run a callable with the compiled loops switched off: the pure NumPy/PyTorch code."""
+    from posenc import _native
+
+    def run(fn, *args, **kwargs):
+        with monkeypatch.context() as m:
+            m.setattr(_native, "kernels", None)
+            return fn(*args, **kwargs)
+
+    return run

@@ -17,22 +17,7 @@ from posenc import _native, spectrum, tables
 torch = pytest.importorskip("torch")
 from posenc.nn import functional, rotary  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    _native.kernels is None,
-    reason="posenc._kernels is not built here (no C compiler at install time, or POSENC_NATIVE=0)",
-)
-
-
-@pytest.fixture
-def pure(monkeypatch: pytest.MonkeyPatch):
-    """Run a callable with the compiled loops switched off: the pure NumPy/PyTorch code."""
-
-    def run(fn, *args, **kwargs):
-        with monkeypatch.context() as m:
-            m.setattr(_native, "kernels", None)
-            return fn(*args, **kwargs)
-
-    return run
+pytestmark = pytest.mark.usefixtures("native")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

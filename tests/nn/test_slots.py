@@ -7,28 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posenc import _native
-
 torch = pytest.importorskip("torch")
 from posenc.nn import ShawRelativeBias  # noqa: E402
 from posenc.nn._slots import gather_slots, sum_slots  # noqa: E402
 
-needs_loop = pytest.mark.skipif(
-    _native.kernels is None,
-    reason="posenc._kernels is not built here (no C compiler at install time, or POSENC_NATIVE=0)",
-)
-
-
-@pytest.fixture
-def pure(monkeypatch: pytest.MonkeyPatch):
-    """Run a callable with the compiled loops switched off: torch.gather and scatter_add."""
-
-    def run(fn, *args, **kwargs):
-        with monkeypatch.context() as m:
-            m.setattr(_native, "kernels", None)
-            return fn(*args, **kwargs)
-
-    return run
+needs_loop = pytest.mark.usefixtures("native")
 
 
 @st.composite
