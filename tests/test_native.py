@@ -157,3 +157,54 @@ def test_env_switch_turns_the_loops_off():
     env = {**os.environ, "POSENC_NATIVE": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# Every loop promises the IEEE operations its formula names, each rounded once: no fused multiply-add
+# (the build passes -ffp-contract=off; GCC 12's vectorizer fuses the alternating −/+ of a complex product
+# into vfmaddsub regardless, so the loops are written in a form it leaves alone). The references here are
+# separate elementwise operations, never fused.
+
+
+@pytest.mark.parametrize("layout", sorted(_native.ROW_LAYOUTS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_table_rows_round_each_product_once(layout, dtype):
+    rng = np.random.default_rng(0)
+    b, q, f = 8, 5, 37
+    fine = np.exp(1j * rng.uniform(0, 7, (b, f)))
+    coarse = np.exp(1j * rng.uniform(0, 7, (q, f)))
+    out = np.zeros((b * q, 2 * f), dtype=dtype)
+    _native.expi_rows(out.ctypes.data, _native.dtype_code(out.dtype, "expi_rows"),
+                      _native.ROW_LAYOUTS[layout], b * q, 2 * f, fine, coarse)  # fmt: skip
+    fr, fm = np.tile(fine.real, (q, 1)), np.tile(fine.imag, (q, 1))
+    cr, cm = np.repeat(coarse.real, b, axis=0), np.repeat(coarse.imag, b, axis=0)
+    re = np.subtract(np.multiply(fr, cr), np.multiply(fm, cm)).astype(dtype)
+    im = np.add(np.multiply(fr, cm), np.multiply(fm, cr)).astype(dtype)
+    expected = {
+        "interleaved": np.stack([re, im], -1).reshape(b * q, 2 * f),
+        "interleaved_cos_first": np.stack([im, re], -1).reshape(b * q, 2 * f),
+        "split": np.concatenate([re, im], -1),
+    }[layout]
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("general", [False, True])
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("r", [64, 58])  # 29 pairs: the vector loops' remainders too
+def test_rotation_rounds_each_product_once(dtype, layout, general, inverse, r):
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 33, 64).to(dtype)
+    cos, sin = _tables(33, r, layout, dtype, general)
+    out = rotary._rotate_native(x, cos, sin, layout, inverse)
+    assert out is not None
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    (x_a, x_b), (c_a, c_b), (s_a, s_b) = (rotary._pairs(t.to(work), layout) for t in (x[..., :r], cos, sin))
+    if inverse:  # Rᵀ: out_a = x_a·c_a + x_b·s_b, out_b = x_b·c_b − x_a·s_a
+        o_a, o_b = torch.add(x_a * c_a, x_b * s_b), torch.sub(x_b * c_b, x_a * s_a)
+    else:
+        o_a, o_b = torch.sub(x_a * c_a, x_b * s_a), torch.add(x_b * c_b, x_a * s_b)
+    expected = x.to(work)  # dims r … 63 are copied
+    e_a, e_b = rotary._pairs(expected[..., :r], layout)
+    e_a.copy_(o_a), e_b.copy_(o_b)
+    torch.testing.assert_close(out, expected.to(dtype), rtol=0, atol=0)

@@ -3,7 +3,8 @@
  * rotate     out = R x for rotary pairs (Su et al. 2021, RoFormer, eq. 34):
  *              out_a = x_a·cos_a − x_b·sin_a,   out_b = x_b·cos_b + x_a·sin_b
  *            with pair i = (i, i + r/2) ("half_split") or (2i, 2i + 1) ("adjacent"), cos/sin
- *            [s, r] tables in the pair layout, or [s, r/2] ("paired": one value per pair);
+ *            [s, r] tables in the pair layout (sines of column a negated), or [s, r/2] ("paired":
+ *            one value per pair);
  *            columns r … d−1 are copied. float32 and bfloat16
  *            work in float32 (bfloat16 rounded once, to nearest even), float64 in float64.
  * slots      Shaw et al. (2018) relative positions: gather_slots out[r, j] = table[r, idx[i, j]] reads one of
@@ -88,18 +89,29 @@ typedef struct {
 } rotate_args;
 
 /* One row of `r` rotated dims, each x loaded as the work type W by LD and stored by ST. The pointers
- * are restrict parameters, so the compiler vectorizes without run-time alias checks. Tables: `c`,
- * `sn` hold r values per position in the pair layout, or with `paired` h = r/2, one per pair (both
- * columns of a pair equal: half the table traffic, the common case). */
+ * are restrict parameters, so the compiler vectorizes without run-time alias checks. Tables: with
+ * `paired`, `c`, `sn` hold h = r/2 values per position, one per pair (both columns of a pair equal:
+ * half the table traffic, the common case), and out_a = x_a·c − x_b·s; else r values in the pair layout
+ * with the sines of column a negated by the caller, so both columns are sums, out_a = x_a·c_a + x_b·sn_a.
+ * Every product and the sum are rounded once, as in torch: GCC 12 fuses an alternating −/+ into
+ * vfmaddsub despite -ffp-contract=off, in the loop vectorizer (hence the sums of the general form) and
+ * in straight-line code (hence -fno-tree-slp-vectorize in the build). */
 #define ROTATE_ROW_FNS(NAME, T, W, LD, ST)                                                          \
     static inline __attribute__((always_inline)) void NAME##_half(                               \
         const T *restrict x, T *restrict o, const W *restrict c, const W *restrict sn, Py_ssize_t h, \
         int paired) {                                                                             \
-        const W *restrict cb = paired ? c : c + h, *restrict sb = paired ? sn : sn + h;           \
+        if (paired) {                                                                             \
+            for (Py_ssize_t i = 0; i < h; i++) {                                                  \
+                const W xa = LD(x[i]), xb = LD(x[h + i]);                                         \
+                o[i] = ST(xa * c[i] - xb * sn[i]);                                                \
+                o[h + i] = ST(xb * c[i] + xa * sn[i]);                                            \
+            }                                                                                     \
+            return;                                                                               \
+        }                                                                                         \
         for (Py_ssize_t i = 0; i < h; i++) {                                                      \
             const W xa = LD(x[i]), xb = LD(x[h + i]);                                             \
-            o[i] = ST(xa * c[i] - xb * sn[i]);                                                    \
-            o[h + i] = ST(xb * cb[i] + xa * sb[i]);                                               \
+            o[i] = ST(xa * c[i] + xb * sn[i]);                                                    \
+            o[h + i] = ST(xb * c[h + i] + xa * sn[h + i]);                                        \
         }                                                                                         \
     }                                                                                             \
     static inline __attribute__((always_inline)) void NAME##_adjacent(                           \
@@ -115,7 +127,7 @@ typedef struct {
         }                                                                                         \
         for (Py_ssize_t i = 0; i < h; i++) {                                                      \
             const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                     \
-            o[2 * i] = ST(xa * c[2 * i] - xb * sn[2 * i]);                                        \
+            o[2 * i] = ST(xa * c[2 * i] + xb * sn[2 * i]);                                        \
             o[2 * i + 1] = ST(xb * c[2 * i + 1] + xa * sn[2 * i + 1]);                            \
         }                                                                                         \
     }                                                                                             \

@@ -179,11 +179,14 @@ def _native_ok(x: torch.Tensor) -> bool:
 def _native_tables(
     cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work``: with ``paired``,
-    ``[s, r/2]``, one value per pair (when both columns of every pair are equal: half the table
-    traffic), else ``[s, r]`` in ``layout``. The loop computes ``out_a = x_a·c_a − x_b·s_a``,
-    ``out_b = x_b·c_b + x_a·s_b``; ``Rᵀ = [[c_a, s_b], [−s_a, c_b]]`` (``inverse``) is that form with the
-    sines ``(−s_b, −s_a)``. Cached (:func:`_cached`)."""
+    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work``.
+
+    With ``paired`` (both columns of every pair equal: half the table traffic), ``[s, r/2]``, one value
+    per pair, and the loop computes ``out_a = x_a·c − x_b·s``, ``out_b = x_b·c + x_a·s``;
+    ``Rᵀ`` (``inverse``) is that form with ``−s``. Else ``[s, r]`` in ``layout`` with signed sines
+    ``(σ_a, σ_b)`` and the loop computes two sums, ``out_a = x_a·c_a + x_b·σ_a``,
+    ``out_b = x_b·c_b + x_a·σ_b``: ``R`` has ``(σ_a, σ_b) = (−s_a, s_b)``, ``Rᵀ = [[c_a, s_b], [−s_a, c_b]]``
+    has ``(s_b, −s_a)``. Cached (:func:`_cached`)."""
 
     def build() -> tuple[torch.Tensor, torch.Tensor, bool]:
         (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
@@ -191,13 +194,16 @@ def _native_tables(
             s_w = s_a.to(work)
             return c_a.to(work).contiguous(), (-s_w if inverse else s_w).contiguous(), True
         sin_w = sin.to(work)
+        s_a, s_b = _pairs(sin_w, layout)
+        signed = torch.empty_like(sin_w)
+        o_a, o_b = _pairs(signed, layout)
         if inverse:
-            s_a, s_b = _pairs(sin_w, layout)
-            sin_w = torch.empty_like(sin_w)
-            o_a, o_b = _pairs(sin_w, layout)
-            torch.neg(s_b, out=o_a)
+            o_a.copy_(s_b)
             torch.neg(s_a, out=o_b)
-        return cos.to(work).contiguous(), sin_w.contiguous(), False
+        else:
+            torch.neg(s_a, out=o_a)
+            o_b.copy_(s_b)
+        return cos.to(work).contiguous(), signed.contiguous(), False
 
     return _cached(cos, sin, ("native", layout, inverse, work), build)
 
