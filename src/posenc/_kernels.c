@@ -4,9 +4,9 @@
  *              out_a = x_a·cos_a − x_b·sin_a,   out_b = x_b·cos_b + x_a·sin_b
  *            with pair i = (i, i + r/2) ("half_split") or (2i, 2i + 1) ("adjacent"), cos/sin
  *            [s, r] tables in the pair layout (sines of column a negated), or [s, r/2] ("paired":
- *            one value per pair);
- *            columns r … d−1 are copied. float32 and bfloat16
- *            work in float32 (bfloat16 rounded once, to nearest even), float64 in float64.
+ *            one value per pair); columns r … d−1 are copied. float32 and bfloat16 work in float32
+ *            (bfloat16 rounded once, to nearest even: by VCVTNEPS2BF16 where the CPU has AVX512-BF16
+ *            and the tables are paired with 16 | r/2, else in portable integer code), float64 in float64.
  * slots      Shaw et al. (2018) relative positions: gather_slots out[r, j] = table[r, idx[i, j]] reads one of
  *            n slots per (row, key); sum_slots, its adjoint, sums w[r, j] into slot idx[i, j] of row r.
  *            Each index row is first cut into pieces, runs of one slot (a fill, or a sum) and runs of
@@ -33,6 +33,10 @@
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#if __GNUC__ >= 10
+#include <immintrin.h>
+#define HAVE_BF16_HW 1
+#endif
 #else
 #define CLONES
 #endif
@@ -88,6 +92,21 @@ typedef struct {
     int paired; /* cos, sin hold one value per pair: [s, r/2] */
 } rotate_args;
 
+/* Rows lo … hi−1 of the [n0, n1, s] rows of `a`: the body (the variadic part) runs with x, o (T *) and
+ * the table rows c, sn (const W *) of the row's position; then the dims r … d−1 are copied. */
+#define FOR_EACH_ROW(T, W, a, lo, hi, ...)                                                          \
+    {                                                                                             \
+        Py_ssize_t t = (lo) % (a)->s, i1 = (lo) / (a)->s % (a)->n1, i0 = (lo) / (a)->s / (a)->n1; \
+        for (Py_ssize_t row = (lo); row < (hi); row++, t = t + 1 < (a)->s ? t + 1 : 0) {          \
+            if (t == 0 && row > (lo) && ++i1 == (a)->n1) i1 = 0, i0++;                            \
+            const T *x = (const T *)(a)->x + i0 * (a)->xs0 + i1 * (a)->xs1 + t * (a)->xs2;        \
+            T *o = (T *)(a)->out + i0 * (a)->os0 + i1 * (a)->os1 + t * (a)->os2;                  \
+            const W *c = (const W *)(a)->cos + t * (a)->ts, *sn = (const W *)(a)->sin + t * (a)->ts; \
+            __VA_ARGS__                                                                           \
+            if ((a)->r < (a)->d) memcpy(o + (a)->r, x + (a)->r, (size_t)((a)->d - (a)->r) * sizeof(T)); \
+        }                                                                                         \
+    }
+
 /* One row of `r` rotated dims, each x loaded as the work type W by LD and stored by ST. The pointers
  * are restrict parameters, so the compiler vectorizes without run-time alias checks. Tables: with
  * `paired`, `c`, `sn` hold h = r/2 values per position, one per pair (both columns of a pair equal:
@@ -133,18 +152,12 @@ typedef struct {
     }                                                                                             \
     CLONES static void NAME##_rows(const rotate_args *a, Py_ssize_t lo, Py_ssize_t hi) {          \
         const Py_ssize_t h = a->r / 2;                                                            \
-        Py_ssize_t t = lo % a->s, i1 = lo / a->s % a->n1, i0 = lo / a->s / a->n1;                 \
-        for (Py_ssize_t row = lo; row < hi; row++, t = t + 1 < a->s ? t + 1 : 0) {                \
-            if (t == 0 && row > lo && ++i1 == a->n1) i1 = 0, i0++;                                \
-            const T *x = (const T *)a->x + i0 * a->xs0 + i1 * a->xs1 + t * a->xs2;                \
-            T *o = (T *)a->out + i0 * a->os0 + i1 * a->os1 + t * a->os2;                          \
-            const W *c = (const W *)a->cos + t * a->ts, *sn = (const W *)a->sin + t * a->ts;      \
+        FOR_EACH_ROW(T, W, a, lo, hi, {                                                           \
             if (a->layout == HALF_SPLIT)                                                          \
                 NAME##_half(x, o, c, sn, h, a->paired);                                           \
             else                                                                                  \
                 NAME##_adjacent(x, o, c, sn, h, a->paired);                                       \
-            if (a->r < a->d) memcpy(o + a->r, x + a->r, (size_t)(a->d - a->r) * sizeof(T));      \
-        }                                                                                         \
+        })                                                                                        \
     }
 
 #define SAME(v) (v)
@@ -152,11 +165,82 @@ ROTATE_ROW_FNS(rotate_f32, float, float, SAME, SAME)
 ROTATE_ROW_FNS(rotate_f64, double, double, SAME, SAME)
 ROTATE_ROW_FNS(rotate_bf16, uint16_t, float, bf16_to_f32, f32_to_bf16)
 
+#ifdef HAVE_BF16_HW
+/* bfloat16 with paired tables and 16 | r/2, by AVX512-BF16: VCVTNEPS2BF16 rounds 16 float32 values to
+ * nearest even in one instruction (NaN kept, quiet), where the portable loop spends ~8 integer
+ * operations. It flushes float32 subnormals to zero, so a row holding one is redone by the portable loop. */
+#define BF16_HW __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
+#define SUBNORMAL 0x20 /* VFPCLASSPS category */
+
+BF16_HW static inline __m512 bf16_widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* out_a = x_a·c − x_b·s, out_b = x_b·c + x_a·s for 16 pairs, as float32; nonzero if one is subnormal. */
+BF16_HW static inline int bf16_pairs16(__m512 xa, __m512 xb, const float *c, const float *sn, __m512 *oa,
+                                       __m512 *ob) {
+    const __m512 cc = _mm512_loadu_ps(c), ss = _mm512_loadu_ps(sn);
+    *oa = _mm512_sub_ps(_mm512_mul_ps(xa, cc), _mm512_mul_ps(xb, ss));
+    *ob = _mm512_add_ps(_mm512_mul_ps(xb, cc), _mm512_mul_ps(xa, ss));
+    return (int)(_mm512_fpclass_ps_mask(*oa, SUBNORMAL) | _mm512_fpclass_ps_mask(*ob, SUBNORMAL));
+}
+
+BF16_HW static void rotate_bf16_hw_rows(const rotate_args *a, Py_ssize_t lo, Py_ssize_t hi) {
+    const Py_ssize_t h = a->r / 2;
+    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
+    __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+                                     22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    FOR_EACH_ROW(uint16_t, float, a, lo, hi, {
+        int subnormal = 0;
+        __m512 oa, ob;
+        if (a->layout == HALF_SPLIT) {
+            for (Py_ssize_t i = 0; i < h && !subnormal; i += 16) {
+                const __m512 xa = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + i)));
+                const __m512 xb = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + h + i)));
+                subnormal = bf16_pairs16(xa, xb, c + i, sn + i, &oa, &ob);
+                _mm256_storeu_si256((__m256i *)(o + i), (__m256i)_mm512_cvtneps_pbh(oa));
+                _mm256_storeu_si256((__m256i *)(o + h + i), (__m256i)_mm512_cvtneps_pbh(ob));
+            }
+        } else { /* 16 pairs = 16 words (x_a low, x_b high): the halves of each word widen in place */
+            for (Py_ssize_t i = 0; i < h && !subnormal; i += 16) {
+                const __m512i w = _mm512_loadu_si512((const void *)(x + 2 * i));
+                const __m512 xa = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+                const __m512 xb = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+                subnormal = bf16_pairs16(xa, xb, c + i, sn + i, &oa, &ob);
+                const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(ob, oa); /* a in words 0–15, b in 16–31 */
+                _mm512_storeu_si512((void *)(o + 2 * i), _mm512_permutexvar_epi16(weave, both));
+            }
+        }
+        if (subnormal) { /* the portable loop rounds subnormals exactly */
+            if (a->layout == HALF_SPLIT)
+                rotate_bf16_half(x, o, c, sn, h, 1);
+            else
+                rotate_bf16_adjacent(x, o, c, sn, h, 1);
+        }
+    })
+}
+
+static int bf16_hw(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("avx512bf16");
+    }
+    return known;
+}
+#endif
+
 static void rotate_rows(const rotate_args *a, Py_ssize_t lo, Py_ssize_t hi) {
     if (a->dtype == F32)
         rotate_f32_rows(a, lo, hi);
     else if (a->dtype == F64)
         rotate_f64_rows(a, lo, hi);
+#ifdef HAVE_BF16_HW
+    else if (a->paired && (a->r / 2) % 16 == 0 && bf16_hw())
+        rotate_bf16_hw_rows(a, lo, hi);
+#endif
     else
         rotate_bf16_rows(a, lo, hi);
 }
