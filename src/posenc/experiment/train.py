@@ -43,6 +43,18 @@ if TYPE_CHECKING:
     from posenc.data import WindowSet
 
 
+class _Bar(tqdm):
+    """A tqdm bar without tqdm's monitor thread, which only tunes how often slow bars redraw.
+
+    Every tqdm bar, even a disabled one, takes a lock shared by all tqdm classes of the process (a
+    ``multiprocessing.RLock``), and each class's monitor thread takes it every 10 s; a test run here
+    once hung with two monitor threads and the main thread all waiting on that lock. So bars are made
+    only when shown, and without a monitor.
+    """
+
+    monitor_interval = 0
+
+
 class TrainingDiverged(UsageError, FloatingPointError):
     """The training loss became NaN or infinite — almost always a learning rate too large for the model."""
 
@@ -204,11 +216,11 @@ def fit_loop(
         batches = steps.batches(epoch)
         net.train()
         total, count, start = 0.0, 0, time.perf_counter()
-        bar = tqdm(
-            batches,
-            desc=f"{steps.label} seed {config.seed} epoch {epoch}",
-            leave=False,
-            disable=not (progress and world.is_main),
+        shown = progress and world.is_main
+        bar = (
+            _Bar(batches, desc=f"{steps.label} seed {config.seed} epoch {epoch}", leave=False)
+            if shown
+            else batches
         )
         for batch in bar:
             loss = steps.loss(net, batch)
