@@ -188,7 +188,7 @@ BF16_HW static inline int bf16_pairs16(__m512 xa, __m512 xb, const float *c, con
 BF16_HW static void rotate_bf16_hw_rows(const rotate_args *a, Py_ssize_t lo, Py_ssize_t hi) {
     const Py_ssize_t h = a->r / 2;
     const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
+    const __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
                                      22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     FOR_EACH_ROW(uint16_t, float, a, lo, hi, {
         int subnormal = 0;
