@@ -294,8 +294,8 @@ def test_exported_graph_is_real_and_compiled_matches_eager(layout):
 @pytest.mark.parametrize("layout", ["adjacent", "half_split"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_compiled_forward_and_backward_match_eager(layout, dtype):
-    # both compiled paths: the opaque operator posenc::rotate (adjacent) and the fused real
-    # expression (half_split); partial rotary too
+    # both compiled paths: the opaque operator posenc::rotate (adjacent; half_split float32) and the
+    # fused real expression (half_split bfloat16); partial rotary too
     cos, sin = RotaryEmbedding(20, rotary_dim=16, layout=layout).cos_sin(9, dtype=dtype)
     x = torch.randn(2, 3, 9, 20).to(dtype)
     grad = torch.randn(2, 3, 9, 20).to(dtype)
