@@ -191,17 +191,18 @@ def test_table_rows_round_each_product_once(layout, dtype):
 @pytest.mark.parametrize("layout", rotary.LAYOUTS)
 @pytest.mark.parametrize("general", [False, True])
 @pytest.mark.parametrize("inverse", [False, True])
-@pytest.mark.parametrize("r", [64, 58])  # 29 pairs: the vector loops' remainders too
+# 16, 32 and 64 pairs: the counts the loops unroll as constants; 29: the general loop and its remainders
+@pytest.mark.parametrize("r", [32, 64, 128, 58])
 @pytest.mark.parametrize("scale", [1.0, 2.0**-126])  # results float32 subnormals in places, or none
 def test_rotation_rounds_each_product_once(dtype, layout, general, inverse, r, scale):
     torch.manual_seed(1)
-    x = (torch.randn(2, 3, 33, 64, dtype=torch.float64) * scale).to(dtype)
+    x = (torch.randn(2, 3, 33, max(r, 64), dtype=torch.float64) * scale).to(dtype)
     x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
     cos, sin = _tables(33, r, layout, dtype, general)
     out = rotary._rotate_native(x, cos, sin, layout, inverse)
     assert out is not None
     work = torch.float64 if dtype == torch.float64 else torch.float32
-    # torch's eager elementwise multiplies and adds, one rounding each; dims r … 63 copied
+    # torch's eager elementwise multiplies and adds, one rounding each; dims r … d − 1 copied
     rotated = rotary._rotation_expr(x[..., :r].to(work), cos.to(work), sin.to(work), layout, inverse)
     expected = torch.cat([rotated, x[..., r:].to(work)], dim=-1)
     if scale < 1:  # some results are float32 subnormals: what the AVX512-BF16 rows must redo
