@@ -309,6 +309,13 @@ CLONES static void expi_f32_rows(const expi_args a) { EXPI_BODY(float) }
 
 CLONES static void expi_f64_rows(const expi_args a) { EXPI_BODY(double) }
 
+static void expi_rows(const expi_args a) {
+    if (a.dtype == F32)
+        expi_f32_rows(a);
+    else
+        expi_f64_rows(a);
+}
+
 /* ---- slots ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -461,8 +468,7 @@ static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
     expi_args a = {(char *)as_ptr(out), dtype, layout, n, b, f, ld, (const double *)as_ptr(fine_re),
                    (const double *)as_ptr(fine_im), (const double *)as_ptr(coarse_re),
                    (const double *)as_ptr(coarse_im), stream};
-    Py_BEGIN_ALLOW_THREADS if (dtype == F32) expi_f32_rows(a);
-    else expi_f64_rows(a);
+    Py_BEGIN_ALLOW_THREADS expi_rows(a);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 

@@ -246,10 +246,10 @@ def _rotate_compiled(
     """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is the
     inverse rotation, traced the same way).
 
-    ``adjacent``, and ``half_split`` float32/float64 on the CPU: the eager kernel as the opaque operator
-    ``posenc::rotate`` (its tables cached as in eager mode), which measured faster than the compiler's
-    loop: ``half_split`` float32 1.17–1.18× a copy against 1.25–1.38× (the compiled loop of
-    :mod:`posenc._native`), and for ``adjacent`` the compiler's code for stride-2 pairs is slower still
+    ``adjacent``, and ``half_split`` float32/float64 on the CPU: the eager kernel (for ``half_split`` the
+    compiled loop of :mod:`posenc._native`) as the opaque operator ``posenc::rotate``, its tables cached
+    as in eager mode. It measured faster than the compiler's loop: ``half_split`` float32 1.17–1.18× a
+    copy against 1.25–1.38×, and for ``adjacent`` the compiler's code for stride-2 pairs is slower still
     (every formulation tried: stack, cat, flip of the pairs). Other ``half_split`` (bfloat16/float16, or
     not on the CPU), and everything under ``torch.export``: the real expression :func:`_rotation_expr`,
     which the compiler fuses into one loop (CPU bfloat16: 1.45–1.48× against 1.66–1.68× for the operator).
