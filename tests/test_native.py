@@ -187,18 +187,27 @@ def test_table_rows_round_each_product_once(layout, dtype):
     np.testing.assert_array_equal(out, expected)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+# x and table dtypes: bfloat16 x reads bfloat16 tables as they are, float32 tables as float32
+@pytest.mark.parametrize(
+    "dtype,table_dtype",
+    [
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.bfloat16, torch.float32),
+    ],
+)
 @pytest.mark.parametrize("layout", rotary.LAYOUTS)
 @pytest.mark.parametrize("general", [False, True])
 @pytest.mark.parametrize("inverse", [False, True])
 # 16, 32 and 64 pairs: the counts the loops unroll as constants; 29: the general loop and its remainders
 @pytest.mark.parametrize("r", [32, 64, 128, 58])
 @pytest.mark.parametrize("scale", [1.0, 2.0**-126])  # results float32 subnormals in places, or none
-def test_rotation_rounds_each_product_once(dtype, layout, general, inverse, r, scale):
+def test_rotation_rounds_each_product_once(dtype, table_dtype, layout, general, inverse, r, scale):
     torch.manual_seed(1)
     x = (torch.randn(2, 3, 33, max(r, 64), dtype=torch.float64) * scale).to(dtype)
     x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
-    cos, sin = _tables(33, r, layout, dtype, general)
+    cos, sin = _tables(33, r, layout, table_dtype, general)
     out = rotary._rotate_native(x, cos, sin, layout, inverse)
     assert out is not None
     work = torch.float64 if dtype == torch.float64 else torch.float32

@@ -7,6 +7,8 @@
  *            one value per pair); columns r … d−1 are copied. float32 and bfloat16 work in float32
  *            (bfloat16 rounded once, to nearest even: by VCVTNEPS2BF16 where the CPU has AVX512-BF16
  *            and the tables are paired with 16 | r/2, else in portable integer code), float64 in float64.
+ *            The tables are float32 or float64 as the work, or bfloat16 beside bfloat16 x (widened
+ *            exactly as they are read: half the table traffic).
  * slots      Shaw et al. (2018) relative positions: gather_slots out[r, j] = table[r, idx[i, j]] reads one of
  *            n slots per (row, key); sum_slots, its adjoint, sums w[r, j] into slot idx[i, j] of row r.
  *            Each index row is first cut into pieces, runs of one slot (a fill, or a sum) and runs of
@@ -86,7 +88,7 @@ typedef struct {
     const char *x;
     char *out;
     const char *cos, *sin;
-    int dtype, layout;
+    int dtype, tdtype, layout; /* tdtype: the tables' dtype code */
     Py_ssize_t n0, n1, s, d, r;
     Py_ssize_t xs0, xs1, xs2, os0, os1, os2, ts; /* strides in elements */
     int paired; /* cos, sin hold one value per pair: [s, r/2] */
@@ -95,9 +97,9 @@ typedef struct {
 /* Every row (i0, i1, t) of `a`, a local copy of the arguments (passed by value: the tail memcpy cannot
  * alias it, so its fields stay in registers and the branches on them leave the loop: float32
  * half_split (8, 8, 2048, 64) 1.08× a copy, against 1.32× reading them through a pointer): the body
- * (the variadic part) runs with x, o (T *) and the table rows c, sn (const W *) of position t; then the
+ * (the variadic part) runs with x, o (T *) and the table rows c, sn (const TT *) of position t; then the
  * dims r … d−1 are copied. */
-#define FOR_EACH_ROW(T, W, a, ...)                                                                 \
+#define FOR_EACH_ROW(T, TT, a, ...)                                                                \
     for (Py_ssize_t i0 = 0; i0 < (a).n0; i0++)                                                    \
         for (Py_ssize_t i1 = 0; i1 < (a).n1; i1++) {                                              \
             const T *x_head = (const T *)(a).x + i0 * (a).xs0 + i1 * (a).xs1;                     \
@@ -105,7 +107,7 @@ typedef struct {
             for (Py_ssize_t t = 0; t < (a).s; t++) {                                              \
                 const T *x = x_head + t * (a).xs2;                                                \
                 T *o = o_head + t * (a).os2;                                                      \
-                const W *c = (const W *)(a).cos + t * (a).ts, *sn = (const W *)(a).sin + t * (a).ts; \
+                const TT *c = (const TT *)(a).cos + t * (a).ts, *sn = (const TT *)(a).sin + t * (a).ts; \
                 __VA_ARGS__                                                                       \
                 if ((a).r < (a).d) memcpy(o + (a).r, x + (a).r, (size_t)((a).d - (a).r) * sizeof(T)); \
             }                                                                                     \
@@ -123,7 +125,8 @@ typedef struct {
     default: F(__VA_ARGS__, h);                                                                   \
     }
 
-/* One row of `r` rotated dims, each x loaded as the work type W by LD and stored by ST. The pointers
+/* One row of `r` rotated dims, each x loaded as the work type W by LD and stored by ST, each table
+ * value (TT) loaded as W by LDT. The pointers
  * are restrict parameters, so the compiler vectorizes without run-time alias checks. Tables: with
  * `paired`, `c`, `sn` hold h = r/2 values per position, one per pair (both columns of a pair equal:
  * half the table traffic, the common case), and out_a = x_a·c − x_b·s; else r values in the pair layout
@@ -131,43 +134,43 @@ typedef struct {
  * Every product and the sum are rounded once, as in torch: GCC 12 fuses an alternating −/+ into
  * vfmaddsub despite -ffp-contract=off, in the loop vectorizer (hence the sums of the general form) and
  * in straight-line code (hence -fno-tree-slp-vectorize in the build). */
-#define ROTATE_ROW_FNS(NAME, T, W, LD, ST)                                                          \
+#define ROTATE_ROW_FNS(NAME, T, W, TT, LD, ST, LDT)                                                \
     static inline __attribute__((always_inline)) void NAME##_half(                               \
-        const T *restrict x, T *restrict o, const W *restrict c, const W *restrict sn, Py_ssize_t h, \
+        const T *restrict x, T *restrict o, const TT *restrict c, const TT *restrict sn, Py_ssize_t h, \
         int paired) {                                                                             \
         if (paired) {                                                                             \
             for (Py_ssize_t i = 0; i < h; i++) {                                                  \
                 const W xa = LD(x[i]), xb = LD(x[h + i]);                                         \
-                o[i] = ST(xa * c[i] - xb * sn[i]);                                                \
-                o[h + i] = ST(xb * c[i] + xa * sn[i]);                                            \
+                o[i] = ST(xa * LDT(c[i]) - xb * LDT(sn[i]));                                                \
+                o[h + i] = ST(xb * LDT(c[i]) + xa * LDT(sn[i]));                                            \
             }                                                                                     \
             return;                                                                               \
         }                                                                                         \
         for (Py_ssize_t i = 0; i < h; i++) {                                                      \
             const W xa = LD(x[i]), xb = LD(x[h + i]);                                             \
-            o[i] = ST(xa * c[i] + xb * sn[i]);                                                    \
-            o[h + i] = ST(xb * c[h + i] + xa * sn[h + i]);                                        \
+            o[i] = ST(xa * LDT(c[i]) + xb * LDT(sn[i]));                                                    \
+            o[h + i] = ST(xb * LDT(c[h + i]) + xa * LDT(sn[h + i]));                                        \
         }                                                                                         \
     }                                                                                             \
     static inline __attribute__((always_inline)) void NAME##_adjacent(                           \
-        const T *restrict x, T *restrict o, const W *restrict c, const W *restrict sn, Py_ssize_t h, \
+        const T *restrict x, T *restrict o, const TT *restrict c, const TT *restrict sn, Py_ssize_t h, \
         int paired) {                                                                             \
         if (paired) {                                                                             \
             for (Py_ssize_t i = 0; i < h; i++) {                                                  \
                 const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                 \
-                o[2 * i] = ST(xa * c[i] - xb * sn[i]);                                            \
-                o[2 * i + 1] = ST(xb * c[i] + xa * sn[i]);                                        \
+                o[2 * i] = ST(xa * LDT(c[i]) - xb * LDT(sn[i]));                                            \
+                o[2 * i + 1] = ST(xb * LDT(c[i]) + xa * LDT(sn[i]));                                        \
             }                                                                                     \
             return;                                                                               \
         }                                                                                         \
         for (Py_ssize_t i = 0; i < h; i++) {                                                      \
             const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                     \
-            o[2 * i] = ST(xa * c[2 * i] + xb * sn[2 * i]);                                        \
-            o[2 * i + 1] = ST(xb * c[2 * i + 1] + xa * sn[2 * i + 1]);                            \
+            o[2 * i] = ST(xa * LDT(c[2 * i]) + xb * LDT(sn[2 * i]));                                        \
+            o[2 * i + 1] = ST(xb * LDT(c[2 * i + 1]) + xa * LDT(sn[2 * i + 1]));                            \
         }                                                                                         \
     }                                                                                             \
     static inline __attribute__((always_inline)) void NAME##_rows_h(const rotate_args a, Py_ssize_t h) { \
-        FOR_EACH_ROW(T, W, a, {                                                                   \
+        FOR_EACH_ROW(T, TT, a, {                                                                   \
             if (a.layout == HALF_SPLIT)                                                           \
                 NAME##_half(x, o, c, sn, h, a.paired);                                            \
             else                                                                                  \
@@ -177,9 +180,10 @@ typedef struct {
     CLONES static void NAME##_rows(const rotate_args a) { WITH_PAIRS(a.r / 2, NAME##_rows_h, a); }
 
 #define SAME(v) (v)
-ROTATE_ROW_FNS(rotate_f32, float, float, SAME, SAME)
-ROTATE_ROW_FNS(rotate_f64, double, double, SAME, SAME)
-ROTATE_ROW_FNS(rotate_bf16, uint16_t, float, bf16_to_f32, f32_to_bf16)
+ROTATE_ROW_FNS(rotate_f32, float, float, float, SAME, SAME, SAME)
+ROTATE_ROW_FNS(rotate_f64, double, double, double, SAME, SAME, SAME)
+ROTATE_ROW_FNS(rotate_bf16, uint16_t, float, float, bf16_to_f32, f32_to_bf16, SAME)
+ROTATE_ROW_FNS(rotate_bf16t, uint16_t, float, uint16_t, bf16_to_f32, f32_to_bf16, bf16_to_f32)
 
 #ifdef HAVE_BF16_HW
 /* bfloat16 with paired tables and 16 | r/2, by AVX512-BF16: VCVTNEPS2BF16 rounds 16 float32 values to
@@ -192,50 +196,60 @@ BF16_HW static inline __m512 bf16_widen(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
+/* 16 table values as float32, from float32 or (widened exactly) from bfloat16 tables. */
+BF16_HW static inline __m512 table16_f32(const float *t) { return _mm512_loadu_ps(t); }
+BF16_HW static inline __m512 table16_bf16(const uint16_t *t) {
+    return bf16_widen(_mm256_loadu_si256((const __m256i *)t));
+}
+
 /* out_a = x_a·c − x_b·s, out_b = x_b·c + x_a·s for 16 pairs, as float32; nonzero if one is subnormal. */
-BF16_HW static inline int bf16_pairs16(__m512 xa, __m512 xb, const float *c, const float *sn, __m512 *oa,
-                                       __m512 *ob) {
-    const __m512 cc = _mm512_loadu_ps(c), ss = _mm512_loadu_ps(sn);
+BF16_HW static inline int bf16_pairs16(__m512 xa, __m512 xb, __m512 cc, __m512 ss, __m512 *oa, __m512 *ob) {
     *oa = _mm512_sub_ps(_mm512_mul_ps(xa, cc), _mm512_mul_ps(xb, ss));
     *ob = _mm512_add_ps(_mm512_mul_ps(xb, cc), _mm512_mul_ps(xa, ss));
     return (int)(_mm512_fpclass_ps_mask(*oa, SUBNORMAL) | _mm512_fpclass_ps_mask(*ob, SUBNORMAL));
 }
 
-BF16_HW static inline __attribute__((always_inline)) void rotate_bf16_hw_rows_h(const rotate_args a, Py_ssize_t h) {
-    const __m512i high = _mm512_set1_epi32((int)0xffff0000u);
-    const __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                     22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    FOR_EACH_ROW(uint16_t, float, a, {
-        int subnormal = 0;
-        __m512 oa, ob;
-        if (a.layout == HALF_SPLIT) {
-            for (Py_ssize_t i = 0; i < h; i += 16) {
-                const __m512 xa = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + i)));
-                const __m512 xb = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + h + i)));
-                subnormal |= bf16_pairs16(xa, xb, c + i, sn + i, &oa, &ob);
-                _mm256_storeu_si256((__m256i *)(o + i), (__m256i)_mm512_cvtneps_pbh(oa));
-                _mm256_storeu_si256((__m256i *)(o + h + i), (__m256i)_mm512_cvtneps_pbh(ob));
-            }
-        } else { /* 16 pairs = 16 words (x_a low, x_b high): the halves of each word widen in place */
-            for (Py_ssize_t i = 0; i < h; i += 16) {
-                const __m512i w = _mm512_loadu_si512((const void *)(x + 2 * i));
-                const __m512 xa = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-                const __m512 xb = _mm512_castsi512_ps(_mm512_and_si512(w, high));
-                subnormal |= bf16_pairs16(xa, xb, c + i, sn + i, &oa, &ob);
-                const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(ob, oa); /* a in words 0–15, b in 16–31 */
-                _mm512_storeu_si512((void *)(o + 2 * i), _mm512_permutexvar_epi16(weave, both));
-            }
-        }
-        if (subnormal) { /* the portable loop rounds subnormals exactly */
-            if (a.layout == HALF_SPLIT)
-                rotate_bf16_half(x, o, c, sn, h, 1);
-            else
-                rotate_bf16_adjacent(x, o, c, sn, h, 1);
-        }
-    })
-}
+/* NAME##_rows: the AVX512-BF16 loop over tables of type TT read by LOAD16; a row with a subnormal is
+ * redone by PORTABLE (the portable loop of the same table type). */
+#define BF16_HW_ROWS(NAME, TT, LOAD16, PORTABLE)                                                      \
+    BF16_HW static inline __attribute__((always_inline)) void NAME##_h(const rotate_args a, Py_ssize_t h) { \
+        const __m512i high = _mm512_set1_epi32((int)0xffff0000u);                                   \
+        const __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, \
+                                               23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0); \
+        FOR_EACH_ROW(uint16_t, TT, a, {                                                             \
+            int subnormal = 0;                                                                      \
+            __m512 oa, ob;                                                                          \
+            if (a.layout == HALF_SPLIT) {                                                           \
+                for (Py_ssize_t i = 0; i < h; i += 16) {                                            \
+                    const __m512 xa = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + i)));     \
+                    const __m512 xb = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + h + i))); \
+                    subnormal |= bf16_pairs16(xa, xb, LOAD16(c + i), LOAD16(sn + i), &oa, &ob);     \
+                    _mm256_storeu_si256((__m256i *)(o + i), (__m256i)_mm512_cvtneps_pbh(oa));       \
+                    _mm256_storeu_si256((__m256i *)(o + h + i), (__m256i)_mm512_cvtneps_pbh(ob));   \
+                }                                                                                   \
+            } else { /* 16 pairs = 16 words (x_a low, x_b high): the halves of each word widen in place */ \
+                for (Py_ssize_t i = 0; i < h; i += 16) {                                            \
+                    const __m512i w = _mm512_loadu_si512((const void *)(x + 2 * i));               \
+                    const __m512 xa = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));                \
+                    const __m512 xb = _mm512_castsi512_ps(_mm512_and_si512(w, high));               \
+                    subnormal |= bf16_pairs16(xa, xb, LOAD16(c + i), LOAD16(sn + i), &oa, &ob);     \
+                    /* a in words 0–15, b in 16–31, then interleaved */                             \
+                    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(ob, oa);                      \
+                    _mm512_storeu_si512((void *)(o + 2 * i), _mm512_permutexvar_epi16(weave, both)); \
+                }                                                                                   \
+            }                                                                                       \
+            if (subnormal) { /* the portable loop rounds subnormals exactly */                      \
+                if (a.layout == HALF_SPLIT)                                                         \
+                    PORTABLE##_half(x, o, c, sn, h, 1);                                             \
+                else                                                                                \
+                    PORTABLE##_adjacent(x, o, c, sn, h, 1);                                         \
+            }                                                                                       \
+        })                                                                                          \
+    }                                                                                               \
+    BF16_HW static void NAME(const rotate_args a) { WITH_PAIRS(a.r / 2, NAME##_h, a); }
 
-BF16_HW static void rotate_bf16_hw_rows(const rotate_args a) { WITH_PAIRS(a.r / 2, rotate_bf16_hw_rows_h, a); }
+BF16_HW_ROWS(rotate_bf16_hw_rows, float, table16_f32, rotate_bf16)
+BF16_HW_ROWS(rotate_bf16t_hw_rows, uint16_t, table16_bf16, rotate_bf16t)
 
 static int bf16_hw(void) {
     static int known = -1;
@@ -256,10 +270,10 @@ static void rotate_rows(const rotate_args a) {
         rotate_f64_rows(a);
 #ifdef HAVE_BF16_HW
     else if (a.paired && (a.r / 2) % 16 == 0 && bf16_hw())
-        rotate_bf16_hw_rows(a);
+        (a.tdtype == BF16 ? rotate_bf16t_hw_rows : rotate_bf16_hw_rows)(a);
 #endif
     else
-        rotate_bf16_rows(a);
+        (a.tdtype == BF16 ? rotate_bf16t_rows : rotate_bf16_rows)(a);
 }
 
 /* ---- expi_rows --------------------------------------------------------------------------- */
@@ -436,19 +450,22 @@ static void *as_ptr(unsigned long long p) { return (void *)(uintptr_t)p; }
 
 static PyObject *py_rotate(PyObject *self, PyObject *args) {
     unsigned long long x, out, cos, sin;
-    int dtype, layout, paired;
+    int dtype, tdtype, layout, paired;
     Py_ssize_t n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KKKKiinnnnnnnnnnnni", &x, &out, &cos, &sin, &dtype, &layout, &n0, &n1, &s,
-                          &d, &r, &xs0, &xs1, &xs2, &os0, &os1, &os2, &ts, &paired))
+    if (!PyArg_ParseTuple(args, "KKKKiiinnnnnnnnnnnni", &x, &out, &cos, &sin, &dtype, &tdtype, &layout, &n0,
+                          &n1, &s, &d, &r, &xs0, &xs1, &xs2, &os0, &os1, &os2, &ts, &paired))
         return NULL;
-    if (dtype < F32 || dtype > BF16 || layout < ADJACENT || layout > HALF_SPLIT || r < 0 || r > d || r % 2 ||
-        n0 < 0 || n1 < 1 || s < 1) {
-        PyErr_SetString(PyExc_ValueError, "rotate: invalid dtype, layout or sizes");
+    /* tables: the work dtype (float32 for bfloat16 x), or bfloat16 beside bfloat16 x */
+    const int tables_ok = tdtype == (dtype == F64 ? F64 : F32) || (dtype == BF16 && tdtype == BF16);
+    if (dtype < F32 || dtype > BF16 || !tables_ok || layout < ADJACENT || layout > HALF_SPLIT || r < 0 ||
+        r > d || r % 2 || n0 < 0 || n1 < 1 || s < 1) {
+        PyErr_SetString(PyExc_ValueError, "rotate: invalid dtype, table dtype, layout or sizes");
         return NULL;
     }
     rotate_args a = {(const char *)as_ptr(x), (char *)as_ptr(out), (const char *)as_ptr(cos),
-                     (const char *)as_ptr(sin), dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired};
+                     (const char *)as_ptr(sin), dtype, tdtype, layout, n0, n1, s, d, r,
+                     xs0, xs1, xs2, os0, os1, os2, ts, paired};
     Py_BEGIN_ALLOW_THREADS rotate_rows(a);
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
@@ -497,7 +514,7 @@ static PyObject *py_slots(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
-     "rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
+     "rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
     {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)"},
     {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)"},
     {NULL, NULL, 0, NULL}};

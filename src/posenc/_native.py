@@ -6,8 +6,9 @@ its pure NumPy/PyTorch code, which computes the same values (the tests compare t
 
 Its three loops (each a single pass over its output; see ``_kernels.c``):
 
-* ``rotate(x, out, cos, sin, dtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)``:
-  rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`;
+* ``rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts,
+  paired)``: rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`; the
+  tables (``tdtype``) are in the work dtype, or bfloat16 beside bfloat16 ``x``;
 * ``slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)``: Shaw et al.'s (2018) relative positions,
   a gather from ``n`` slots per row by an index shared over heads, or its adjoint (a sum into the slots),
   used by :mod:`posenc.nn._slots`;

@@ -179,7 +179,8 @@ def _native_ok(x: torch.Tensor) -> bool:
 def _native_tables(
     cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work``.
+    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work`` (the loop's
+    work dtype, or bfloat16 beside bfloat16 ``x`` when the tables are bfloat16: exact either way).
 
     With ``paired`` (both columns of every pair equal: half the table traffic), ``[s, r/2]``, one value
     per pair, and the loop computes ``out_a = x_a·c − x_b·s``, ``out_b = x_b·c + x_a·s``;
@@ -228,14 +229,17 @@ def _rotate_native(
             return None
     while xs.dim() < 4:
         xs, os_ = xs.unsqueeze(0), os_.unsqueeze(0)
-    work = torch.float64 if x.dtype == torch.float64 else torch.float32
-    c, s_, paired = _native_tables(cos, sin, layout, inverse, work)
+    if x.dtype == torch.bfloat16 and cos.dtype == sin.dtype == torch.bfloat16:
+        table_dtype = torch.bfloat16  # widened exactly in the loop: half the table traffic of float32
+    else:
+        table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    c, s_, paired = _native_tables(cos, sin, layout, inverse, table_dtype)
     n0, n1, seq, d = xs.shape
     assert _native.kernels is not None
     _native.kernels.rotate(
         xs.data_ptr(), os_.data_ptr(), c.data_ptr(), s_.data_ptr(), _native.dtype_code(x.dtype, "rotate"),
-        _native.ROTARY_LAYOUTS[layout], n0, n1, seq, d, cos.shape[-1], *xs.stride()[:3], *os_.stride()[:3],
-        c.stride(0), int(paired),
+        _native.dtype_code(table_dtype, "rotate"), _native.ROTARY_LAYOUTS[layout], n0, n1, seq, d,
+        cos.shape[-1], *xs.stride()[:3], *os_.stride()[:3], c.stride(0), int(paired),
     )  # fmt: skip
     return out
 
