@@ -100,17 +100,17 @@ typedef struct {
  * (the variadic part) runs with x, o (T *) and the table rows c, sn (const TT *) of position t; then the
  * dims r … d−1 are copied. */
 #define FOR_EACH_ROW(T, TT, a, ...)                                                                \
-    for (Py_ssize_t i0 = 0; i0 < (a).n0; i0++)                                                    \
-        for (Py_ssize_t i1 = 0; i1 < (a).n1; i1++) {                                              \
-            const T *x_head = (const T *)(a).x + i0 * (a).xs0 + i1 * (a).xs1;                     \
-            T *o_head = (T *)(a).out + i0 * (a).os0 + i1 * (a).os1;                               \
-            for (Py_ssize_t t = 0; t < (a).s; t++) {                                              \
-                const T *x = x_head + t * (a).xs2;                                                \
-                T *o = o_head + t * (a).os2;                                                      \
+    for (Py_ssize_t i0 = 0; i0 < (a).n0; i0++)                                                     \
+        for (Py_ssize_t i1 = 0; i1 < (a).n1; i1++) {                                               \
+            const T *x_head = (const T *)(a).x + i0 * (a).xs0 + i1 * (a).xs1;                      \
+            T *o_head = (T *)(a).out + i0 * (a).os0 + i1 * (a).os1;                                \
+            for (Py_ssize_t t = 0; t < (a).s; t++) {                                               \
+                const T *x = x_head + t * (a).xs2;                                                 \
+                T *o = o_head + t * (a).os2;                                                       \
                 const TT *c = (const TT *)(a).cos + t * (a).ts, *sn = (const TT *)(a).sin + t * (a).ts; \
-                __VA_ARGS__                                                                       \
+                __VA_ARGS__                                                                        \
                 if ((a).r < (a).d) memcpy(o + (a).r, x + (a).r, (size_t)((a).d - (a).r) * sizeof(T)); \
-            }                                                                                     \
+            }                                                                                      \
         }
 
 /* F(…, h) with the pair count h = r/2 a compile-time constant for the common head dims (r = 32, 64,
@@ -135,48 +135,48 @@ typedef struct {
  * vfmaddsub despite -ffp-contract=off, in the loop vectorizer (hence the sums of the general form) and
  * in straight-line code (hence -fno-tree-slp-vectorize in the build). */
 #define ROTATE_ROW_FNS(NAME, T, W, TT, LD, ST, LDT)                                                \
-    static inline __attribute__((always_inline)) void NAME##_half(                               \
+    static inline __attribute__((always_inline)) void NAME##_half(                                 \
         const T *restrict x, T *restrict o, const TT *restrict c, const TT *restrict sn, Py_ssize_t h, \
-        int paired) {                                                                             \
-        if (paired) {                                                                             \
-            for (Py_ssize_t i = 0; i < h; i++) {                                                  \
-                const W xa = LD(x[i]), xb = LD(x[h + i]);                                         \
-                o[i] = ST(xa * LDT(c[i]) - xb * LDT(sn[i]));                                                \
-                o[h + i] = ST(xb * LDT(c[i]) + xa * LDT(sn[i]));                                            \
-            }                                                                                     \
-            return;                                                                               \
-        }                                                                                         \
-        for (Py_ssize_t i = 0; i < h; i++) {                                                      \
-            const W xa = LD(x[i]), xb = LD(x[h + i]);                                             \
-            o[i] = ST(xa * LDT(c[i]) + xb * LDT(sn[i]));                                                    \
-            o[h + i] = ST(xb * LDT(c[h + i]) + xa * LDT(sn[h + i]));                                        \
-        }                                                                                         \
-    }                                                                                             \
-    static inline __attribute__((always_inline)) void NAME##_adjacent(                           \
+        int paired) {                                                                              \
+        if (paired) {                                                                              \
+            for (Py_ssize_t i = 0; i < h; i++) {                                                   \
+                const W xa = LD(x[i]), xb = LD(x[h + i]);                                          \
+                o[i] = ST(xa * LDT(c[i]) - xb * LDT(sn[i]));                                       \
+                o[h + i] = ST(xb * LDT(c[i]) + xa * LDT(sn[i]));                                   \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (Py_ssize_t i = 0; i < h; i++) {                                                       \
+            const W xa = LD(x[i]), xb = LD(x[h + i]);                                              \
+            o[i] = ST(xa * LDT(c[i]) + xb * LDT(sn[i]));                                           \
+            o[h + i] = ST(xb * LDT(c[h + i]) + xa * LDT(sn[h + i]));                               \
+        }                                                                                          \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) void NAME##_adjacent(                             \
         const T *restrict x, T *restrict o, const TT *restrict c, const TT *restrict sn, Py_ssize_t h, \
-        int paired) {                                                                             \
-        if (paired) {                                                                             \
-            for (Py_ssize_t i = 0; i < h; i++) {                                                  \
-                const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                 \
-                o[2 * i] = ST(xa * LDT(c[i]) - xb * LDT(sn[i]));                                            \
-                o[2 * i + 1] = ST(xb * LDT(c[i]) + xa * LDT(sn[i]));                                        \
-            }                                                                                     \
-            return;                                                                               \
-        }                                                                                         \
-        for (Py_ssize_t i = 0; i < h; i++) {                                                      \
-            const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                     \
-            o[2 * i] = ST(xa * LDT(c[2 * i]) + xb * LDT(sn[2 * i]));                                        \
-            o[2 * i + 1] = ST(xb * LDT(c[2 * i + 1]) + xa * LDT(sn[2 * i + 1]));                            \
-        }                                                                                         \
-    }                                                                                             \
+        int paired) {                                                                              \
+        if (paired) {                                                                              \
+            for (Py_ssize_t i = 0; i < h; i++) {                                                   \
+                const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                  \
+                o[2 * i] = ST(xa * LDT(c[i]) - xb * LDT(sn[i]));                                   \
+                o[2 * i + 1] = ST(xb * LDT(c[i]) + xa * LDT(sn[i]));                               \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (Py_ssize_t i = 0; i < h; i++) {                                                       \
+            const W xa = LD(x[2 * i]), xb = LD(x[2 * i + 1]);                                      \
+            o[2 * i] = ST(xa * LDT(c[2 * i]) + xb * LDT(sn[2 * i]));                               \
+            o[2 * i + 1] = ST(xb * LDT(c[2 * i + 1]) + xa * LDT(sn[2 * i + 1]));                   \
+        }                                                                                          \
+    }                                                                                              \
     static inline __attribute__((always_inline)) void NAME##_rows_h(const rotate_args a, Py_ssize_t h) { \
         FOR_EACH_ROW(T, TT, a, {                                                                   \
-            if (a.layout == HALF_SPLIT)                                                           \
-                NAME##_half(x, o, c, sn, h, a.paired);                                            \
-            else                                                                                  \
-                NAME##_adjacent(x, o, c, sn, h, a.paired);                                        \
-        })                                                                                        \
-    }                                                                                             \
+            if (a.layout == HALF_SPLIT)                                                            \
+                NAME##_half(x, o, c, sn, h, a.paired);                                             \
+            else                                                                                   \
+                NAME##_adjacent(x, o, c, sn, h, a.paired);                                         \
+        })                                                                                         \
+    }                                                                                              \
     CLONES static void NAME##_rows(const rotate_args a) { WITH_PAIRS(a.r / 2, NAME##_rows_h, a); }
 
 #define SAME(v) (v)
@@ -211,41 +211,41 @@ BF16_HW static inline int bf16_pairs16(__m512 xa, __m512 xb, __m512 cc, __m512 s
 
 /* NAME##_rows: the AVX512-BF16 loop over tables of type TT read by LOAD16; a row with a subnormal is
  * redone by PORTABLE (the portable loop of the same table type). */
-#define BF16_HW_ROWS(NAME, TT, LOAD16, PORTABLE)                                                      \
+#define BF16_HW_ROWS(NAME, TT, LOAD16, PORTABLE)                                                   \
     BF16_HW static inline __attribute__((always_inline)) void NAME##_h(const rotate_args a, Py_ssize_t h) { \
-        const __m512i high = _mm512_set1_epi32((int)0xffff0000u);                                   \
+        const __m512i high = _mm512_set1_epi32((int)0xffff0000u);                                  \
         const __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, \
                                                23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0); \
-        FOR_EACH_ROW(uint16_t, TT, a, {                                                             \
-            int subnormal = 0;                                                                      \
-            __m512 oa, ob;                                                                          \
-            if (a.layout == HALF_SPLIT) {                                                           \
-                for (Py_ssize_t i = 0; i < h; i += 16) {                                            \
-                    const __m512 xa = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + i)));     \
+        FOR_EACH_ROW(uint16_t, TT, a, {                                                            \
+            int subnormal = 0;                                                                     \
+            __m512 oa, ob;                                                                         \
+            if (a.layout == HALF_SPLIT) {                                                          \
+                for (Py_ssize_t i = 0; i < h; i += 16) {                                           \
+                    const __m512 xa = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + i)));    \
                     const __m512 xb = bf16_widen(_mm256_loadu_si256((const __m256i *)(x + h + i))); \
-                    subnormal |= bf16_pairs16(xa, xb, LOAD16(c + i), LOAD16(sn + i), &oa, &ob);     \
-                    _mm256_storeu_si256((__m256i *)(o + i), (__m256i)_mm512_cvtneps_pbh(oa));       \
-                    _mm256_storeu_si256((__m256i *)(o + h + i), (__m256i)_mm512_cvtneps_pbh(ob));   \
-                }                                                                                   \
+                    subnormal |= bf16_pairs16(xa, xb, LOAD16(c + i), LOAD16(sn + i), &oa, &ob);    \
+                    _mm256_storeu_si256((__m256i *)(o + i), (__m256i)_mm512_cvtneps_pbh(oa));      \
+                    _mm256_storeu_si256((__m256i *)(o + h + i), (__m256i)_mm512_cvtneps_pbh(ob));  \
+                }                                                                                  \
             } else { /* 16 pairs = 16 words (x_a low, x_b high): the halves of each word widen in place */ \
-                for (Py_ssize_t i = 0; i < h; i += 16) {                                            \
+                for (Py_ssize_t i = 0; i < h; i += 16) {                                           \
                     const __m512i w = _mm512_loadu_si512((const void *)(x + 2 * i));               \
-                    const __m512 xa = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));                \
-                    const __m512 xb = _mm512_castsi512_ps(_mm512_and_si512(w, high));               \
-                    subnormal |= bf16_pairs16(xa, xb, LOAD16(c + i), LOAD16(sn + i), &oa, &ob);     \
-                    /* a in words 0–15, b in 16–31, then interleaved */                             \
-                    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(ob, oa);                      \
+                    const __m512 xa = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));               \
+                    const __m512 xb = _mm512_castsi512_ps(_mm512_and_si512(w, high));              \
+                    subnormal |= bf16_pairs16(xa, xb, LOAD16(c + i), LOAD16(sn + i), &oa, &ob);    \
+                    /* a in words 0–15, b in 16–31, then interleaved */                            \
+                    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(ob, oa);                     \
                     _mm512_storeu_si512((void *)(o + 2 * i), _mm512_permutexvar_epi16(weave, both)); \
-                }                                                                                   \
-            }                                                                                       \
-            if (subnormal) { /* the portable loop rounds subnormals exactly */                      \
-                if (a.layout == HALF_SPLIT)                                                         \
-                    PORTABLE##_half(x, o, c, sn, h, 1);                                             \
-                else                                                                                \
-                    PORTABLE##_adjacent(x, o, c, sn, h, 1);                                         \
-            }                                                                                       \
-        })                                                                                          \
-    }                                                                                               \
+                }                                                                                  \
+            }                                                                                      \
+            if (subnormal) { /* the portable loop rounds subnormals exactly */                     \
+                if (a.layout == HALF_SPLIT)                                                        \
+                    PORTABLE##_half(x, o, c, sn, h, 1);                                            \
+                else                                                                               \
+                    PORTABLE##_adjacent(x, o, c, sn, h, 1);                                        \
+            }                                                                                      \
+        })                                                                                         \
+    }                                                                                              \
     BF16_HW static void NAME(const rotate_args a) { WITH_PAIRS(a.r / 2, NAME##_h, a); }
 
 BF16_HW_ROWS(rotate_bf16_hw_rows, float, table16_f32, rotate_bf16)
