@@ -57,6 +57,15 @@ def _pairs(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     return t[..., 0::2], t[..., 1::2]
 
 
+def _pair_values(
+    cos: torch.Tensor, sin: torch.Tensor, layout: str
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(cos_a, sin_a)``, the ``[s, r/2]`` per-pair values, when both columns of every pair of the
+    tables are equal (a rotation table); else ``None``."""
+    (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
+    return (c_a, s_a) if torch.equal(c_a, c_b) and torch.equal(s_a, s_b) else None
+
+
 def _rotate_into(
     out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> None:
@@ -127,9 +136,10 @@ def _pair_table(
     """
 
     def build() -> torch.Tensor | None:
-        (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
-        if not (torch.equal(c_a, c_b) and torch.equal(s_a, s_b)):
+        values = _pair_values(cos, sin, layout)
+        if values is None:
             return None
+        c_a, s_a = values
         if layout == "half_split":
             return s_a.contiguous()
         s_a = s_a.to(work)
@@ -190,8 +200,9 @@ def _native_tables(
     has ``(s_b, −s_a)``. Cached (:func:`_cached`)."""
 
     def build() -> tuple[torch.Tensor, torch.Tensor, bool]:
-        (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
-        if torch.equal(c_a, c_b) and torch.equal(s_a, s_b):
+        values = _pair_values(cos, sin, layout)
+        if values is not None:
+            c_a, s_a = values
             s_w = s_a.to(work)
             return c_a.to(work).contiguous(), (-s_w if inverse else s_w).contiguous(), True
         sin_w = sin.to(work)
