@@ -94,12 +94,42 @@ typedef struct {
     int paired; /* cos, sin hold one value per pair: [s, r/2] */
 } rotate_args;
 
+/* A hint that the cache line at p will be read (write = 0) or written (1) soon; nothing where the
+ * compiler has no prefetch builtin. Prefetches never fault, so p may point past the data. */
+#if defined(__GNUC__)
+#define PREFETCH(p, write) __builtin_prefetch((const void *)(p), (write), 3)
+#else
+#define PREFETCH(p, write) ((void)(p))
+#endif
+#define PREFETCH_BYTES 4096 /* how far ahead of the row being worked on its successors are fetched */
+
+/* Rows of stride `stride` bytes to look ahead so that the prefetched row is PREFETCH_BYTES on. */
+static inline Py_ssize_t rows_ahead(Py_ssize_t stride) {
+    if (stride < 0) stride = -stride;
+    return stride == 0 ? 0 : (PREFETCH_BYTES + stride - 1) / stride;
+}
+
+/* Prefetch the `bytes` of the x row `ahead_x` rows on (read) and of the out row `ahead_o` rows on
+ * (write), one hint per 64-byte line. The rows are addressed as integers: they may lie past the end. */
+static inline void prefetch_rows(const void *x, Py_ssize_t x_step, void *o, Py_ssize_t o_step, size_t bytes) {
+    const uintptr_t px = (uintptr_t)x + (uintptr_t)x_step, po = (uintptr_t)o + (uintptr_t)o_step;
+    for (size_t k = 0; k < bytes; k += 64) {
+        PREFETCH(px + k, 0);
+        PREFETCH(po + k, 1);
+    }
+}
+
 /* Every row (i0, i1, t) of `a`, a local copy of the arguments (passed by value: the tail memcpy cannot
  * alias it, so its fields stay in registers and the branches on them leave the loop: float32
  * half_split (8, 8, 2048, 64) 1.08× a copy, against 1.32× reading them through a pointer): the body
  * (the variadic part) runs with x, o (T *) and the table rows c, sn (const TT *) of position t; then the
- * dims r … d−1 are copied. */
+ * dims r … d−1 are copied. The rows PREFETCH_BYTES ahead are prefetched first: with the hardware
+ * prefetcher alone the loop's arithmetic waits on memory (same-process A/B, ratio to a copy:
+ * bfloat16 1.00–1.04× with the hint against 1.50–1.58× without, float32 half_split 1.11–1.15×
+ * against 1.35–1.41×). */
 #define FOR_EACH_ROW(T, TT, a, ...)                                                                \
+    const Py_ssize_t x_ahead = rows_ahead((a).xs2 * (Py_ssize_t)sizeof(T)) * (a).xs2 * (Py_ssize_t)sizeof(T); \
+    const Py_ssize_t o_ahead = rows_ahead((a).os2 * (Py_ssize_t)sizeof(T)) * (a).os2 * (Py_ssize_t)sizeof(T); \
     for (Py_ssize_t i0 = 0; i0 < (a).n0; i0++)                                                     \
         for (Py_ssize_t i1 = 0; i1 < (a).n1; i1++) {                                               \
             const T *x_head = (const T *)(a).x + i0 * (a).xs0 + i1 * (a).xs1;                      \
@@ -108,6 +138,7 @@ typedef struct {
                 const T *x = x_head + t * (a).xs2;                                                 \
                 T *o = o_head + t * (a).os2;                                                       \
                 const TT *c = (const TT *)(a).cos + t * (a).ts, *sn = (const TT *)(a).sin + t * (a).ts; \
+                prefetch_rows(x, x_ahead, o, o_ahead, (size_t)(a).d * sizeof(T));                  \
                 __VA_ARGS__                                                                        \
                 if ((a).r < (a).d) memcpy(o + (a).r, x + (a).r, (size_t)((a).d - (a).r) * sizeof(T)); \
             }                                                                                      \

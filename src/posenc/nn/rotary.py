@@ -281,10 +281,12 @@ def _rotate_compiled(
 def _whole_rotor(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> torch.Tensor | None:
-    """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it: ``adjacent``
-    rotation tables, every dim rotated, a contiguous float32/float64 ``x``; else ``None``."""
+    """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it and the
+    compiled loop is not available (:func:`_native_ok`, which measured faster): ``adjacent`` rotation
+    tables, every dim rotated, a contiguous float32/float64 ``x``; else ``None``."""
     if (
-        layout == "adjacent"
+        not _native_ok(x)
+        and layout == "adjacent"
         and cos.shape[-1] == x.shape[-1]
         and x.dtype in (torch.float32, torch.float64)
         and x.is_contiguous()
@@ -298,11 +300,10 @@ def _rotate(
 ) -> torch.Tensor:
     """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
 
-    Eager, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over
-    all of ``x`` (a single pass; torch's complex kernel reads one interleaved rotor, which measured
-    faster than the native loop's two tables). Otherwise, where it applies, the compiled loop of
-    :mod:`posenc._native` (:func:`_rotate_native`: ``half_split``, bfloat16, partial rotary, strided
-    ``x``). Otherwise blocks of rows and of positions of about
+    Eager, where it applies, the compiled loop of :mod:`posenc._native` (:func:`_rotate_native`: CPU,
+    float32/float64/bfloat16, both layouts, partial rotary, strided ``x``). Without it, ``adjacent``
+    layout with a rotation table in float32/float64: one complex multiply over all of ``x`` (a single
+    pass; :func:`_whole_rotor`). Otherwise blocks of rows and of positions of about
     :data:`_CHUNK_BYTES`, each worked on while it is in the cache: half precision upcast, complex
     multiply, rounded back (``adjacent``), or the pair arithmetic (one multiply, two multiply-adds;
     ``half_split`` halves are contiguous). Under ``torch.compile``: :func:`_rotate_compiled`.
@@ -310,14 +311,14 @@ def _rotate(
     if torch.compiler.is_compiling():
         return _rotate_compiled(x, cos, sin, layout, inverse)
     r = cos.shape[-1]
-    rotor = _whole_rotor(x, cos, sin, layout, inverse)
-    if rotor is not None:  # the common case with the least Python: one complex multiply over all of x
-        out = torch.empty_like(x)
-        _rotate_complex_into(out, x, rotor)
-        return out
     native = _rotate_native(x, cos, sin, layout, inverse)
     if native is not None:
         return native
+    rotor = _whole_rotor(x, cos, sin, layout, inverse)
+    if rotor is not None:  # one complex multiply over all of x, with the least Python
+        out = torch.empty_like(x)
+        _rotate_complex_into(out, x, rotor)
+        return out
     out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
