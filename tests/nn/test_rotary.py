@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from peers import import_peer
 
+from posenc import _native
 from posenc.nn import RotaryEmbedding, apply_rotary
 
 F64 = torch.float64
@@ -291,11 +292,17 @@ def test_exported_graph_is_real_and_compiled_matches_eager(layout):
     torch.testing.assert_close(compiled(x), Rotate()(x), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["loop", "no-loop"])
 @pytest.mark.parametrize("layout", ["adjacent", "half_split"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_compiled_forward_and_backward_match_eager(layout, dtype):
-    # both compiled paths: the opaque operator posenc::rotate (adjacent; half_split float32) and the
-    # fused real expression (half_split bfloat16); partial rotary too
+def test_compiled_forward_and_backward_match_eager(layout, dtype, native, monkeypatch):
+    # both compiled paths: the opaque operator posenc::rotate (the compiled loop; adjacent always) and
+    # the fused real expression (half_split without the loop); partial rotary too
+    if not native:
+        monkeypatch.setattr(_native, "kernels", None)
+    elif _native.kernels is None:
+        pytest.skip("posenc's compiled loops are not built")
+    torch._dynamo.reset()  # every case traces afresh: no cached graph, no recompile limit
     cos, sin = RotaryEmbedding(20, rotary_dim=16, layout=layout).cos_sin(9, dtype=dtype)
     x = torch.randn(2, 3, 9, 20).to(dtype)
     grad = torch.randn(2, 3, 9, 20).to(dtype)
@@ -311,8 +318,12 @@ def test_compiled_forward_and_backward_match_eager(layout, dtype):
         out.backward(grad)
         results.append((out.detach(), xg.grad))
     (out_eager, grad_eager), (out_compiled, grad_compiled) = results
-    # bfloat16: the fused expression rounds once, eager after each operation (about one bf16 ulp of |x|)
-    tol = {"rtol": 0, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 2**-7, "atol": 2**-7}
+    if native or layout == "adjacent":  # the operator runs the eager kernel: the same bits
+        tol = {"rtol": 0, "atol": 0}
+    elif dtype == torch.float32:
+        tol = {"rtol": 0, "atol": 1e-6}
+    else:  # bfloat16: the fused expression rounds once, eager after each operation (~one bf16 ulp of |x|)
+        tol = {"rtol": 2**-7, "atol": 2**-7}
     torch.testing.assert_close(out_compiled, out_eager, **tol)
     torch.testing.assert_close(grad_compiled, grad_eager, **tol)
     with torch.no_grad():

@@ -261,17 +261,16 @@ def _rotate_compiled(
     """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is the
     inverse rotation, traced the same way).
 
-    ``adjacent``, and ``half_split`` float32/float64 on the CPU: the eager kernel (for ``half_split`` the
-    compiled loop of :mod:`posenc._native`) as the opaque operator ``posenc::rotate``, its tables cached
-    as in eager mode. It measured faster than the compiler's loop: ``half_split`` float32 1.17–1.18× a
-    copy against 1.25–1.38×, and for ``adjacent`` the compiler's code for stride-2 pairs is slower still
-    (every formulation tried: stack, cat, flip of the pairs). Other ``half_split`` (bfloat16/float16, or
-    not on the CPU), and everything under ``torch.export``: the real expression :func:`_rotation_expr`,
-    which the compiler fuses into one loop (CPU bfloat16: 1.45–1.48× against 1.66–1.68× for the operator).
+    Where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for ``adjacent``
+    everywhere: the eager kernel as the opaque operator ``posenc::rotate``, its tables cached as in
+    eager mode. The loop measured faster than the compiler's own (bfloat16 1.00–1.04× a copy against
+    1.48–1.60× for inductor's fused loop), and for ``adjacent`` without the loop the compiler's code
+    for stride-2 pairs is slower than torch's complex multiply. Otherwise (``half_split`` without the
+    loop: float16, other devices), and everything under ``torch.export``: the real expression
+    :func:`_rotation_expr`, which the compiler fuses into one loop.
     """
     r = cos.shape[-1]
-    opaque = layout == "adjacent" or (x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64))
-    if opaque and not torch.compiler.is_exporting():
+    if (_native_ok(x) or layout == "adjacent") and not torch.compiler.is_exporting():
         fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse)
         return fused
     rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
