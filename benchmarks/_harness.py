@@ -4,9 +4,12 @@
   glibc then serves large arrays from a heap it never gives back, so a fresh output (of the case
   *and* of the floor) reuses pages already mapped instead of page-faulting on first touch. Without
   this a 64 MB ``empty + copy`` floor costs 2–3× more and every ratio to it looks better than it is.
-* **Interleaved rounds.** Each round runs every case once, in the same order, so drifting load on
-  the shared machine hits all cases alike; the ratio of a case to the floor is taken *within* a
-  round and the median over rounds is printed.
+* **Interleaved rounds.** Each round runs every case once, so drifting load on the shared machine
+  hits all cases alike; the ratio of a case to the floor is taken *within* a round and the median
+  over rounds is printed. The order is rotated by one case each round, so that no case always
+  runs in the same place: in a fixed order, three copies of one build measured 1.19–1.23× a copy
+  in the first place after a change of tables and 0.98–1.11× in the next two (rotary, bfloat16,
+  (1, 8, 16384, 64)), whatever copy ran first.
 * **Wall and CPU time.** ``time.perf_counter`` beside ``time.process_time`` (all threads of this
   process): CPU time is what another job on the machine cannot steal.
 * **Recorded conditions.** Versions, core count, thread settings and the 1-minute load average
@@ -179,8 +182,10 @@ def _measure_once(cases: dict[str, Callable[[], object]], floor: str, *, rounds:
         fn()
     wall: dict[str, list[float]] = {name: [] for name in cases}
     cpu: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, fn in cases.items():
+    order = list(cases.items())
+    for round_ in range(rounds):
+        k = round_ % len(order)
+        for name, fn in order[k:] + order[:k]:
             c0, w0 = time.process_time(), time.perf_counter()
             fn()
             w1, c1 = time.perf_counter(), time.process_time()

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from peers import import_peer
 
 from posenc import _native
-from posenc.nn import RotaryEmbedding, apply_rotary
+from posenc.nn import RotaryEmbedding, apply_rotary, rotary
 
 F64 = torch.float64
 
@@ -255,8 +255,6 @@ def test_compiles_without_graph_breaks():
 def test_kernel_paths_agree_with_the_float64_formula(layout, dtype):
     # blocks along batch·heads and along the sequence (a tiny block size forces both), partial rotary,
     # a non-contiguous input, and the complex path (adjacent rotation tables) against the real formula
-    from posenc.nn import rotary
-
     x64 = torch.randn(2, 3, 37, 20, dtype=F64)
     rope = RotaryEmbedding(20, rotary_dim=16, layout=layout)
     cos, sin = rope.cos_sin(37, dtype=F64)
@@ -536,3 +534,46 @@ def test_rotation_tables_changed_in_place_or_replaced_are_never_served_stale():
     for _ in range(3):  # fresh tables (possibly at a freed table's address) each time
         c, s = torch.ones(5, 8, dtype=F64), torch.zeros(5, 8, dtype=F64)
         torch.testing.assert_close(apply_rotary(x, c, s, layout="adjacent"), x, rtol=0, atol=0)
+
+
+def test_fresh_slices_of_one_table_share_derived_tables_and_other_views_do_not():
+    # a module hands out a new slice of its cached tables at every call (a compiled backward, a detached
+    # alias): the derived tables of the last call serve it; a slice elsewhere in the same base, or after the base changed, gets its own
+    embedding = RotaryEmbedding(8, layout="half_split", max_len=32)
+    (c1, s1), (c2, s2) = embedding.cos_sin(16, dtype=F64), embedding.cos_sin(16, dtype=F64)
+    assert c1 is not c2
+    first = rotary._pair_table(c1, s1, "half_split", False, F64)
+    assert rotary._pair_table(c2, s2, "half_split", False, F64) is first
+    assert rotary._pair_table(c2.detach(), s2.detach(), "half_split", False, F64) is first  # compiled graphs
+    base_cos, base_sin = embedding.cos_sin(32, dtype=F64)
+    x = torch.randn(2, 16, 8, dtype=F64)
+    for start in (0, 1, 3):  # slices of one base at other offsets: each rotates by its own rows
+        c, s = base_cos[start : start + 16], base_sin[start : start + 16]
+        torch.testing.assert_close(
+            apply_rotary(x, c, s, layout="half_split"),
+            apply_rotary(x, c.clone(), s.clone(), layout="half_split"),
+            rtol=0, atol=0,
+        )  # fmt: skip
+    base_sin.neg_()  # in place through a view of the same base: every view's version moves with it
+    c3, s3 = embedding.cos_sin(16, dtype=F64)
+    torch.testing.assert_close(
+        apply_rotary(x, c3, s3, layout="half_split"),
+        apply_rotary(x, c3.clone(), s3.clone(), layout="half_split"),
+        rtol=0, atol=0,
+    )  # fmt: skip
+    assert not torch.equal(rotary._pair_table(c3, s3, "half_split", False, F64), first)
+
+
+def test_inference_mode_tables_rotate_like_ordinary_ones():
+    # inference tensors keep no version counter: their derived tables are not cached, never an error
+    x = torch.randn(1, 2, 64, 16, dtype=F64)
+    expected = RotaryEmbedding(16, layout="half_split", max_len=128)(x, x)
+    with torch.inference_mode():
+        q, k = RotaryEmbedding(16, layout="half_split", max_len=16)(x, x)  # 64 > 2·16: computed, not cached
+        c, s = RotaryEmbedding(16, layout="half_split").cos_sin(64, dtype=F64)
+        c, s = c.clone(), s.clone()
+        assert c.is_inference()
+        by_tables = apply_rotary(x, c, s, layout="half_split")
+    torch.testing.assert_close(q, expected[0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(k, expected[1], rtol=0, atol=1e-12)
+    torch.testing.assert_close(by_tables, expected[0], rtol=0, atol=1e-12)

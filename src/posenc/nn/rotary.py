@@ -105,25 +105,48 @@ def _rotation_expr(
 def _cached(
     cos: torch.Tensor, sin: torch.Tensor, key: tuple[Any, ...], build: Callable[[], _Derived]
 ) -> _Derived:
-    """``build()``, a table derived from ``cos``/``sin``, kept for the last few calls while those tensors
-    are alive and unmodified (checked by identity and version counter): a module's cached tables
-    are checked and converted once, not at every call."""
-    versions = (int(cos._version), int(sin._version))
-    for ref_cos, ref_sin, entry_versions, entry_key, cached in _DERIVED:
-        if entry_key == key and ref_cos() is cos and ref_sin() is sin and entry_versions == versions:
+    """``build()``, a table derived from ``cos``/``sin``, kept while those tables are alive and
+    unmodified, for the :data:`_DERIVED_SIZE` most recently used: a module's tables are checked and
+    converted once, not at every call.
+
+    A table is known by the memory it reads (:func:`_memory_key`: its storage, held by weak
+    reference, and its offset, shape, strides and dtype) and by its version counter, which views and
+    detached aliases share with their base: the fresh slice ``cos[:s]`` that a module hands out at
+    every call, or the alias a compiled backward receives, finds the entry of the last call, and an
+    in-place change through any of them misses it. Inference tensors keep no version counter, so
+    their derived tables are built at every call."""
+    if cos.is_inference() or sin.is_inference():
+        return build()
+    (cos_mem, cos_view), (sin_mem, sin_view) = _memory_key(cos), _memory_key(sin)
+    ident = (cos_view, sin_view, int(cos._version), int(sin._version), key)
+    for i, (ref_cos, ref_sin, entry_ident, cached) in enumerate(_DERIVED):
+        if entry_ident == ident and ref_cos() is cos_mem and ref_sin() is sin_mem:
+            _DERIVED.insert(0, _DERIVED.pop(i))  # most recently used first
             return cached  # type: ignore[no-any-return]
     table = build()
-    _DERIVED.insert(0, (weakref.ref(cos), weakref.ref(sin), versions, key, table))
-    del _DERIVED[8:]
+    _DERIVED[:] = [e for e in _DERIVED if e[0]() is not None and e[1]() is not None]  # drop dead tables
+    _DERIVED.insert(0, (weakref.ref(cos_mem), weakref.ref(sin_mem), ident, table))
+    del _DERIVED[_DERIVED_SIZE:]
     return table
+
+
+def _memory_key(t: torch.Tensor) -> tuple[torch.UntypedStorage, tuple[Any, ...]]:
+    """``(storage, geometry)``: the storage ``t`` reads (one Python object per storage, for as long as the
+    storage lives) and where in it ``t`` lies (storage offset, shape, strides, dtype)."""
+    return t.untyped_storage(), (t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
 
 
 _Derived = TypeVar("_Derived")
 
+_DERIVED_SIZE = 16
+"""How many derived tables :func:`_cached` keeps (least recently used dropped first): a layout's forward
+and inverse tables per dtype, for a few tables at once."""
+
 _DERIVED: list[
-    tuple[weakref.ref[torch.Tensor], weakref.ref[torch.Tensor], tuple[int, int], tuple[Any, ...], Any]
+    tuple[weakref.ref[torch.UntypedStorage], weakref.ref[torch.UntypedStorage], tuple[Any, ...], Any]
 ] = []
-"""Recent :func:`_cached` results: ``(weakref cos, weakref sin, versions, key, table)``."""
+"""Recent :func:`_cached` results, most recently used first: ``(weakref cos storage, weakref sin storage,
+(cos geometry, sin geometry, versions, key), table)``."""
 
 
 def _pair_table(
