@@ -29,6 +29,10 @@ tracing — forms every angle directly, which is exact and differentiable but ~1
 The interleaved ``(sin, cos)`` layout without amplitudes (the sinusoidal encoding) does the
 same by one complex multiply per pair (:func:`_range_interleaved`), written straight into the
 output.
+
+**CUDA.** With Triton installed, ranges of positions in the sinusoidal layouts on CUDA are written by
+one kernel (:mod:`posenc._gpu`, :func:`_range_gpu`): the same shift identity in float64, every entry
+of the output computed from ``√S`` fine and ``√S`` coarse rows and rounded once, in one pass.
 """
 
 from __future__ import annotations
@@ -39,10 +43,13 @@ import numbers
 
 import torch
 
-from posenc import _native, spectrum, tables
+from posenc import _gpu, _native, spectrum, tables
 
 _DIRECT_ROWS = 64
 """Ranges of at most this many positions form every angle directly."""
+
+_GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+"""Table dtypes the GPU kernel (:mod:`posenc._gpu`) writes."""
 
 _BLOCK_BYTES = 1 << 20
 """Size of the float64 scratch block the multiply-add works in (about the L2 cache)."""
@@ -115,10 +122,10 @@ def waves(
     w = frequencies.to(torch.float64)
     columns = columns.to(w.device)
     amp = None if amplitude is None else amplitude.to(device=w.device, dtype=torch.float64)
-    start = _range_start(positions, offset)
     differentiable = torch.is_grad_enabled() and (
         frequencies.requires_grad or (amplitude is not None and amplitude.requires_grad)
     )
+    start = _range_start(positions, offset)
     if start is None or differentiable or torch.compiler.is_compiling():
         if isinstance(positions, int):
             t = offset + torch.arange(positions, dtype=torch.float64, device=w.device)
@@ -126,6 +133,10 @@ def waves(
             t = positions.to(device=w.device, dtype=torch.float64)
         return _direct(t, w, columns, amp).to(dtype)
     n = positions if isinstance(positions, int) else positions.shape[0]
+    if n > _DIRECT_ROWS and amp is None and dtype in _GPU_DTYPES and _gpu.kernels(w.device.type) is not None:
+        layout = _gpu_layout(columns, w.shape[0])
+        if layout is not None:
+            return _range_gpu(float(start), n, w, columns.shape[0], layout, dtype)
     return _range(float(start), 1.0, n, w, columns, amp, dtype)
 
 
@@ -150,6 +161,38 @@ def _direct(
     a = torch.outer(t, w)
     out = torch.cat([torch.sin(a), torch.cos(a)], dim=1)[:, columns]
     return out if amp is None else out * amp
+
+
+def _gpu_layout(columns: torch.Tensor, f: int) -> int | None:
+    """The column layout code of the GPU kernel (``posenc._gpu_kernels.PAIRS_SIN_COS``, ``PAIRS_COS_SIN``
+    or ``SPLIT``) that writes ``columns`` of ``f`` frequencies, or ``None`` for other columns."""
+    c, k = columns.shape[0], torch.arange(f)
+    if c > 2 * f:
+        return None
+    given = columns.cpu()
+    for code, expected in enumerate(
+        (torch.stack([k, f + k], 1).flatten()[:c], torch.stack([f + k, k], 1).flatten()[:c], torch.arange(c))
+    ):
+        if torch.equal(given, expected):
+            return code
+    return None
+
+
+def _range_gpu(
+    start: float, n: int, w: torch.Tensor, c: int, layout: int, dtype: torch.dtype
+) -> torch.Tensor:
+    """Rows ``t = start … start+n−1`` of :func:`waves`, ``[n, c]`` in the kernel's ``layout``
+    (:func:`_gpu_layout`), by the GPU kernel of :mod:`posenc._gpu`: the shift identity of :func:`_range`
+    in one pass, from ``√n`` fine and ``√n`` coarse rows of sines and cosines (every angle formed
+    directly in float64), each entry rounded once."""
+    b = math.isqrt(n - 1) + 1
+    fine = torch.outer(torch.arange(b, dtype=torch.float64, device=w.device), w)
+    coarse = torch.outer(start + b * torch.arange(-(-n // b), dtype=torch.float64, device=w.device), w)
+    out = torch.empty(n, c, dtype=dtype, device=w.device)
+    gpu = _gpu.kernels(w.device.type)
+    assert gpu is not None
+    gpu.waves(out, (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos()), layout)
+    return out
 
 
 def _range(
@@ -190,7 +233,7 @@ def _range(
     coarse_cos, coarse_sin = coarse[:, f + pair], coarse[:, pair]
 
     out = torch.empty(n, c, dtype=dtype, device=w.device)
-    per_chunk = max(1, _block_bytes(8 * n * c) // (8 * b * c))
+    per_chunk = max(1, _block_bytes(8 * n * c, w.device) // (8 * b * c))
     scratch = torch.empty(per_chunk, b, c, dtype=torch.float64, device=w.device)
     for q0 in range(0, n_blocks, per_chunk):
         q1 = min(q0 + per_chunk, n_blocks)
@@ -204,14 +247,17 @@ def _range(
     return out
 
 
-def _block_bytes(total: int) -> int:
-    """Bytes of float64 scratch per block, for ``total`` bytes of scratch work in all.
+def _block_bytes(total: int, device: torch.device) -> int:
+    """Bytes of float64 scratch per block, for ``total`` bytes of scratch work in all on ``device``.
 
-    One thread: :data:`_BLOCK_BYTES`, so that every pass stays in the cache. More threads: each
+    One CPU thread: :data:`_BLOCK_BYTES`, so that every pass stays in the cache. More threads: each
     operation is one parallel region whose threads meet at a barrier, and on a busy machine a thread
     that is not scheduled keeps the others waiting there; so at most two blocks (scratch of about
-    the float32 table's size) rather than many cache-sized ones.
+    the float32 table's size) rather than many cache-sized ones. Other devices: one block (each block
+    is a kernel launch).
     """
+    if device.type != "cpu":
+        return total
     if torch.get_num_threads() <= 1:
         return _BLOCK_BYTES
     return max(_BLOCK_BYTES, -(-total // 2))
@@ -269,7 +315,7 @@ def _range_interleaved(
         fine = torch.complex(fine.imag, fine.real)  # i·conj(e^(ia)) = sin a + i·cos a
         coarse = _expi_doubling(start, step * b, n_blocks, w).conj_physical()
     complex_dtype = {torch.float64: torch.complex128, torch.float32: torch.complex64}.get(dtype)
-    per_chunk = max(1, _block_bytes(16 * n * f) // (16 * b * f))
+    per_chunk = max(1, _block_bytes(16 * n * f, w.device) // (16 * b * f))
     scratch = None
     for q0 in range(0, n_blocks, per_chunk):
         q1 = min(q0 + per_chunk, n_blocks)

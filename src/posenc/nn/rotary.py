@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from posenc import _native, _validate, spectrum
+from posenc import _gpu, _native, _validate, spectrum
 from posenc.nn import _positions, rope_types
 from posenc.nn.contracts import PositionContext, RotaryContract
 from posenc.nn.functional import sincos
@@ -209,7 +209,28 @@ def _native_ok(x: torch.Tensor) -> bool:
     )
 
 
-def _native_tables(
+_GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _gpu_ok(x: torch.Tensor) -> bool:
+    """Whether the Triton kernel of :mod:`posenc._gpu` can rotate ``x``: CUDA, Triton installed, half,
+    single or double precision, unit stride along the last dim."""
+    return (
+        x.device.type == "cuda"
+        and x.dtype in _GPU_DTYPES
+        and x.stride(-1) == 1
+        and x.dim() >= 2
+        and _gpu.kernels(x.device.type) is not None
+    )
+
+
+def _fused_ok(x: torch.Tensor) -> bool:
+    """Whether a one-pass kernel rotates ``x``: the CPU loop (:func:`_native_ok`) or the GPU kernel
+    (:func:`_gpu_ok`)."""
+    return _native_ok(x) or _gpu_ok(x)
+
+
+def _loop_tables(
     cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work`` (the loop's
@@ -243,12 +264,14 @@ def _native_tables(
     return _cached(cos, sin, ("native", layout, inverse, work), build)
 
 
-def _rotate_native(
+def _rotate_fused(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> torch.Tensor | None:
-    """``R x`` (``Rᵀ x``) by the compiled loop, one pass over ``x`` (all dims ``r …`` copied), or ``None``
-    where it does not apply (:func:`_native_ok`; more than two leading dims that cannot be merged)."""
-    if not _native_ok(x):
+    """``R x`` (``Rᵀ x``) in one pass over ``x`` (all dims ``r …`` copied) by the CPU loop of
+    :mod:`posenc._native` or the GPU kernel of :mod:`posenc._gpu`, or ``None`` where neither applies
+    (:func:`_fused_ok`; more than two leading dims that cannot be merged)."""
+    native = _native_ok(x)
+    if not (native or _gpu_ok(x)):
         return None
     out = torch.empty_like(x)  # x's strides if dense, else contiguous: unit last stride either way
     if x.numel() == 0:
@@ -261,11 +284,16 @@ def _rotate_native(
             return None
     while xs.dim() < 4:
         xs, os_ = xs.unsqueeze(0), os_.unsqueeze(0)
-    if x.dtype == torch.bfloat16 and cos.dtype == sin.dtype == torch.bfloat16:
+    if native and x.dtype == torch.bfloat16 and cos.dtype == sin.dtype == torch.bfloat16:
         table_dtype = torch.bfloat16  # widened exactly in the loop: half the table traffic of float32
     else:
         table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    c, s_, paired = _native_tables(cos, sin, layout, inverse, table_dtype)
+    c, s_, paired = _loop_tables(cos, sin, layout, inverse, table_dtype)
+    if not native:
+        gpu = _gpu.kernels(x.device.type)
+        assert gpu is not None
+        gpu.rotate(xs, os_, c, s_, layout, cos.shape[-1], paired)
+        return out
     n0, n1, seq, d = xs.shape
     assert _native.kernels is not None
     _native.kernels.rotate(
@@ -282,17 +310,20 @@ def _rotate_compiled(
     """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is the
     inverse rotation, traced the same way).
 
-    Where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for ``adjacent``
-    everywhere: the eager kernel as the opaque operator ``posenc::rotate``, its tables cached as in
-    eager mode. The loop measured faster than the compiler's own (bfloat16: 1.00–1.04× a copy eager,
-    1.32–1.55× as the compiled operator, against 1.45–1.65× for inductor's fused loop), and for
-    ``adjacent`` without the loop the compiler's code for stride-2 pairs is slower than torch's
-    complex multiply. Otherwise (``half_split`` without the loop: float16, other devices), and
-    everything under ``torch.export``: the real expression :func:`_rotation_expr`, which the
-    compiler fuses into one loop.
+    On the CPU, where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for
+    ``adjacent`` everywhere: the eager kernel as the opaque operator ``posenc::rotate``, its tables
+    cached as in eager mode. The loop measured faster than the compiler's own (bfloat16: 1.00–1.04× a
+    copy eager, 1.32–1.55× as the compiled operator, against 1.45–1.65× for inductor's fused loop), and
+    for ``adjacent`` without the loop the compiler's CPU code for stride-2 pairs is slower than torch's
+    complex multiply. Otherwise (other devices, ``half_split`` without the loop), and everything
+    under ``torch.export``: the real expression :func:`_rotation_expr`, which the compiler fuses into
+    one kernel. On an H100 that kernel took 1.08–1.17× a copy of ``q`` and ``k`` in float32, where
+    posenc's Triton kernel, launched from Python, took 1.85–1.95× eagerly (32 MiB tensors: the launch
+    costs more than the kernel) and 1.06–1.08× on 256 MiB tensors.
     """
     r = cos.shape[-1]
-    if (_native_ok(x) or layout == "adjacent") and not torch.compiler.is_exporting():
+    cpu = x.device.type == "cpu"
+    if cpu and (_native_ok(x) or layout == "adjacent") and not torch.compiler.is_exporting():
         fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse)
         return fused
     rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
@@ -302,11 +333,11 @@ def _rotate_compiled(
 def _whole_rotor(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
 ) -> torch.Tensor | None:
-    """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it and the
-    compiled loop is not available (:func:`_native_ok`, which measured faster): ``adjacent`` rotation
+    """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it and no
+    one-pass kernel applies (:func:`_fused_ok`; the CPU loop measured faster): ``adjacent`` rotation
     tables, every dim rotated, a contiguous float32/float64 ``x``; else ``None``."""
     if (
-        not _native_ok(x)
+        not _fused_ok(x)
         and layout == "adjacent"
         and cos.shape[-1] == x.shape[-1]
         and x.dtype in (torch.float32, torch.float64)
@@ -321,20 +352,21 @@ def _rotate(
 ) -> torch.Tensor:
     """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
 
-    Eager, where it applies, the compiled loop of :mod:`posenc._native` (:func:`_rotate_native`: CPU,
-    float32/float64/bfloat16, both layouts, partial rotary, strided ``x``). Without it, ``adjacent``
-    layout with a rotation table in float32/float64: one complex multiply over all of ``x`` (a single
-    pass; :func:`_whole_rotor`). Otherwise blocks of rows and of positions of about
-    :data:`_CHUNK_BYTES`, each worked on while it is in the cache: half precision upcast, complex
-    multiply, rounded back (``adjacent``), or the pair arithmetic (one multiply, two multiply-adds;
-    ``half_split`` halves are contiguous). Under ``torch.compile``: :func:`_rotate_compiled`.
+    Eager, where one applies, a one-pass kernel (:func:`_rotate_fused`: the CPU loop for float32/
+    float64/bfloat16, the Triton kernel on CUDA; both layouts, partial rotary, strided ``x``). Without
+    it, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over all of
+    ``x`` (a single pass; :func:`_whole_rotor`). Otherwise the pair arithmetic (one multiply, two
+    multiply-adds; ``half_split`` halves are contiguous) or, for half precision ``adjacent``, an
+    upcast complex multiply rounded back: on the CPU in blocks of rows and of positions of about
+    :data:`_CHUNK_BYTES`, each worked on while it is in the cache; elsewhere over all of ``x`` at once
+    (every block would be a kernel launch). Under ``torch.compile``: :func:`_rotate_compiled`.
     """
     if torch.compiler.is_compiling():
         return _rotate_compiled(x, cos, sin, layout, inverse)
     r = cos.shape[-1]
-    native = _rotate_native(x, cos, sin, layout, inverse)
-    if native is not None:
-        return native
+    fused = _rotate_fused(x, cos, sin, layout, inverse)
+    if fused is not None:
+        return fused
     rotor = _whole_rotor(x, cos, sin, layout, inverse)
     if rotor is not None:  # one complex multiply over all of x, with the least Python
         out = torch.empty_like(x)
@@ -358,8 +390,8 @@ def _rotate(
         _rotate_complex_into(outs, xs, table)  # one pass (read x, write out): blocks would only add overhead
         return out
     row_bytes = r * max(x.element_size(), 4)
-    chunk = _CHUNK_BYTES  # more threads: one parallel region per pass, not one per block (functional._block_bytes)
-    if torch.get_num_threads() > 1:
+    chunk = _CHUNK_BYTES  # more threads or a GPU: one parallel region per pass, not one per block
+    if torch.get_num_threads() > 1 or x.device.type != "cpu":
         chunk = max(_CHUNK_BYTES, xs.numel() * max(x.element_size(), 4))
     seq_step = max(1, min(xs.shape[-2], chunk // row_bytes))
     lead_step = max(1, chunk // (row_bytes * seq_step))
@@ -480,6 +512,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         raise ValueError(
             "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
         )
+    if cos.device != x.device or sin.device != x.device:
+        raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device} and {sin.device}")
     if not torch.compiler.is_compiling():
         if not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
             return _rotate(x, cos, sin, layout, inverse=False)

@@ -1,0 +1,205 @@
+"""The CUDA path: rotary and tables on the GPU against float64 references, every registered encoding
+in a model on the GPU against the same model on the CPU, and ``posenc bench --device cuda``.
+
+Skipped on machines without a CUDA device. Where Triton is installed, rotary and the tables run on
+posenc's GPU kernels (:mod:`posenc._gpu`); each test that says so also runs the pure PyTorch code and
+checks that the kernel was the one called.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+from bench_args import tiny_bench
+
+import posenc
+from posenc import _gpu, spectrum
+from posenc.cli import main
+from posenc.models import TransformerClassifier
+from posenc.nn import DFTEncoding, RotaryEmbedding, SinusoidalEncoding, apply_rotary, rotary
+from posenc.nn import functional as F
+from posenc.nn.build import available_encodings
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+REL = {torch.float16: 2.0**-9, torch.bfloat16: 2.0**-7, torch.float32: 2.0**-21, torch.float64: 2.0**-50}
+"""Allowed error relative to the size of the terms summed: four roundings to the dtype (the pure PyTorch
+code rounds each operation in half precision; the kernels once)."""
+
+
+@pytest.fixture(params=["kernel", "pure torch"])
+def path(request, monkeypatch):
+    """Each test twice: with posenc's GPU kernels (skipped without Triton) and with the pure PyTorch code;
+    yields the list of kernel calls made, so a test can check that the kernel ran."""
+    calls: list[str] = []
+    if request.param == "pure torch":
+        monkeypatch.setattr(_gpu, "kernels", lambda device_type: None)
+    else:
+        kernels = _gpu.kernels("cuda")
+        if kernels is None:
+            pytest.skip("Triton is not installed: no GPU kernels")
+        for name in ("rotate", "waves"):
+            original = getattr(kernels, name)
+
+            def counted(*args, _name=name, _original=original):
+                calls.append(_name)
+                return _original(*args)
+
+            monkeypatch.setattr(kernels, name, counted)
+    yield request.param, calls
+
+
+def _close(got: torch.Tensor, ref: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype) -> None:
+    """``got`` within :data:`REL` of the float64 ``(value, size of the terms)`` of :func:`_reference`."""
+    value, size = ref
+    err = (got.double().cpu() - value).abs()
+    bound = REL[dtype] * size + 1e-300
+    assert bool((err <= bound).all()), (
+        f"max error {err.max().item():.3g}, worst ratio {(err / bound).max():.3g}"
+    )
+
+
+def _reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``R x`` (``Rᵀ x``) in float64 on the CPU, written out pair by pair (Su et al. 2021, eq. 34), and
+    the sum of the terms' magnitudes (``|x_a·c_a| + |x_b·s_a|``, …) that rounding errors scale with."""
+    x, c, s = x.double().cpu(), cos.double().cpu(), sin.double().cpu()
+    r = c.shape[-1]
+    a = torch.arange(r // 2) if layout == "half_split" else 2 * torch.arange(r // 2)
+    b = a + r // 2 if layout == "half_split" else a + 1
+    sign = -1.0 if inverse else 1.0
+    out, size = x.clone(), x.abs()
+    out[..., a] = x[..., a] * c[:, a] - sign * x[..., b] * s[:, a]
+    out[..., b] = x[..., b] * c[:, b] + sign * x[..., a] * s[:, b]
+    size[..., a] = (x[..., a] * c[:, a]).abs() + (x[..., b] * s[:, a]).abs()
+    size[..., b] = (x[..., b] * c[:, b]).abs() + (x[..., a] * s[:, b]).abs()
+    return out, size
+
+
+@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("rotated", [64, 24])  # every dim, or partial rotary (dims 24 … 63 copied)
+@pytest.mark.parametrize("strided", [False, True])  # q from a [b, s, h, d] projection, viewed [b, h, s, d]
+def test_rotary_forward_and_backward_match_float64(path, layout, dtype, rotated, strided):
+    mode, calls = path
+    torch.manual_seed(0)
+    b, h, s, d = 2, 3, 77, 64
+    base = torch.randn(b, s, h, d, device="cuda").to(dtype)
+    x = base.transpose(1, 2) if strided else base.transpose(1, 2).contiguous()
+    cos, sin = RotaryEmbedding(rotated, layout=layout, max_len=s).cos_sin(s, dtype=dtype, device="cuda")
+    x.requires_grad_()
+    y = apply_rotary(x, cos, sin, layout=layout)
+    grad = torch.randn_like(y)
+    y.backward(grad)
+    assert y.dtype == dtype and y.stride() == x.stride()
+    _close(y.detach(), _reference(x.detach(), cos, sin, layout, inverse=False), dtype)
+    _close(x.grad, _reference(grad, cos, sin, layout, inverse=True), dtype)
+    assert [c for c in calls if c == "rotate"] == (["rotate", "rotate"] if mode == "kernel" else [])
+
+
+@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+def test_rotary_general_tables_on_cuda(path, layout):
+    # tables whose two columns of a pair differ (not a rotation): the kernel's unpaired form
+    torch.manual_seed(1)
+    x = torch.randn(4, 50, 32, device="cuda")
+    cos, sin = torch.randn(50, 32, device="cuda"), torch.randn(50, 32, device="cuda")
+    _close(apply_rotary(x, cos, sin, layout=layout), _reference(x, cos, sin, layout, False), torch.float32)
+
+
+def test_rotary_refuses_tables_on_another_device():
+    x = torch.randn(2, 8, 16, device="cuda")
+    cos, sin = RotaryEmbedding(16, max_len=8).cos_sin(8, dtype=torch.float32)
+    with pytest.raises(ValueError, match="cos and sin must be on x's device cuda:0, got cpu and cpu"):
+        apply_rotary(x, cos, sin, layout="half_split")
+
+
+@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_rotary_on_cuda_matches_eager(layout, dtype):
+    torch._dynamo.reset()
+    torch.manual_seed(2)
+    cos, sin = RotaryEmbedding(64, layout=layout, max_len=96).cos_sin(96, dtype=dtype, device="cuda")
+
+    def step(x: torch.Tensor) -> torch.Tensor:
+        return apply_rotary(x, cos, sin, layout=layout)
+
+    x = torch.randn(2, 4, 96, 64, device="cuda", dtype=dtype, requires_grad=True)
+    x_c = x.detach().clone().requires_grad_()
+    grad = torch.randn_like(x)
+    step(x).backward(grad)
+    y_c = torch.compile(step)(x_c)
+    y_c.backward(grad)
+    _close(y_c.detach(), _reference(x.detach(), cos, sin, layout, False), dtype)
+    _close(x_c.grad, _reference(grad, cos, sin, layout, True), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("layout", spectrum.LAYOUTS)
+def test_sinusoidal_tables_on_cuda_are_correctly_rounded_at_ten_million(path, dtype, layout):
+    mode, calls = path
+    d, n, start = 130, 3000, 10**7 - 3000
+    m = SinusoidalEncoding(d, layout=layout).cuda()
+    got = m(torch.zeros(1, n, d, dtype=dtype, device="cuda"), offset=start)[0].double().cpu().numpy()
+    ref = posenc.sinusoidal(np.arange(start, start + n), d, layout=layout)  # float64, the NumPy path
+    # half a float32 ulp (2.98e-8) plus the float64 rounding of the angle t·w (≤ 9.3e-10 here), twice
+    tol = 3.1e-8 if dtype == torch.float32 else 2 * 9.4e-10
+    assert np.abs(got - ref).max() <= tol
+    assert ("waves" in calls) == (mode == "kernel")
+
+
+@pytest.mark.parametrize("kind", ["integer range", "fractional"])
+def test_tables_at_explicit_positions_on_cuda(path, kind):
+    # an explicit range of integers takes the range path (the kernel); anything else every angle directly
+    mode, calls = path
+    w = torch.from_numpy(spectrum.geometric(64))
+    if kind == "integer range":
+        t = torch.arange(10**7 - 300, 10**7, dtype=torch.float64)
+    else:
+        t = torch.tensor([0.5, -2.0, 7.0, 1e7, 3.0, 123456.25], dtype=torch.float64).repeat(20)
+    sin, cos = F.sincos(t.cuda(), w.cuda(), dtype=torch.float32)
+    a = torch.outer(t, w)
+    for got, ref in ((sin, torch.sin(a)), (cos, torch.cos(a))):
+        assert (got.double().cpu() - ref).abs().max() <= 3.1e-8 + 9.3e-10
+    assert ("waves" in calls) == (mode == "kernel" and kind == "integer range")
+
+
+def test_dft_table_with_amplitudes_on_cuda(path):
+    m = DFTEncoding(48)
+    got = m.table(40, dtype=torch.float64, device="cuda").cpu()
+    torch.testing.assert_close(got, m.table(40, dtype=torch.float64), rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("encoding", available_encodings())
+def test_every_encoding_trains_on_cuda_like_on_cpu(encoding):
+    torch.manual_seed(3)
+    options = {"layout": "adjacent"} if encoding == "rope" else {}
+    cpu = TransformerClassifier(
+        5, 32, 4, 2, encoding=encoding, encoding_options=options, dropout=0.0, max_len=64
+    )
+    gpu = copy.deepcopy(cpu).cuda()
+    x, target = torch.randn(8, 32, 5), (torch.rand(8) < 0.5).float()  # 32 steps: the DFT encoding's lattice
+    losses = []
+    for model, device in ((cpu, "cpu"), (gpu, "cuda")):
+        logits = model(x.to(device))
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, target.to(device))
+        loss.backward()
+        losses.append((logits.detach().cpu(), loss.item()))
+    torch.testing.assert_close(losses[1][0], losses[0][0], rtol=1e-4, atol=1e-5)
+    for (name, p_cpu), p_gpu in zip(cpu.named_parameters(), gpu.parameters()):
+        assert p_gpu.grad is not None and p_gpu.grad.is_cuda, name
+        torch.testing.assert_close(p_gpu.grad.cpu(), p_cpu.grad, rtol=1e-3, atol=1e-5, msg=name)
+
+
+@pytest.mark.slow
+def test_bench_cli_on_cuda(tmp_path, capsys):
+    args = tiny_bench(length=1024, epochs=2, seeds=1)
+    assert main(["bench", *args, "--device", "cuda", "--encodings", "rope,t5", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert {run["encoding"] for run in data["runs"]} == {"none", "sinusoidal", "rope", "t5"}
+    assert data["meta"]["device"] == "cuda"
