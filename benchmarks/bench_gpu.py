@@ -44,7 +44,7 @@ def without_gpu_kernels(fn: Callable[..., object]) -> Callable[..., object]:
 
     def pure(*args: object, **kwargs: object) -> object:
         saved = _gpu.kernels
-        _gpu.kernels = lambda device_type: None  # type: ignore[assignment]
+        _gpu.kernels = lambda device_type, dtype: None  # type: ignore[assignment]
         try:
             return fn(*args, **kwargs)
         finally:
@@ -222,7 +222,11 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("bench_gpu.py needs a CUDA device")
     props = torch.cuda.get_device_properties(0)
-    kernels = "loaded" if _gpu.kernels("cuda") is not None else "unavailable (no Triton, or POSENC_TRITON=0)"
+    kernels = (
+        "loaded"
+        if _gpu.kernels("cuda", torch.float32) is not None
+        else "unavailable (no Triton, or POSENC_TRITON=0)"
+    )
     print(
         f"{props.name}, {props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB; torch "
         f"{torch.__version__}, CUDA {torch.version.cuda}; posenc GPU kernels: {kernels}"

@@ -38,9 +38,9 @@ def path(request, monkeypatch):
     yields the list of kernel calls made, so a test can check that the kernel ran."""
     calls: list[str] = []
     if request.param == "pure torch":
-        monkeypatch.setattr(_gpu, "kernels", lambda device_type: None)
+        monkeypatch.setattr(_gpu, "kernels", lambda device_type, dtype: None)
     else:
-        kernels = _gpu.kernels("cuda")
+        kernels = _gpu.kernels("cuda", torch.float32)
         if kernels is None:
             pytest.skip("Triton is not installed: no GPU kernels")
         for name in ("rotate", "waves"):

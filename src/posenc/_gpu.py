@@ -32,6 +32,13 @@ def _load() -> ModuleType | None:
         return None
 
 
-def kernels(device_type: str) -> ModuleType | None:
-    """The kernel module for tensors on ``device_type`` (``"cuda"`` only), or ``None``."""
-    return _load() if device_type == "cuda" else None
+DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+"""The dtypes the kernels read and write (names, so this module needs no torch)."""
+
+
+def kernels(device_type: str, dtype: object) -> ModuleType | None:
+    """The kernel module for tensors of ``dtype`` (a torch dtype) on ``device_type``: CUDA and a dtype of
+    :data:`DTYPES`, with Triton installed; else ``None``."""
+    if device_type != "cuda" or str(dtype).removeprefix("torch.") not in DTYPES:
+        return None
+    return _load()

@@ -31,7 +31,7 @@ same by one complex multiply per pair (:func:`_range_interleaved`), written stra
 output.
 
 **CUDA.** With Triton installed, ranges of positions in the sinusoidal layouts on CUDA are written by
-one kernel (:mod:`posenc._gpu`, :func:`_range_gpu`): the same shift identity in float64, every entry
+one kernel (:mod:`posenc._gpu`, from :func:`_fine_coarse`): the same shift identity in float64, every entry
 of the output computed from ``√S`` fine and ``√S`` coarse rows and rounded once, in one pass.
 """
 
@@ -47,9 +47,6 @@ from posenc import _gpu, _native, spectrum, tables
 
 _DIRECT_ROWS = 64
 """Ranges of at most this many positions form every angle directly."""
-
-_GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-"""Table dtypes the GPU kernel (:mod:`posenc._gpu`) writes."""
 
 _BLOCK_BYTES = 1 << 20
 """Size of the float64 scratch block the multiply-add works in (about the L2 cache)."""
@@ -120,7 +117,7 @@ def waves(
     if isinstance(positions, numbers.Integral):
         positions = int(positions)
     w = frequencies.to(torch.float64)
-    columns = columns.to(w.device)
+    given_columns, columns = columns, columns.to(w.device)
     amp = None if amplitude is None else amplitude.to(device=w.device, dtype=torch.float64)
     differentiable = torch.is_grad_enabled() and (
         frequencies.requires_grad or (amplitude is not None and amplitude.requires_grad)
@@ -133,10 +130,12 @@ def waves(
             t = positions.to(device=w.device, dtype=torch.float64)
         return _direct(t, w, columns, amp).to(dtype)
     n = positions if isinstance(positions, int) else positions.shape[0]
-    if n > _DIRECT_ROWS and amp is None and dtype in _GPU_DTYPES and _gpu.kernels(w.device.type) is not None:
-        layout = _gpu_layout(columns, w.shape[0])
-        if layout is not None:
-            return _range_gpu(float(start), n, w, columns.shape[0], layout, dtype)
+    gpu = _gpu.kernels(w.device.type, dtype) if n > _DIRECT_ROWS and amp is None else None
+    layout = None if gpu is None else _gpu_layout(given_columns, w.shape[0])  # on the caller's device
+    if gpu is not None and layout is not None:
+        out = torch.empty(n, columns.shape[0], dtype=dtype, device=w.device)
+        gpu.waves(out, *_fine_coarse(float(start), n, w), layout)
+        return out
     return _range(float(start), 1.0, n, w, columns, amp, dtype)
 
 
@@ -178,21 +177,17 @@ def _gpu_layout(columns: torch.Tensor, f: int) -> int | None:
     return None
 
 
-def _range_gpu(
-    start: float, n: int, w: torch.Tensor, c: int, layout: int, dtype: torch.dtype
-) -> torch.Tensor:
-    """Rows ``t = start … start+n−1`` of :func:`waves`, ``[n, c]`` in the kernel's ``layout``
-    (:func:`_gpu_layout`), by the GPU kernel of :mod:`posenc._gpu`: the shift identity of :func:`_range`
-    in one pass, from ``√n`` fine and ``√n`` coarse rows of sines and cosines (every angle formed
-    directly in float64), each entry rounded once."""
+def _fine_coarse(
+    start: float, n: int, w: torch.Tensor
+) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """What the GPU kernel (:mod:`posenc._gpu`) builds rows ``t = start … start+n−1`` from by the shift
+    identity of :func:`_range`: the sines and cosines of ``u·w`` for the ``b = ⌈√n⌉`` offsets ``u`` (fine)
+    and of ``t_q·w`` for the block starts ``t_q = start + b·q`` (coarse), every angle formed directly in
+    float64."""
     b = math.isqrt(n - 1) + 1
     fine = torch.outer(torch.arange(b, dtype=torch.float64, device=w.device), w)
     coarse = torch.outer(start + b * torch.arange(-(-n // b), dtype=torch.float64, device=w.device), w)
-    out = torch.empty(n, c, dtype=dtype, device=w.device)
-    gpu = _gpu.kernels(w.device.type)
-    assert gpu is not None
-    gpu.waves(out, (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos()), layout)
-    return out
+    return (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos())
 
 
 def _range(

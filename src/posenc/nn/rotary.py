@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -209,25 +210,18 @@ def _native_ok(x: torch.Tensor) -> bool:
     )
 
 
-_GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
-
-def _gpu_ok(x: torch.Tensor) -> bool:
-    """Whether the Triton kernel of :mod:`posenc._gpu` can rotate ``x``: CUDA, Triton installed, half,
-    single or double precision, unit stride along the last dim."""
-    return (
-        x.device.type == "cuda"
-        and x.dtype in _GPU_DTYPES
-        and x.stride(-1) == 1
-        and x.dim() >= 2
-        and _gpu.kernels(x.device.type) is not None
-    )
+def _gpu_for(x: torch.Tensor) -> ModuleType | None:
+    """The Triton kernels of :mod:`posenc._gpu` if they can rotate ``x`` (CUDA, Triton installed, half,
+    single or double precision, unit stride along the last dim), else ``None``."""
+    if x.dim() < 2 or x.stride(-1) != 1:
+        return None
+    return _gpu.kernels(x.device.type, x.dtype)
 
 
 def _fused_ok(x: torch.Tensor) -> bool:
     """Whether a one-pass kernel rotates ``x``: the CPU loop (:func:`_native_ok`) or the GPU kernel
-    (:func:`_gpu_ok`)."""
-    return _native_ok(x) or _gpu_ok(x)
+    (:func:`_gpu_for`)."""
+    return _native_ok(x) or _gpu_for(x) is not None
 
 
 def _loop_tables(
@@ -271,7 +265,8 @@ def _rotate_fused(
     :mod:`posenc._native` or the GPU kernel of :mod:`posenc._gpu`, or ``None`` where neither applies
     (:func:`_fused_ok`; more than two leading dims that cannot be merged)."""
     native = _native_ok(x)
-    if not (native or _gpu_ok(x)):
+    gpu = None if native else _gpu_for(x)
+    if not native and gpu is None:
         return None
     out = torch.empty_like(x)  # x's strides if dense, else contiguous: unit last stride either way
     if x.numel() == 0:
@@ -289,9 +284,7 @@ def _rotate_fused(
     else:
         table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     c, s_, paired = _loop_tables(cos, sin, layout, inverse, table_dtype)
-    if not native:
-        gpu = _gpu.kernels(x.device.type)
-        assert gpu is not None
+    if gpu is not None:
         gpu.rotate(xs, os_, c, s_, layout, cos.shape[-1], paired)
         return out
     n0, n1, seq, d = xs.shape
@@ -311,7 +304,7 @@ def _rotate_compiled(
     inverse rotation, traced the same way).
 
     On the CPU, where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for
-    ``adjacent`` everywhere: the eager kernel as the opaque operator ``posenc::rotate``, its tables
+    ``adjacent`` without it: the eager kernel as the opaque operator ``posenc::rotate``, its tables
     cached as in eager mode. The loop measured faster than the compiler's own (bfloat16: 1.00–1.04× a
     copy eager, 1.32–1.55× as the compiled operator, against 1.45–1.65× for inductor's fused loop), and
     for ``adjacent`` without the loop the compiler's CPU code for stride-2 pairs is slower than torch's
