@@ -165,23 +165,44 @@ def test_env_switch_turns_the_loops_off():
 # separate elementwise operations, never fused.
 
 
+def _doubled(first: np.ndarray, factor: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``r < n`` (real, imaginary parts) of ``first · factor^r`` by doubling, each operation separate:
+    rows ``m … 2m−1`` are rows ``0 … m−1`` times the factor, which is then squared."""
+    re, im = [first.real.copy()], [first.imag.copy()]
+    fr, fm = factor.real.copy(), factor.imag.copy()
+    while len(re) < n:
+        m = len(re)
+        for r in range(min(m, n - m)):
+            re.append(np.subtract(np.multiply(re[r], fr), np.multiply(im[r], fm)))
+            im.append(np.add(np.multiply(re[r], fm), np.multiply(im[r], fr)))
+        fr, fm = (
+            np.subtract(np.multiply(fr, fr), np.multiply(fm, fm)),
+            np.add(np.multiply(fr, fm), np.multiply(fm, fr)),
+        )
+    return np.array(re), np.array(im)
+
+
 @pytest.mark.parametrize("layout", sorted(_native.ROW_LAYOUTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_table_rows_round_each_product_once(layout, dtype):
+@pytest.mark.parametrize("b,n", [(8, 40), (7, 45), (1, 3), (5, 1)])  # whole and partial last blocks
+def test_table_rows_round_each_product_once(layout, dtype, b, n):
     rng = np.random.default_rng(0)
-    b, q, f = 8, 5, 37
-    fine = np.exp(1j * rng.uniform(0, 7, (b, f)))
-    coarse = np.exp(1j * rng.uniform(0, 7, (q, f)))
-    out = np.zeros((b * q, 2 * f), dtype=dtype)
+    f = 37
+    seeds = np.exp(1j * rng.uniform(0, 7, (2, 2, f)))  # (fine, coarse) × (first row, factor)
+    out = np.zeros((n, 2 * f), dtype=dtype)
+    planar = np.stack([seeds.real, seeds.imag], 2).reshape(2, 4, f)  # first Re, first Im, factor Re, Im
     _native.expi_rows(out.ctypes.data, _native.dtype_code(out.dtype, "expi_rows"),
-                      _native.ROW_LAYOUTS[layout], b * q, 2 * f, fine, coarse)  # fmt: skip
-    fr, fm = np.tile(fine.real, (q, 1)), np.tile(fine.imag, (q, 1))
-    cr, cm = np.repeat(coarse.real, b, axis=0), np.repeat(coarse.imag, b, axis=0)
+                      _native.ROW_LAYOUTS[layout], n, 2 * f, b, planar)  # fmt: skip
+    fine_re, fine_im = _doubled(seeds[0, 0], seeds[0, 1], b)
+    coarse_re, coarse_im = _doubled(seeds[1, 0], seeds[1, 1], -(-n // b))
+    rows = np.arange(n)
+    fr, fm = fine_re[rows % b], fine_im[rows % b]
+    cr, cm = coarse_re[rows // b], coarse_im[rows // b]
     re = np.subtract(np.multiply(fr, cr), np.multiply(fm, cm)).astype(dtype)
     im = np.add(np.multiply(fr, cm), np.multiply(fm, cr)).astype(dtype)
     expected = {
-        "interleaved": np.stack([re, im], -1).reshape(b * q, 2 * f),
-        "interleaved_cos_first": np.stack([im, re], -1).reshape(b * q, 2 * f),
+        "interleaved": np.stack([re, im], -1).reshape(n, 2 * f),
+        "interleaved_cos_first": np.stack([im, re], -1).reshape(n, 2 * f),
         "split": np.concatenate([re, im], -1),
     }[layout]
     np.testing.assert_array_equal(out, expected)

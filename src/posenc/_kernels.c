@@ -14,9 +14,11 @@
  *            Each index row is first cut into pieces, runs of one slot (a fill, or a sum) and runs of
  *            consecutive slots (a copy): a clipped distance row is three pieces, done at copy speed.
  * expi_rows  rows of the sinusoidal table by the angle addition formula (Vaswani et al. 2017, §3.5):
- *            row q·b + j, pair i, is z = fine[j, i]·coarse[q, i], a float64 complex product (real and
- *            imaginary parts in separate [b, f] / [⌈n/b⌉, f] arrays, so the loads are contiguous), its
- *            (Re z, Im z) rounded once to the output dtype and stored as the layout places them.
+ *            row q·b + j, pair i, is z = fine[j, i]·coarse[q, i], a float64 complex product, its
+ *            (Re z, Im z) rounded once to the output dtype and stored as the layout places them. The
+ *            fine [b, f] and coarse [⌈n/b⌉, f] rows are built first from a first row and a unit factor
+ *            each, by doubling (rows m … 2m−1 are rows 0 … m−1 times the factor, which is then squared),
+ *            real and imaginary parts in separate arrays so that the loads are contiguous.
  *
  * No Python objects cross the boundary: the caller validates shapes, strides and dtypes and passes
  * data pointers and sizes; the GIL is released while a loop runs. Loops run on the calling thread:
@@ -317,6 +319,34 @@ typedef struct {
     int stream; /* rows are built in a scratch row and streamed out (stream_bytes) */
 } expi_args;
 
+/* Rows 0 … n−1 of re/im ([n, f] each): row 0 is seed[0] + i·seed[1]; rows m … 2m−1 are rows 0 … m−1 times
+ * the factor, seed[2] + i·seed[3] at first and squared after each doubling; each product rounded once.
+ * `fac` is scratch for 2f doubles. */
+CLONES static void expi_doubling(const double *seed, Py_ssize_t n, Py_ssize_t f, double *restrict re,
+                                 double *restrict im, double *restrict fac) {
+    double *restrict fr = fac, *restrict fm = fac + f;
+    memcpy(re, seed, (size_t)f * sizeof(double));
+    memcpy(im, seed + f, (size_t)f * sizeof(double));
+    memcpy(fr, seed + 2 * f, (size_t)f * sizeof(double));
+    memcpy(fm, seed + 3 * f, (size_t)f * sizeof(double));
+    for (Py_ssize_t m = 1; m < n; m *= 2) {
+        for (Py_ssize_t r = 0; r < m && m + r < n; r++) {
+            const double *restrict ar = re + r * f, *restrict am = im + r * f;
+            double *restrict orr = re + (m + r) * f, *restrict om = im + (m + r) * f;
+            for (Py_ssize_t i = 0; i < f; i++) {
+                orr[i] = ar[i] * fr[i] - am[i] * fm[i];
+                om[i] = ar[i] * fm[i] + am[i] * fr[i];
+            }
+        }
+        if (2 * m < n)
+            for (Py_ssize_t i = 0; i < f; i++) {
+                const double x = fr[i], y = fm[i];
+                fr[i] = x * x - y * y;
+                fm[i] = x * y + y * x;
+            }
+    }
+}
+
 /* Row `row` = q·b + j: z_i = fine[j, i]·coarse[q, i]; its (Re, Im) stored as `layout` places them.
  * `a` is the arguments by value, as for rotate (FOR_EACH_ROW): the streaming memcpy cannot alias them. */
 #define EXPI_BODY(T)                                                                              \
@@ -359,6 +389,22 @@ static void expi_rows(const expi_args a) {
         expi_f32_rows(a);
     else
         expi_f64_rows(a);
+}
+
+/* expi_rows from the seeds [2, 4, f] (fine, then coarse: first row Re, Im; factor Re, Im): builds the fine
+ * and coarse rows (expi_doubling), then the table. Returns -2 when out of memory. */
+static int expi_table(char *out, int dtype, int layout, Py_ssize_t n, Py_ssize_t b, Py_ssize_t f,
+                      Py_ssize_t ld, const double *seeds, int stream) {
+    const Py_ssize_t nb = (n + b - 1) / b;
+    double *work = (double *)malloc((size_t)(2 * (b + nb) + 2) * (size_t)(f > 0 ? f : 1) * sizeof(double));
+    if (!work) return -2;
+    double *fine_re = work, *fine_im = fine_re + b * f, *coarse_re = fine_im + b * f;
+    double *coarse_im = coarse_re + nb * f, *fac = coarse_im + nb * f;
+    expi_doubling(seeds, b, f, fine_re, fine_im, fac);
+    expi_doubling(seeds + 4 * f, nb, f, coarse_re, coarse_im, fac);
+    expi_rows((expi_args){out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream});
+    free(work);
+    return 0;
 }
 
 /* ---- slots ------------------------------------------------------------------------------- */
@@ -502,22 +548,20 @@ static PyObject *py_rotate(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
-    unsigned long long out, fine_re, fine_im, coarse_re, coarse_im;
-    int dtype, layout, stream;
+    unsigned long long out, seeds;
+    int dtype, layout, stream, status;
     Py_ssize_t n, b, f, ld;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KiinnnnKKKKi", &out, &dtype, &layout, &n, &b, &f, &ld, &fine_re, &fine_im,
-                          &coarse_re, &coarse_im, &stream))
+    if (!PyArg_ParseTuple(args, "KiinnnnKi", &out, &dtype, &layout, &n, &b, &f, &ld, &seeds, &stream))
         return NULL;
-    if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 0 || b < 1 || f < 0) {
+    if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 1 || b < 1 || f < 0) {
         PyErr_SetString(PyExc_ValueError, "expi_rows: invalid dtype, layout or sizes");
         return NULL;
     }
-    expi_args a = {(char *)as_ptr(out), dtype, layout, n, b, f, ld, (const double *)as_ptr(fine_re),
-                   (const double *)as_ptr(fine_im), (const double *)as_ptr(coarse_re),
-                   (const double *)as_ptr(coarse_im), stream};
-    Py_BEGIN_ALLOW_THREADS expi_rows(a);
-    Py_END_ALLOW_THREADS Py_RETURN_NONE;
+    Py_BEGIN_ALLOW_THREADS status = expi_table((char *)as_ptr(out), dtype, layout, n, b, f, ld,
+                                               (const double *)as_ptr(seeds), stream);
+    Py_END_ALLOW_THREADS if (status) return PyErr_NoMemory();
+    Py_RETURN_NONE;
 }
 
 static PyObject *py_slots(PyObject *self, PyObject *args) {
@@ -547,7 +591,7 @@ static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
      "rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
     {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)"},
-    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)"},
+    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, seeds, stream)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_kernels",

@@ -12,9 +12,9 @@ Its three loops (each a single pass over its output; see ``_kernels.c``):
 * ``slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)``: Shaw et al.'s (2018) relative positions,
   a gather from ``n`` slots per row by an index shared over heads, or its adjoint (a sum into the slots),
   used by :mod:`posenc.nn._slots`;
-* ``expi_rows(out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream)``:
-  sinusoidal rows by the angle addition formula, called through :func:`expi_rows` by
-  :func:`posenc.sinusoidal` and the PyTorch tables.
+* ``expi_rows(out, dtype, layout, n, b, f, ld, seeds, stream)``: sinusoidal rows by the angle addition
+  formula, from the first row and unit factor of the fine and coarse rows (``seeds``), called through
+  :func:`expi_rows` by :func:`posenc.sinusoidal` and the PyTorch tables.
 
 Arguments are data pointers, sizes and strides in elements; callers check them. All loops run on
 the calling thread: a second thread measured slower on the 2-core machine of ``benchmarks/``.
@@ -70,21 +70,21 @@ kernels: ModuleType | None = _load()
 """The extension module, or ``None`` (not built, or disabled by ``POSENC_NATIVE=0``)."""
 
 
-def expi_rows(
-    out: int, dtype: int, layout: int, n: int, ld: int, fine: NDArray[np.complex128],
-    coarse: NDArray[np.complex128],
-) -> None:  # fmt: skip
+def expi_rows(out: int, dtype: int, layout: int, n: int, ld: int, b: int, seeds: NDArray[np.float64]) -> None:
     """Rows ``r < n`` of ``out`` (a pointer to ``dtype`` rows ``ld`` apart): row ``q·b + j`` holds
-    ``fine[j]·coarse[q]`` (complex128 products, ``[b, f]`` and ``[⌈n/b⌉, f]``) rounded to ``dtype``,
-    in ``layout`` (:data:`ROW_LAYOUTS`), streamed when the rows reach :data:`STREAM_BYTES`. Requires
-    :data:`kernels`."""
+    ``fine[j]·coarse[q]`` (float64 complex products) rounded to ``dtype``, in ``layout``
+    (:data:`ROW_LAYOUTS`), streamed when the rows reach :data:`STREAM_BYTES`. The ``b`` fine and
+    ``⌈n/b⌉`` coarse rows are built by doubling from ``seeds`` ``[2, 4, f]``: for the fine, then the
+    coarse rows, the first row's real and imaginary parts and the unit factor's (see
+    :func:`posenc.tables._expi_seeds`). Requires :data:`kernels`."""
     assert kernels is not None
-    b, f = fine.shape
-    parts = [np.ascontiguousarray(p) for p in (fine.real, fine.imag, coarse.real, coarse.imag)]
+    seeds = np.ascontiguousarray(seeds, dtype=np.float64)
+    if seeds.ndim != 3 or seeds.shape[:2] != (2, 4):
+        raise ValueError(f"seeds must be [2, 4, f], got {list(seeds.shape)}")
+    f = seeds.shape[2]
     kernels.expi_rows(
-        out, dtype, layout, n, b, f, ld, *(p.ctypes.data for p in parts),
-        streams(n * 2 * f * _ITEM_BYTES[dtype]),
-    )  # fmt: skip
+        out, dtype, layout, n, b, f, ld, seeds.ctypes.data, streams(n * 2 * f * _ITEM_BYTES[dtype])
+    )
 
 
 def streams(nbytes: int) -> int:

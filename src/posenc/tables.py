@@ -113,6 +113,23 @@ def _integer_range_start(t: NDArray[np.float64]) -> int | None:
     return int(first)
 
 
+def _expi_seeds(w: NDArray[np.float64], *ranges: tuple[float, float, bool]) -> NDArray[np.float64]:
+    """``[len(ranges), 4, len(w)]``: for each ``(start, step, sine_first)``, the real and imaginary parts
+    of the first row and of the unit factor from which :func:`_expi_ranges` builds the rows by doubling.
+
+    The first row is ``conj(e^(i·start·w)) = cos − i·sin``, or with ``sine_first``
+    ``i·conj(e^(i·start·w)) = sin + i·cos``; the factor is ``conj(e^(i·step·w))``. Only these take
+    ``sin``/``cos`` (of float64 angles).
+    """
+    angles = np.multiply.outer(np.array([a for r in ranges for a in r[:2]], dtype=np.float64), w)
+    cos, sin = np.cos(angles), np.sin(angles)
+    seeds = np.empty((len(ranges), 4, w.size))
+    for k, (_, _, sine_first) in enumerate(ranges):
+        first = (sin[2 * k], cos[2 * k]) if sine_first else (cos[2 * k], -sin[2 * k])
+        seeds[k] = first[0], first[1], cos[2 * k + 1], -sin[2 * k + 1]
+    return seeds
+
+
 def _expi_ranges(
     w: NDArray[np.float64], *ranges: tuple[float, float, int, bool]
 ) -> list[NDArray[np.complex128]]:
@@ -120,31 +137,30 @@ def _expi_ranges(
     ``conj(e^(iθ)) = cos θ − i·sin θ``, or with ``sine_first`` of ``i·conj(e^(iθ)) = sin θ + i·cos θ``,
     at the angles ``θ = (start + step·r)·w``.
 
-    By doubling: rows ``m … 2m−1`` are rows ``0 … m−1`` times ``conj(e^(i·step·m·w))``, so row ``r``
-    is the first row times one factor per set bit of ``r``. Only the first row and the factor
-    ``e^(i·step·w)`` take ``sin``/``cos`` (of float64 angles); the factor for ``2m`` is the square
-    of the one for ``m``. The float64 angle ``step·2^k·w`` is exactly ``2^k`` times the angle
-    ``step·w``, so its rounding error is amplified by ``2^k`` either way; squaring adds ~``2^k``
-    roundings of ~1e-16 to that (~5e-13 for ``n = 2^12``), far below float32's half ulp.
+    By doubling from :func:`_expi_seeds`: rows ``m … 2m−1`` are rows ``0 … m−1`` times
+    ``conj(e^(i·step·m·w))``, so row ``r`` is the first row times one factor per set bit of ``r``; the
+    factor for ``2m`` is the square of the one for ``m``. The float64 angle ``step·2^k·w`` is exactly
+    ``2^k`` times the angle ``step·w``, so its rounding error is amplified by ``2^k`` either way;
+    squaring adds ~``2^k`` roundings of ~1e-16 to that (~5e-13 for ``n = 2^12``), far below float32's
+    half ulp. Each complex product is written out as real operations, each rounded once
+    (``Re = a·c − b·d``, ``Im = a·d + b·c``): NumPy's complex multiply may fuse a multiply-add, and
+    these rows must equal the compiled loop's (:mod:`posenc._native`) bit for bit.
     """
-    angles = np.multiply.outer(np.array([a for r in ranges for a in r[:2]], dtype=np.float64), w)
-    cos, sin = np.cos(angles), np.sin(angles)
+    seeds = _expi_seeds(w, *((start, step, sine_first) for start, step, _, sine_first in ranges))
     tables = []
-    for k, (_, _, n, sine_first) in enumerate(ranges):
-        out = np.empty((n, w.size), dtype=np.complex128)
-        if sine_first:
-            out.real[0], out.imag[0] = sin[2 * k], cos[2 * k]
-        else:
-            out.real[0], out.imag[0] = cos[2 * k], -sin[2 * k]
-        factor = np.empty(w.size, dtype=np.complex128)
-        factor.real, factor.imag = cos[2 * k + 1], -sin[2 * k + 1]
+    for (_, _, n, _), (first_re, first_im, factor_re, factor_im) in zip(ranges, seeds, strict=True):
+        re, im = np.empty((n, w.size)), np.empty((n, w.size))
+        re[0], im[0] = first_re, first_im
+        fr, fm = factor_re.copy(), factor_im.copy()
         m = 1
         while m < n:
-            np.multiply(out[: min(m, n - m)], factor, out=out[m : min(2 * m, n)])
+            rows = min(m, n - m)
+            re[m : m + rows] = re[:rows] * fr - im[:rows] * fm
+            im[m : m + rows] = re[:rows] * fm + im[:rows] * fr
+            if 2 * m < n:
+                fr, fm = fr * fr - fm * fm, fr * fm + fm * fr
             m *= 2
-            if m < n:
-                np.multiply(factor, factor, out=factor)
-        tables.append(out)
+        tables.append(re + 1j * im)
     return tables
 
 
@@ -210,13 +226,14 @@ def _sinusoidal_range(
     b = math.isqrt(n - 1) + 1
     n_blocks = -(-n // b)
     # fine i·conj(e^(iθ)) = sin θ + i·cos θ: its float64 view holds (sin, cos) pairs, the interleaved row.
-    fine, coarse = _expi_ranges(w, (0.0, 1.0, b, True), (float(start), float(b), n_blocks, False))
     native_layout = _native_row_layout(sin_cols, cos_cols)
     native_dtype = _native.dtype_code(dtype, "expi_rows")
     if _native.kernels is not None and native_layout is not None and native_dtype is not None:
         out = np.empty((n, dim), dtype=dtype)
-        _native.expi_rows(out.ctypes.data, native_dtype, native_layout, n, dim, fine, coarse)
+        seeds = _expi_seeds(w, (0.0, 1.0, True), (float(start), float(b), False))
+        _native.expi_rows(out.ctypes.data, native_dtype, native_layout, n, dim, b, seeds)
         return out
+    fine, coarse = _expi_ranges(w, (0.0, 1.0, b, True), (float(start), float(b), n_blocks, False))
     src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]
     src[sin_cols], src[cos_cols] = 2 * np.arange(sin_cols.size), 2 * np.arange(cos_cols.size) + 1
     identity = np.array_equal(src, np.arange(dim))
