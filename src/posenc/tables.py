@@ -147,20 +147,23 @@ def _expi_ranges(
     these rows must equal the compiled loop's (:mod:`posenc._native`) bit for bit.
     """
     seeds = _expi_seeds(w, *((start, step, sine_first) for start, step, _, sine_first in ranges))
+    n = max(r[2] for r in ranges)  # all ranges at once, each operation over [len(ranges), rows, f]
+    re, im = np.empty((len(ranges), n, w.size)), np.empty((len(ranges), n, w.size))
+    re[:, 0], im[:, 0] = seeds[:, 0], seeds[:, 1]
+    fr, fm = seeds[:, 2, None], seeds[:, 3, None]
+    m = 1
+    while m < n:
+        rows = min(m, n - m)
+        re[:, m : m + rows] = re[:, :rows] * fr - im[:, :rows] * fm
+        im[:, m : m + rows] = re[:, :rows] * fm + im[:, :rows] * fr
+        if 2 * m < n:
+            fr, fm = fr * fr - fm * fm, fr * fm + fm * fr
+        m *= 2
     tables = []
-    for (_, _, n, _), (first_re, first_im, factor_re, factor_im) in zip(ranges, seeds, strict=True):
-        re, im = np.empty((n, w.size)), np.empty((n, w.size))
-        re[0], im[0] = first_re, first_im
-        fr, fm = factor_re.copy(), factor_im.copy()
-        m = 1
-        while m < n:
-            rows = min(m, n - m)
-            re[m : m + rows] = re[:rows] * fr - im[:rows] * fm
-            im[m : m + rows] = re[:rows] * fm + im[:rows] * fr
-            if 2 * m < n:
-                fr, fm = fr * fr - fm * fm, fr * fm + fm * fr
-            m *= 2
-        tables.append(re + 1j * im)
+    for k, (_, _, rows, _) in enumerate(ranges):
+        out = np.empty((rows, w.size), dtype=np.complex128)
+        out.real, out.imag = re[k, :rows], im[k, :rows]
+        tables.append(out)
     return tables
 
 
