@@ -3,6 +3,7 @@ against float64 references: tables (the angle addition formula) and rotary (Su e
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -182,27 +183,32 @@ def _doubled(first: np.ndarray, factor: np.ndarray, n: int) -> tuple[np.ndarray,
     return np.array(re), np.array(im)
 
 
+def _unit(angles: np.ndarray) -> np.ndarray:
+    """``cos + i·sin`` of float64 angles by the C library (:mod:`math`), element by element."""
+    return np.array([complex(math.cos(a), math.sin(a)) for a in angles])
+
+
 @pytest.mark.parametrize("layout", sorted(_native.ROW_LAYOUTS))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("b,n", [(8, 40), (7, 45), (1, 3), (5, 1)])  # whole and partial last blocks
 def test_table_rows_round_each_product_once(layout, dtype, b, n):
     rng = np.random.default_rng(0)
-    f = 37
-    seeds = np.exp(1j * rng.uniform(0, 7, (2, 2, f)))  # (fine, coarse) × (first row, factor)
-    out = np.zeros((n, 2 * f), dtype=dtype)
-    planar = np.stack([seeds.real, seeds.imag], 2).reshape(2, 4, f)  # first Re, first Im, factor Re, Im
+    w, start, step = rng.uniform(0, 2, 37), 977.0, 1.5
+    out = np.zeros((n, 2 * w.size), dtype=dtype)
     _native.expi_rows(out.ctypes.data, _native.dtype_code(out.dtype, "expi_rows"),
-                      _native.ROW_LAYOUTS[layout], n, 2 * f, b, planar)  # fmt: skip
-    fine_re, fine_im = _doubled(seeds[0, 0], seeds[0, 1], b)
-    coarse_re, coarse_im = _doubled(seeds[1, 0], seeds[1, 1], -(-n // b))
+                      _native.ROW_LAYOUTS[layout], n, 2 * w.size, b, w, start, step)  # fmt: skip
+    # fine rows i·conj(e^(iθ)) from θ = 0·w, factor conj(e^(i·step·w)); coarse conj(e^(iθ)) from start·w,
+    # factor conj(e^(i·step·b·w))
+    fine_re, fine_im = _doubled(1j * np.conj(_unit(0.0 * w)), np.conj(_unit(step * w)), b)
+    coarse_re, coarse_im = _doubled(np.conj(_unit(start * w)), np.conj(_unit((step * b) * w)), -(-n // b))
     rows = np.arange(n)
     fr, fm = fine_re[rows % b], fine_im[rows % b]
     cr, cm = coarse_re[rows // b], coarse_im[rows // b]
     re = np.subtract(np.multiply(fr, cr), np.multiply(fm, cm)).astype(dtype)
     im = np.add(np.multiply(fr, cm), np.multiply(fm, cr)).astype(dtype)
     expected = {
-        "interleaved": np.stack([re, im], -1).reshape(n, 2 * f),
-        "interleaved_cos_first": np.stack([im, re], -1).reshape(n, 2 * f),
+        "interleaved": np.stack([re, im], -1).reshape(n, 2 * w.size),
+        "interleaved_cos_first": np.stack([im, re], -1).reshape(n, 2 * w.size),
         "split": np.concatenate([re, im], -1),
     }[layout]
     np.testing.assert_array_equal(out, expected)

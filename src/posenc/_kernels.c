@@ -27,6 +27,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -391,17 +392,27 @@ static void expi_rows(const expi_args a) {
         expi_f64_rows(a);
 }
 
-/* expi_rows from the seeds [2, 4, f] (fine, then coarse: first row Re, Im; factor Re, Im): builds the fine
- * and coarse rows (expi_doubling), then the table. Returns -2 when out of memory. */
+/* The table of rows t = start + step·r, r < n (expi_rows), from the angular frequencies w [f]. Fine rows
+ * i·conj(e^(i·step·j·w)) = sin + i·cos and coarse rows conj(e^(i·(start + step·b·q)·w)) = cos − i·sin,
+ * each by doubling (expi_doubling) from a first row and a unit factor whose angles (one float64
+ * product each) take libm's sin and cos. Returns -2 when out of memory. */
 static int expi_table(char *out, int dtype, int layout, Py_ssize_t n, Py_ssize_t b, Py_ssize_t f,
-                      Py_ssize_t ld, const double *seeds, int stream) {
-    const Py_ssize_t nb = (n + b - 1) / b;
-    double *work = (double *)malloc((size_t)(2 * (b + nb) + 2) * (size_t)(f > 0 ? f : 1) * sizeof(double));
+                      Py_ssize_t ld, const double *w, double start, double step, int stream) {
+    const Py_ssize_t nb = (n + b - 1) / b, ff = f > 0 ? f : 1;
+    double *work = (double *)malloc((size_t)(2 * (b + nb) + 10) * (size_t)ff * sizeof(double));
     if (!work) return -2;
     double *fine_re = work, *fine_im = fine_re + b * f, *coarse_re = fine_im + b * f;
-    double *coarse_im = coarse_re + nb * f, *fac = coarse_im + nb * f;
-    expi_doubling(seeds, b, f, fine_re, fine_im, fac);
-    expi_doubling(seeds + 4 * f, nb, f, coarse_re, coarse_im, fac);
+    double *coarse_im = coarse_re + nb * f, *fac = coarse_im + nb * f, *seed = fac + 2 * ff;
+    const double coarse_step = step * (double)b;
+    for (Py_ssize_t i = 0; i < f; i++) { /* seed: fine first Re, Im, factor Re, Im; then the coarse */
+        const double z = 0.0 * w[i], a = start * w[i], fa = step * w[i], ca = coarse_step * w[i];
+        seed[i] = sin(z), seed[f + i] = cos(z);
+        seed[2 * f + i] = cos(fa), seed[3 * f + i] = -sin(fa);
+        seed[4 * f + i] = cos(a), seed[5 * f + i] = -sin(a);
+        seed[6 * f + i] = cos(ca), seed[7 * f + i] = -sin(ca);
+    }
+    expi_doubling(seed, b, f, fine_re, fine_im, fac);
+    expi_doubling(seed + 4 * f, nb, f, coarse_re, coarse_im, fac);
     expi_rows((expi_args){out, dtype, layout, n, b, f, ld, fine_re, fine_im, coarse_re, coarse_im, stream});
     free(work);
     return 0;
@@ -548,18 +559,20 @@ static PyObject *py_rotate(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
-    unsigned long long out, seeds;
+    unsigned long long out, w;
     int dtype, layout, stream, status;
     Py_ssize_t n, b, f, ld;
+    double start, step;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KiinnnnKi", &out, &dtype, &layout, &n, &b, &f, &ld, &seeds, &stream))
+    if (!PyArg_ParseTuple(args, "KiinnnnKddi", &out, &dtype, &layout, &n, &b, &f, &ld, &w, &start, &step,
+                          &stream))
         return NULL;
     if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 1 || b < 1 || f < 0) {
         PyErr_SetString(PyExc_ValueError, "expi_rows: invalid dtype, layout or sizes");
         return NULL;
     }
     Py_BEGIN_ALLOW_THREADS status = expi_table((char *)as_ptr(out), dtype, layout, n, b, f, ld,
-                                               (const double *)as_ptr(seeds), stream);
+                                               (const double *)as_ptr(w), start, step, stream);
     Py_END_ALLOW_THREADS if (status) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
@@ -591,7 +604,7 @@ static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
      "rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
     {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)"},
-    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, seeds, stream)"},
+    {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, w, start, step, stream)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_kernels",

@@ -12,9 +12,8 @@ Its three loops (each a single pass over its output; see ``_kernels.c``):
 * ``slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)``: Shaw et al.'s (2018) relative positions,
   a gather from ``n`` slots per row by an index shared over heads, or its adjoint (a sum into the slots),
   used by :mod:`posenc.nn._slots`;
-* ``expi_rows(out, dtype, layout, n, b, f, ld, seeds, stream)``: sinusoidal rows by the angle addition
-  formula, from the first row and unit factor of the fine and coarse rows (``seeds``), called through
-  :func:`expi_rows` by :func:`posenc.sinusoidal` and the PyTorch tables.
+* ``expi_rows(out, dtype, layout, n, b, f, ld, w, start, step, stream)``: sinusoidal rows by the angle
+  addition formula, called through :func:`expi_rows` by :func:`posenc.sinusoidal` and the PyTorch tables.
 
 Arguments are data pointers, sizes and strides in elements; callers check them. All loops run on
 the calling thread: a second thread measured slower on the 2-core machine of ``benchmarks/``.
@@ -70,21 +69,30 @@ kernels: ModuleType | None = _load()
 """The extension module, or ``None`` (not built, or disabled by ``POSENC_NATIVE=0``)."""
 
 
-def expi_rows(out: int, dtype: int, layout: int, n: int, ld: int, b: int, seeds: NDArray[np.float64]) -> None:
-    """Rows ``r < n`` of ``out`` (a pointer to ``dtype`` rows ``ld`` apart): row ``q·b + j`` holds
-    ``fine[j]·coarse[q]`` (float64 complex products) rounded to ``dtype``, in ``layout``
-    (:data:`ROW_LAYOUTS`), streamed when the rows reach :data:`STREAM_BYTES`. The ``b`` fine and
-    ``⌈n/b⌉`` coarse rows are built by doubling from ``seeds`` ``[2, 4, f]``: for the fine, then the
-    coarse rows, the first row's real and imaginary parts and the unit factor's (see
-    :func:`posenc.tables._expi_seeds`). Requires :data:`kernels`."""
+def expi_rows(
+    out: int,
+    dtype: int,
+    layout: int,
+    n: int,
+    ld: int,
+    b: int,
+    w: NDArray[np.float64],
+    start: float,
+    step: float,
+) -> None:
+    """Rows ``r < n`` of ``out`` (a pointer to ``dtype`` rows ``ld`` apart) at ``t = start + step·r`` for the
+    angular frequencies ``w``: row ``q·b + j`` holds ``fine[j]·coarse[q]`` (float64 complex products)
+    rounded to ``dtype``, in ``layout`` (:data:`ROW_LAYOUTS`), streamed when the rows reach
+    :data:`STREAM_BYTES`. The ``b`` fine and ``⌈n/b⌉`` coarse rows are those of
+    :func:`posenc.tables._expi_ranges` (``(0, step, b, True)`` and ``(start, step·b, ⌈n/b⌉, False)``),
+    built the same way in the loop. Requires :data:`kernels`."""
     assert kernels is not None
-    seeds = np.ascontiguousarray(seeds, dtype=np.float64)
-    if seeds.ndim != 3 or seeds.shape[:2] != (2, 4):
-        raise ValueError(f"seeds must be [2, 4, f], got {list(seeds.shape)}")
-    f = seeds.shape[2]
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    f = w.shape[0]
     kernels.expi_rows(
-        out, dtype, layout, n, b, f, ld, seeds.ctypes.data, streams(n * 2 * f * _ITEM_BYTES[dtype])
-    )
+        out, dtype, layout, n, b, f, ld, w.ctypes.data, float(start), float(step),
+        streams(n * 2 * f * _ITEM_BYTES[dtype]),
+    )  # fmt: skip
 
 
 def streams(nbytes: int) -> int:

@@ -119,10 +119,13 @@ def _expi_seeds(w: NDArray[np.float64], *ranges: tuple[float, float, bool]) -> N
 
     The first row is ``conj(e^(i·start·w)) = cos − i·sin``, or with ``sine_first``
     ``i·conj(e^(i·start·w)) = sin + i·cos``; the factor is ``conj(e^(i·step·w))``. Only these take
-    ``sin``/``cos`` (of float64 angles).
+    ``sin``/``cos`` of float64 angles: the C library's (:mod:`math`), as the compiled loop of
+    :mod:`posenc._native` takes them, so that both build the same rows.
     """
     angles = np.multiply.outer(np.array([a for r in ranges for a in r[:2]], dtype=np.float64), w)
-    cos, sin = np.cos(angles), np.sin(angles)
+    flat = angles.ravel().tolist()
+    cos = np.array([math.cos(a) for a in flat]).reshape(angles.shape)
+    sin = np.array([math.sin(a) for a in flat]).reshape(angles.shape)
     seeds = np.empty((len(ranges), 4, w.size))
     for k, (_, _, sine_first) in enumerate(ranges):
         first = (sin[2 * k], cos[2 * k]) if sine_first else (cos[2 * k], -sin[2 * k])
@@ -233,8 +236,7 @@ def _sinusoidal_range(
     native_dtype = _native.dtype_code(dtype, "expi_rows")
     if _native.kernels is not None and native_layout is not None and native_dtype is not None:
         out = np.empty((n, dim), dtype=dtype)
-        seeds = _expi_seeds(w, (0.0, 1.0, True), (float(start), float(b), False))
-        _native.expi_rows(out.ctypes.data, native_dtype, native_layout, n, dim, b, seeds)
+        _native.expi_rows(out.ctypes.data, native_dtype, native_layout, n, dim, b, w, float(start), 1.0)
         return out
     fine, coarse = _expi_ranges(w, (0.0, 1.0, b, True), (float(start), float(b), n_blocks, False))
     src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]

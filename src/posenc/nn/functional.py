@@ -287,7 +287,7 @@ def _range_interleaved(
     stored as they fall (``(re, im)`` is the ``(sin, cos)`` pair) and rounded once to ``dtype`` by
     the multiply itself, one cache-sized block of rows at a time; on the CPU, where it is built, by
     the compiled loop of :mod:`posenc._native` in one pass. The float64 factors come on the CPU from
-    :func:`posenc.tables._expi_seeds` (so the rows equal :func:`posenc.sinusoidal`'s), on other
+    :func:`posenc.tables._expi_ranges` (so the rows equal :func:`posenc.sinusoidal`'s), on other
     devices from :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
     """
     f = w.shape[0]
@@ -297,10 +297,10 @@ def _range_interleaved(
     if w.device.type == "cpu":  # NumPy's factors: the table equals posenc.sinusoidal's bit for bit
         native_dtype = _native.dtype_code(dtype, "expi_rows")
         if _native.kernels is not None and native_dtype is not None:
-            seeds = tables._expi_seeds(w.detach().numpy(), (0.0, step, True), (start, step * b, False))
             _native.expi_rows(
-                out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, b, seeds
-            )
+                out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, b,
+                w.detach().numpy(), start, step,
+            )  # fmt: skip
             return out
         fine_np, coarse_np = tables._expi_ranges(
             w.detach().numpy(), (0.0, step, b, True), (start, step * b, n_blocks, False)
