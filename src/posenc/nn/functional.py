@@ -286,15 +286,16 @@ def _range_interleaved(
     = sin((t_q + j)·w_i) + i·cos((t_q + j)·w_i)``: one float64 complex multiply gives both entries,
     stored as they fall (``(re, im)`` is the ``(sin, cos)`` pair) and rounded once to ``dtype`` by
     the multiply itself, one cache-sized block of rows at a time; on the CPU, where it is built, by
-    the compiled loop of :mod:`posenc._native` in one pass. The float64 factors come on the CPU from
-    :func:`posenc.tables._expi_ranges` (so the rows equal :func:`posenc.sinusoidal`'s), on other
-    devices from :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
+    the compiled loop of :mod:`posenc._native` in one pass, which builds its float64 factors itself.
+    Without the loop the factors come on the CPU from :func:`posenc.tables._expi_ranges` (the same
+    rows, bit for bit: the table equals :func:`posenc.sinusoidal`'s either way), on other devices
+    from :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
     """
     f = w.shape[0]
     b = math.isqrt(n - 1) + 1
     n_blocks = -(-n // b)
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
-    if w.device.type == "cpu":  # NumPy's factors: the table equals posenc.sinusoidal's bit for bit
+    if w.device.type == "cpu":  # posenc.sinusoidal's factors and loop: the two tables are equal bit for bit
         native_dtype = _native.dtype_code(dtype, "expi_rows")
         if _native.kernels is not None and native_dtype is not None:
             _native.expi_rows(
