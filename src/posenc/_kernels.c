@@ -10,7 +10,8 @@
  *            The tables are float32 or float64 as the work, or bfloat16 beside bfloat16 x (widened
  *            exactly as they are read: half the table traffic).
  * slots      Shaw et al. (2018) relative positions: gather_slots out[r, j] = table[r, idx[i, j]] reads one of
- *            n slots per (row, key); sum_slots, its adjoint, sums w[r, j] into slot idx[i, j] of row r.
+ *            n slots per (row, key), or adds it to out in place (scores += the key term, one pass);
+ *            sum_slots, its adjoint, sums w[r, j] into slot idx[i, j] of row r.
  *            Each index row is first cut into pieces, runs of one slot (a fill, or a sum) and runs of
  *            consecutive slots (a copy): a clipped distance row is three pieces, done at copy speed.
  * expi_rows  rows of the sinusoidal table by the angle addition formula (Vaswani et al. 2017, §3.5):
@@ -467,21 +468,28 @@ typedef struct {
         return lane[0];                                                                           \
     }
 
-/* Row r: gather writes dst [rows, k] from src [rows, n]; the adjoint writes dst [rows, n] from src [rows, k]. */
-#define SLOTS_FNS(NAME, T)                                                                        \
-    SUM_FN(NAME##_sum, T)                                                                         \
-    CLONES static void NAME##_gather(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) { \
+/* Row r: gather writes dst [rows, k] from src [rows, n] (or, with ADD, adds to it); the adjoint writes
+ * dst [rows, n] from src [rows, k]. */
+#define GATHER_FN(NAME, T, ADD)                                                                   \
+    CLONES static void NAME(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) {  \
         const T *restrict t = (const T *)a->src + r * a->n;                                       \
         T *restrict o = (T *)a->dst + r * a->k;                                                   \
         for (Py_ssize_t m = 0; m < np_; m++) {                                                    \
-            if (p[m].step) {                                                                      \
-                memcpy(o + p[m].start, t + p[m].slot, (size_t)p[m].len * sizeof(T));              \
+            T *restrict to = o + p[m].start;                                                      \
+            if (p[m].step && !(ADD)) {                                                            \
+                memcpy(to, t + p[m].slot, (size_t)p[m].len * sizeof(T));                          \
+            } else if (p[m].step) {                                                               \
+                for (Py_ssize_t q = 0; q < p[m].len; q++) to[q] += t[p[m].slot + q];              \
             } else {                                                                              \
                 const T v = t[p[m].slot];                                                         \
-                for (Py_ssize_t q = 0; q < p[m].len; q++) o[p[m].start + q] = v;                  \
+                for (Py_ssize_t q = 0; q < p[m].len; q++) to[q] = (ADD) ? to[q] + v : v;          \
             }                                                                                     \
         }                                                                                         \
-    }                                                                                             \
+    }
+#define SLOTS_FNS(NAME, T)                                                                        \
+    SUM_FN(NAME##_sum, T)                                                                         \
+    GATHER_FN(NAME##_gather, T, 0)                                                                \
+    GATHER_FN(NAME##_gather_add, T, 1)                                                            \
     CLONES static void NAME##_adjoint(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) { \
         const T *restrict x = (const T *)a->src + r * a->k;                                       \
         T *restrict s = (T *)a->dst + r * a->n;                                                   \
@@ -503,7 +511,9 @@ SLOTS_FNS(slots_f64, double)
 /* Index rows in groups of at most SLOTS_PIECES pieces, each row cut once; then the rows that share a
  * group (all heads) visited in memory order, a contiguous block per head. Returns 0, -1 when an index
  * value is out of range (nothing meaningful is written then), -2 when out of memory. */
-static int slots_run(const slots_args *a, int adjoint, int64_t *bad) {
+enum { GATHER, ADJOINT, GATHER_ADD }; /* slots modes */
+
+static int slots_run(const slots_args *a, int mode, int64_t *bad) {
     const Py_ssize_t k = a->k > 0 ? a->k : 1, group = SLOTS_PIECES / k > 0 ? SLOTS_PIECES / k : 1;
     piece *p = (piece *)malloc((size_t)(group * k) * sizeof(piece));
     Py_ssize_t *first = (Py_ssize_t *)malloc((size_t)(group + 1) * sizeof(Py_ssize_t));
@@ -521,10 +531,13 @@ static int slots_run(const slots_args *a, int adjoint, int64_t *bad) {
             for (Py_ssize_t h = 0; h < a->g && !status; h++)
                 for (Py_ssize_t i = 0; i < rows; i++) {
                     const Py_ssize_t r = (ib * a->g + h) * a->sq + i0 + i, np_ = first[i + 1] - first[i];
-                    if (a->dtype == F32)
-                        (adjoint ? slots_f32_adjoint : slots_f32_gather)(a, r, p + first[i], np_);
+                    const int f32 = a->dtype == F32;
+                    if (mode == ADJOINT)
+                        (f32 ? slots_f32_adjoint : slots_f64_adjoint)(a, r, p + first[i], np_);
+                    else if (mode == GATHER_ADD)
+                        (f32 ? slots_f32_gather_add : slots_f64_gather_add)(a, r, p + first[i], np_);
                     else
-                        (adjoint ? slots_f64_adjoint : slots_f64_gather)(a, r, p + first[i], np_);
+                        (f32 ? slots_f32_gather : slots_f64_gather)(a, r, p + first[i], np_);
                 }
         }
     free(p);
@@ -579,19 +592,19 @@ static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
 
 static PyObject *py_slots(PyObject *self, PyObject *args) {
     unsigned long long src, dst, index;
-    int dtype, adjoint, status;
+    int dtype, mode, status;
     int64_t bad = 0;
     Py_ssize_t nb, g, sq, k, n;
     (void)self;
-    if (!PyArg_ParseTuple(args, "KKKiinnnnn", &src, &dst, &index, &dtype, &adjoint, &nb, &g, &sq, &k, &n))
+    if (!PyArg_ParseTuple(args, "KKKiinnnnn", &src, &dst, &index, &dtype, &mode, &nb, &g, &sq, &k, &n))
         return NULL;
-    if (dtype < F32 || dtype > F64 || nb < 0 || g < 0 || sq < 0 || k < 0 || n < 1) {
-        PyErr_SetString(PyExc_ValueError, "slots: invalid dtype or sizes");
+    if (dtype < F32 || dtype > F64 || mode < GATHER || mode > GATHER_ADD || nb < 0 || g < 0 || sq < 0 || k < 0 || n < 1) {
+        PyErr_SetString(PyExc_ValueError, "slots: invalid dtype, mode or sizes");
         return NULL;
     }
     slots_args a = {(const char *)as_ptr(src), (char *)as_ptr(dst), (const int64_t *)as_ptr(index), dtype,
                     nb, g, sq, k, n};
-    Py_BEGIN_ALLOW_THREADS status = slots_run(&a, adjoint, &bad);
+    Py_BEGIN_ALLOW_THREADS status = slots_run(&a, mode, &bad);
     Py_END_ALLOW_THREADS if (status == -2) return PyErr_NoMemory();
     if (status) {
         PyErr_Format(PyExc_IndexError, "index holds %lld, outside the slots [0, %zd)", (long long)bad, n);
@@ -603,7 +616,7 @@ static PyObject *py_slots(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
      "rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
-    {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)"},
+    {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, mode, nb, g, sq, k, n)"},
     {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, w, start, step, stream)"},
     {NULL, NULL, 0, NULL}};
 

@@ -9,9 +9,9 @@ Its three loops (each a single pass over its output; see ``_kernels.c``):
 * ``rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts,
   paired)``: rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`; the
   tables (``tdtype``) are in the work dtype, or bfloat16 beside bfloat16 ``x``;
-* ``slots(src, dst, index, dtype, adjoint, nb, g, sq, k, n)``: Shaw et al.'s (2018) relative positions,
-  a gather from ``n`` slots per row by an index shared over heads, or its adjoint (a sum into the slots),
-  used by :mod:`posenc.nn._slots`;
+* ``slots(src, dst, index, dtype, mode, nb, g, sq, k, n)``: Shaw et al.'s (2018) relative positions,
+  a gather from ``n`` slots per row by an index shared over heads (written, or added to ``dst``), or its
+  adjoint (a sum into the slots), :data:`SLOT_MODES`; used by :mod:`posenc.nn._slots`;
 * ``expi_rows(out, dtype, layout, n, b, f, ld, w, start, step, stream)``: sinusoidal rows by the angle
   addition formula, called through :func:`expi_rows` by :func:`posenc.sinusoidal` and the PyTorch tables.
 
@@ -36,6 +36,9 @@ ROW_LAYOUTS = {"interleaved": 0, "interleaved_cos_first": 1, "split": 2}
 
 ROTARY_LAYOUTS = {"adjacent": 0, "half_split": 1}
 """``rotate`` layout codes."""
+
+SLOT_MODES = {"gather": 0, "sum": 1, "gather_add": 2}
+"""``slots`` modes: ``dst = src[index]``, ``dst = Σ`` into the slots, ``dst += src[index]``."""
 
 STREAM_BYTES = 16 << 20
 """Outputs of at least this many bytes are written by non-temporal (streaming) stores: they would not

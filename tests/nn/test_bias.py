@@ -136,15 +136,22 @@ def test_shaw_key_and_value_terms_equal_explicit_sums():
     shaw = ShawRelativeBias(4, max_distance=2, on_values=True).double()
     q = torch.randn(2, 3, 5, 4, dtype=torch.float64)
     weights = torch.softmax(torch.randn(2, 3, 5, 5, dtype=torch.float64), dim=-1)
+    v = torch.randn(2, 3, 5, 4, dtype=torch.float64)
+    base = torch.randn(2, 3, 5, 5, dtype=torch.float64)
     index = shaw.index(5, 5)
-    scores, values = shaw.key_scores(q, index), shaw.value_term(weights, index)
+    scores, out = shaw.key_scores(q, index), shaw.attend(weights, v, index)
+    added = shaw.add_key_scores_(base.clone(), q, index)
     for i in range(5):
         for j in range(5):
             a_k = shaw.keys[min(max(j - i, -2), 2) + 2]
             torch.testing.assert_close(scores[..., i, j], (q[..., i, :] * a_k).sum(-1))
+            torch.testing.assert_close(added[..., i, j], base[..., i, j] + (q[..., i, :] * a_k).sum(-1))
     for i in range(5):
-        expected = sum(weights[..., i, j, None] * shaw.values[min(max(j - i, -2), 2) + 2] for j in range(5))
-        torch.testing.assert_close(values[..., i, :], expected)
+        expected = sum(
+            weights[..., i, j, None] * (v[..., j, :] + shaw.values[min(max(j - i, -2), 2) + 2])
+            for j in range(5)
+        )
+        torch.testing.assert_close(out[..., i, :], expected)
 
 
 @pytest.mark.parametrize(
@@ -208,13 +215,14 @@ def test_shaw_batched_index_and_terms_equal_a_loop_over_rows():
     assert index.shape == (3, 6, 6)
     q = torch.randn(3, 2, 6, 4, dtype=torch.float64)
     weights = torch.softmax(torch.randn(3, 2, 6, 6, dtype=torch.float64), -1)
-    scores, values = shaw.key_scores(q, index), shaw.value_term(weights, index)
+    v = torch.randn(3, 2, 6, 4, dtype=torch.float64)
+    scores, out = shaw.key_scores(q, index), shaw.attend(weights, v, index)
     for row in range(3):
         alone = shaw.index(6, 6, q_positions=positions[row])
         torch.testing.assert_close(index[row], alone, rtol=0, atol=0)
         torch.testing.assert_close(scores[row], shaw.key_scores(q[row : row + 1], alone)[0], rtol=0, atol=0)
         torch.testing.assert_close(
-            values[row], shaw.value_term(weights[row : row + 1], alone)[0], rtol=0, atol=0
+            out[row], shaw.attend(weights[row : row + 1], v[row : row + 1], alone)[0], rtol=0, atol=0
         )
 
 

@@ -1,5 +1,6 @@
-"""Shaw et al.'s (2018) slot gather and its adjoint: the compiled loop against ``torch.gather`` /
-``scatter_add`` and against sums written out in the test, in float64; gradients by finite differences."""
+"""Shaw et al.'s (2018) slot gather, its adjoint and the fused forms built on them (the gather added in
+place, attention with per-slot values): the compiled loop against ``torch.gather`` / ``scatter_add`` and
+against sums written out in the test, in float64; gradients by finite differences."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 from posenc.nn import ShawRelativeBias  # noqa: E402
-from posenc.nn._slots import gather_slots, sum_slots  # noqa: E402
+from posenc.nn._slots import add_gathered_, attend_with_slots, gather_slots, sum_slots  # noqa: E402
 
 needs_loop = pytest.mark.usefixtures("native")
 
@@ -65,6 +66,44 @@ def test_loop_equals_gather_and_scatter_add(pure, case, heads, dtype):
     assert ((sum_slots(weights, index, n) - pure(sum_slots, weights, index, n)).abs() <= bound).all()
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=indices(), heads=st.integers(1, 3), d=st.integers(1, 5))
+def test_fused_forms_equal_their_compositions(pure, case, heads, d):
+    """``add_gathered_`` is ``dst + gather``; ``attend_with_slots`` is ``α·v + Σ_j α_ij w[index[i, j]]``
+    summed out in the test; gradients as autograd's through the explicit forms; loop and pure path."""
+    index, n = case
+    b, h = _shapes(index, heads)
+    s_q, s_k = index.shape[-2:]
+    table = torch.randn(b, h, s_q, n, dtype=torch.float64, requires_grad=True)
+    dst = torch.randn(b, h, s_q, s_k, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(b, h, s_q, s_k, dtype=torch.float64, requires_grad=True)
+    values = torch.randn(b, h, s_k, d, dtype=torch.float64, requires_grad=True)
+    slot_values = torch.randn(n, d, dtype=torch.float64, requires_grad=True)
+    full = index if index.dim() == 3 else index.expand(b, s_q, s_k)
+    per_pair = slot_values[full].unsqueeze(1)  # [b, 1, s_q, s_k, d]: the vector of every pair
+    expected = (weights.unsqueeze(-1) * (values.unsqueeze(-3) + per_pair)).sum(-2)
+    explicit = (dst + _explicit_gather(table.detach(), index), expected)
+    probe = (torch.randn_like(explicit[0]), torch.randn_like(expected))
+    inputs = (table, dst, weights, values, slot_values)
+    want = torch.autograd.grad(
+        ((dst + table.gather(-1, _per_head(index, table))) * probe[0]).sum() + (expected * probe[1]).sum(),
+        inputs,
+    )
+    for run in (lambda f, *a: f(*a), pure):
+        added = run(add_gathered_, dst * 1.0, table, index)
+        out = run(attend_with_slots, weights, values, slot_values, index)
+        torch.testing.assert_close(added, explicit[0], rtol=0, atol=0)
+        torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+        got = torch.autograd.grad((added * probe[0]).sum() + (out * probe[1]).sum(), inputs)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+
+
+def _per_head(index, table):
+    full = index.unsqueeze(1) if index.dim() == 3 else index
+    return full.expand(*table.shape[:-1], index.shape[-1])
+
+
 @needs_loop
 @pytest.mark.parametrize("batched", [False, True])
 def test_long_index_rows_are_cut_in_groups(pure, batched):
@@ -118,6 +157,14 @@ def test_gradients_match_finite_differences(batched):
     assert torch.autograd.gradgradcheck(lambda t: gather_slots(t, index), (table,))
     assert torch.autograd.gradcheck(lambda w: sum_slots(w, index, 5), (weights,))
     assert torch.autograd.gradgradcheck(lambda w: sum_slots(w, index, 5), (weights,))
+    scores = torch.randn(2, 2, 4, 6, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda d, t: add_gathered_(d * 1.0, t, index), (scores, table))
+    assert torch.autograd.gradgradcheck(lambda d, t: add_gathered_(d * 1.0, t, index), (scores, table))
+    values = torch.randn(2, 2, 6, 3, dtype=torch.float64, requires_grad=True)
+    slot_values = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    args = (weights, values, slot_values)
+    assert torch.autograd.gradcheck(lambda *a: attend_with_slots(*a, index), args)
+    assert torch.autograd.gradgradcheck(lambda *a: attend_with_slots(*a, index), args)
 
 
 @needs_loop
@@ -125,16 +172,19 @@ def test_shaw_attention_gradients_equal_the_pure_path(pure):
     """Key and value terms through autograd, expanded and transposed gradients included."""
     shaw = ShawRelativeBias(8, max_distance=4, on_values=True).double()
     index = shaw.index(12, 12)
-    q = torch.randn(3, 2, 12, 8, dtype=torch.float64)
-    weights = torch.randn(3, 2, 12, 12, dtype=torch.float64).softmax(-1)
+    q = torch.randn(3, 2, 12, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(3, 2, 8, 12, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(3, 2, 12, 12, dtype=torch.float64).softmax(-1).requires_grad_()
+    scores = torch.randn(3, 2, 12, 12, dtype=torch.float64, requires_grad=True)
 
     def grads():
         shaw.zero_grad()
-        loss = (
-            shaw.key_scores(q, index).sum() + (shaw.value_term(weights.transpose(-1, -2), index) ** 2).sum()
-        )
+        q.grad = v.grad = weights.grad = scores.grad = None
+        added = shaw.add_key_scores_(scores * 1.0, q, index)
+        out = shaw.attend(weights.transpose(-1, -2), v.transpose(-1, -2), index)
+        loss = (shaw.key_scores(q, index) * added).sum() + (out**2).sum()
         loss.backward()
-        return shaw.keys.grad.clone(), shaw.values.grad.clone()
+        return shaw.keys.grad.clone(), shaw.values.grad.clone(), q.grad, v.grad, weights.grad, scores.grad
 
     for fast, slow in zip(grads(), pure(grads), strict=True):
         torch.testing.assert_close(fast, slow, rtol=1e-12, atol=1e-12)

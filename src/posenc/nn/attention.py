@@ -11,9 +11,11 @@ family      once per forward (``encoding.context``)      in every layer (attenti
 input       —  (``x ← enc(x)`` once, on the tokens)      fused ``scaled_dot_product_attention``
 rotary      ``cos, sin`` ``[s, r]``                      ``q, k ← enc.rotate(·, cos, sin)``; fused
 bias        ``enc.bias(s, s)`` ``[h, s, s]``             fused, the bias as an additive float mask
-query_bias  ``enc.index(s, s)`` ``[s, s]``               ``enc.key_scores(q, index)`` as a float mask;
-                                                         with values: explicit, ``Σ_j α_ij a^V_ij`` needs
-                                                         the weights ``α``, which fused kernels never return
+query_bias  ``enc.index(s, s)`` ``[s, s]``               no gradient: ``enc.key_scores(q, index)`` as a
+                                                         float mask, fused; training or values: explicit,
+                                                         ``enc.add_key_scores_`` into the scores, then
+                                                         ``enc.attend(α, v, index)`` (the value term needs
+                                                         the weights ``α``, which fused kernels never return)
 ==========  ===========================================  ==================================================
 
 With ``[b, s]`` positions (left-padded batches, packed sequences) each context entry gains a
@@ -101,9 +103,17 @@ def _additive_mask(
     causal: bool,
     s: int,
     like: torch.Tensor,
+    *,
+    is_causal_flag: bool = True,
 ) -> torch.Tensor | None:
-    """Merge a float bias ``[…, s, s]``, padding and causality into one additive mask (``−inf`` = hidden)."""
-    if key_padding_mask is None and (scores_bias is None or not causal):
+    """Merge a float bias ``[…, s, s]``, padding and causality into one additive mask (``−inf`` = hidden).
+
+    ``None`` when nothing is hidden or biased, and, with ``is_causal_flag``, when causality is all there
+    is to hide (the fused kernel's ``is_causal`` hides it then).
+    """
+    if key_padding_mask is None and scores_bias is None and (is_causal_flag or not causal):
+        return None
+    if key_padding_mask is None and not causal:
         return scores_bias
     mask = like.new_zeros(1, 1, s, s) if scores_bias is None else scores_bias
     if causal:
@@ -115,22 +125,48 @@ def _additive_mask(
 
 
 def _explicit_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout: float, *, may_hide: bool
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``softmax(q kᵀ/√d_h + mask) v`` written out; returns ``(out, weights)``.
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    dropout: float,
+    *,
+    may_hide: bool,
+    shaw: QueryBiasContract | None = None,
+    index: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``softmax(q kᵀ + mask) v`` written out, for ``q`` already scaled by ``1/√d_h``.
 
-    With ``may_hide`` (the mask may hold ``−inf``), rows whose keys are all hidden get weight 0. The
-    scale goes on ``q`` (``d_h`` per row, not ``s_k``) and the mask is added in place: the cheapest
-    unfused form, used where a fused kernel cannot serve (the weights, or the mask's gradient, needed).
+    With ``shaw`` (and its ``index``) the key term ``q_i·a^K_ij`` is added to the scores in place and
+    the output is ``shaw.attend(α, v, index)``, which adds its value term. With ``may_hide`` (the mask
+    may hold ``−inf``), rows whose keys are all hidden get weight 0. The mask is added in place: the
+    cheapest unfused form, used where a fused kernel cannot serve (the weights, or the mask's
+    gradient, needed).
     """
-    scores = torch.matmul(q * (1.0 / math.sqrt(q.shape[-1])), k.transpose(-2, -1)).add_(mask)
+    # heads contiguous once: every batched product below (and its backward) then runs without a copy
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    scores = torch.matmul(q, k.transpose(-2, -1))
+    if mask is not None:
+        scores = scores.add_(mask)
+    if shaw is not None and index is not None:
+        scores = shaw.add_key_scores_(scores, q, index)
     if may_hide:
         hidden = torch.isneginf(scores).all(dim=-1, keepdim=True)
         weights = torch.softmax(scores.masked_fill(hidden, 0.0), dim=-1).masked_fill(hidden, 0.0)
     else:
         weights = torch.softmax(scores, dim=-1)
     weights = F.dropout(weights, p=dropout, training=dropout > 0)
-    return weights @ v, weights
+    if shaw is not None and index is not None:
+        return shaw.attend(weights, v, index)
+    return weights @ v
+
+
+def _grad_needed(*tensors: torch.Tensor | None, module: nn.Module | None = None) -> bool:
+    """Whether autograd will ask for a gradient through any of ``tensors`` or ``module``'s parameters."""
+    if not torch.is_grad_enabled():
+        return False
+    params = () if module is None else module.parameters()
+    return any(t is not None and t.requires_grad for t in (*tensors, *params))
 
 
 class MultiHeadAttention(nn.Module):
@@ -218,25 +254,30 @@ class MultiHeadAttention(nn.Module):
         if context.attn_bias is not None:
             bias = _batched(context.attn_bias)
             scores_bias = bias if scores_bias is None else scores_bias + bias
-        shaw = cast(QueryBiasContract, self.encoding) if context.index is not None else None
-        if shaw is not None and context.index is not None:
-            # key_scores is linear in q: scaling q ([b, h, s, d_h]) costs less than scaling the [b, h, s, s] term
-            term = shaw.key_scores(q * (1.0 / math.sqrt(self.head_dim)), context.index)
-            scores_bias = term if scores_bias is None else scores_bias + term
-        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q)
+        index = context.index
+        shaw = cast(QueryBiasContract, self.encoding) if index is not None else None
         p = self.dropout if self.training else 0.0
         may_hide = key_padding_mask is not None or causal or attn_bias is not None
-        if shaw is not None and context.index is not None and shaw.on_values and mask is not None:
-            out, weights = _explicit_attention(q, k, v, mask, p, may_hide=may_hide)  # Shaw always has a mask
-            out = out + shaw.value_term(weights, context.index)
-        elif mask is not None and mask.requires_grad and torch.is_grad_enabled():
-            # a learned mask (T5, Shaw's key term): scaled_dot_product_attention would leave its fused kernel
-            # for its general unfused one to return the mask's gradient; the lean explicit form is faster
-            out, _ = _explicit_attention(q, k, v, mask, p, may_hide=may_hide)
+        scale = 1.0 / math.sqrt(self.head_dim)
+        if shaw is not None:  # Shaw's terms are linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
+            q = q * scale
+        # Shaw's key term joins the mask later (the scores, or the fused kernel's mask): causality goes in too
+        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, is_causal_flag=shaw is None)
+        if shaw is not None and (shaw.on_values or _grad_needed(q, mask, module=shaw)):
+            # the value term needs the weights, the key term's gradient the scores: written out
+            out = _explicit_attention(q, k, v, mask, p, may_hide=may_hide, shaw=shaw, index=index)
+        elif shaw is None and _grad_needed(mask):
+            # a learned mask (T5): scaled_dot_product_attention would leave its fused kernel for its
+            # general unfused one to return the mask's gradient; the lean explicit form is faster
+            out = _explicit_attention(q * scale, k, v, mask, p, may_hide=may_hide)
         else:
+            if shaw is not None and index is not None:  # no gradient: the key term as the fused kernel's mask
+                term = shaw.key_scores(q, index)
+                mask = term if mask is None else mask + term
             out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None
-            )
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None,
+                scale=None if shaw is None else 1.0,
+            )  # fmt: skip
         result: torch.Tensor = self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
         return result
 

@@ -15,7 +15,7 @@ Shaw        ``q_i·a^K_(clip(j−i))/√d_h`` (and ``Σ_j α_ij a^V`` on     Sha
 ALiBi and T5 depend only on the positions, so they are an additive float mask ``[h, s_q, s_k]``
 (:meth:`AttentionBias.bias`) and attention keeps its fused kernel. Shaw's key term depends on
 the query (:meth:`ShawRelativeBias.key_scores`); its value term needs the attention weights
-(:meth:`ShawRelativeBias.value_term`), which fused attention kernels never return.
+(:meth:`ShawRelativeBias.attend`), which fused attention kernels never return.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch import nn
 
 from posenc import _validate, spectrum
 from posenc.nn._positions import relative_distances
-from posenc.nn._slots import gather_slots, sum_slots
+from posenc.nn._slots import add_gathered_, attend_with_slots, gather_slots
 from posenc.nn.contracts import QueryBiasContract, ScoreBiasContract
 
 
@@ -217,8 +217,8 @@ class ShawRelativeBias(QueryBiasContract):
         on_values: also learn ``w^V`` and add the value term.
         init_std: standard deviation of the normal initialisation.
 
-    Used by :class:`posenc.nn.MultiHeadAttention` through :meth:`index`, :meth:`key_scores`
-    and (when ``on_values``) :meth:`value_term`.
+    Used by :class:`posenc.nn.MultiHeadAttention` through :meth:`index`, :meth:`key_scores` (or
+    :meth:`add_key_scores_`) and :meth:`attend`.
     """
 
     def __init__(
@@ -269,15 +269,21 @@ class ShawRelativeBias(QueryBiasContract):
         """
         return gather_slots(q @ self.keys.to(q.dtype).T, index)
 
-    def value_term(self, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """``[b, h, s_q, d_h]`` ``Σ_j α_ij a^V_ij`` for attention weights ``[b, h, s_q, s_k]``.
+    def add_key_scores_(self, scores: torch.Tensor, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """:meth:`key_scores` added to ``scores [b, h, s_q, s_k]`` in place, as it is gathered
+        (:func:`~posenc.nn._slots.add_gathered_`); returns ``scores``."""
+        return add_gathered_(scores, q @ self.keys.to(q.dtype).T, index)
 
-        The weights are summed per clipped distance into ``2k + 1`` slots
-        (:func:`~posenc.nn._slots.sum_slots`) and multiplied by ``w^V`` once.
+    def attend(self, weights: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """``[b, h, s_q, d_h]`` ``z_i = Σ_j α_ij (v_j + a^V_ij)`` (eq. 3) for weights ``[b, h, s_q, s_k]``
+        and values ``v [b, h, s_k, d_h]``; ``α·v`` without ``on_values``.
+
+        The weights are summed per clipped distance into ``2k + 1`` slots and multiplied by ``w^V``
+        once (:func:`~posenc.nn._slots.attend_with_slots`).
         """
         if self.values is None:
-            raise ValueError("value_term needs on_values=True")
-        return sum_slots(weights, index, self.values.shape[0]) @ self.values.to(weights.dtype)
+            return weights @ v
+        return attend_with_slots(weights, v, self.values.to(weights.dtype), index)
 
     def extra_repr(self) -> str:
         return f"head_dim={self.head_dim}, max_distance={self.max_distance}, on_values={self.on_values}"

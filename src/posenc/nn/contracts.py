@@ -10,7 +10,7 @@ rotary        :class:`RotaryContract`                ``cos, sin ← enc.cos_sin(
                                                      forward; ``enc.rotate(q|k, cos, sin)`` per layer
 bias          :class:`ScoreBiasContract`             ``enc.bias(s, s, …)`` ``[h, s, s]`` once per forward
 query_bias    :class:`QueryBiasContract`             ``enc.index(s, s, …)`` once per forward;
-                                                     ``key_scores`` / ``value_term`` per layer
+                                                     ``key_scores`` / ``attend`` per layer
 ============  =====================================  =========================================
 
 The registry (:mod:`posenc.registry`) reads ``family`` from the class, so a new encoding
@@ -200,7 +200,7 @@ class QueryBiasContract(EncodingContract):
     @property
     @abc.abstractmethod
     def on_values(self) -> bool:
-        """Whether :meth:`value_term` is added to the attention output (needs the weights)."""
+        """Whether :meth:`attend` adds a value term to ``weights·v`` (it needs the weights)."""
 
     @abc.abstractmethod
     def index(
@@ -219,9 +219,15 @@ class QueryBiasContract(EncodingContract):
     def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """``[b, h, s_q, s_k]`` unscaled query-dependent score term."""
 
+    def add_key_scores_(self, scores: torch.Tensor, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """:meth:`key_scores` added to ``scores [b, h, s_q, s_k]`` in place; returns ``scores``.
+        Override where the term can be added without a temporary of the scores' size."""
+        return scores.add_(self.key_scores(q, index))
+
     @abc.abstractmethod
-    def value_term(self, weights: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """``[b, h, s_q, head_dim]`` term added to the output for attention weights ``[b, h, s_q, s_k]``."""
+    def attend(self, weights: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """``[b, h, s_q, head_dim]`` attention output for weights ``[b, h, s_q, s_k]`` and values
+        ``v [b, h, s_k, head_dim]``: ``weights·v``, plus the value term when :attr:`on_values`."""
 
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
