@@ -455,17 +455,41 @@ typedef struct {
     Py_ssize_t nb, g, sq, k, n; /* rows r = (ib·g + h)·sq + i use index row (ib, i) */
 } slots_args;
 
-/* x[0 … len−1] summed in 16 independent lanes (vectorized without reassociating one chain). */
-#define SUM_FN(NAME, T)                                                                           \
+/* x[0 … len−1] summed: runs shorter than 16 in order; longer ones in 16 independent lanes (vectorized
+ * without reassociating one chain), the last len mod 16 values by one more load of the final 16 with
+ * the lanes already summed masked to +0 (no partial copy: its narrow stores would stall the wide load
+ * that reads them back), then the lanes in a tree: l += l + 8, l + 4, l + 2, l + 1. */
+#define SUM_FN(NAME, T, I)                                                                        \
+    typedef T NAME##_v16 __attribute__((vector_size(16 * sizeof(T))));                           \
+    typedef I NAME##_m16 __attribute__((vector_size(16 * sizeof(T))));                           \
+    typedef T NAME##_v8 __attribute__((vector_size(8 * sizeof(T))));                             \
+    typedef T NAME##_v4 __attribute__((vector_size(4 * sizeof(T))));                             \
+    typedef T NAME##_v2 __attribute__((vector_size(2 * sizeof(T))));                             \
+    static const I NAME##_keep[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,             \
+                                      -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; \
     static inline __attribute__((always_inline)) T NAME(const T *restrict x, Py_ssize_t len) {    \
-        T lane[16] = {0};                                                                         \
+        if (len < 16) {                                                                           \
+            T sum = 0;                                                                            \
+            for (Py_ssize_t q = 0; q < len; q++) sum += x[q];                                     \
+            return sum;                                                                           \
+        }                                                                                         \
+        NAME##_v16 lane = {0}, v;                                                                 \
         Py_ssize_t q = 0;                                                                         \
-        for (; q + 16 <= len; q += 16)                                                            \
-            for (int l = 0; l < 16; l++) lane[l] += x[q + l];                                     \
-        for (int l = 0; q < len; q++, l++) lane[l] += x[q];                                       \
-        for (int w = 8; w > 0; w /= 2)                                                            \
-            for (int l = 0; l < w; l++) lane[l] += lane[l + w];                                   \
-        return lane[0];                                                                           \
+        for (; q + 16 <= len; q += 16) {                                                          \
+            memcpy(&v, x + q, sizeof v);                                                          \
+            lane += v;                                                                            \
+        }                                                                                         \
+        if (q < len) {                                                                            \
+            NAME##_m16 keep;                                                                      \
+            memcpy(&keep, NAME##_keep + (len - q), sizeof keep);                                  \
+            memcpy(&v, x + len - 16, sizeof v);                                                   \
+            lane += (NAME##_v16)((NAME##_m16)v & keep);                                           \
+        }                                                                                         \
+        NAME##_v8 l8 = __builtin_shufflevector(lane, lane, 0, 1, 2, 3, 4, 5, 6, 7) +              \
+                       __builtin_shufflevector(lane, lane, 8, 9, 10, 11, 12, 13, 14, 15);         \
+        NAME##_v4 l4 = __builtin_shufflevector(l8, l8, 0, 1, 2, 3) + __builtin_shufflevector(l8, l8, 4, 5, 6, 7); \
+        NAME##_v2 l2 = __builtin_shufflevector(l4, l4, 0, 1) + __builtin_shufflevector(l4, l4, 2, 3); \
+        return l2[0] + l2[1];                                                                     \
     }
 
 /* Row r: gather writes dst [rows, k] from src [rows, n] (or, with ADD, adds to it); the adjoint writes
@@ -486,8 +510,8 @@ typedef struct {
             }                                                                                     \
         }                                                                                         \
     }
-#define SLOTS_FNS(NAME, T)                                                                        \
-    SUM_FN(NAME##_sum, T)                                                                         \
+#define SLOTS_FNS(NAME, T, I)                                                                     \
+    SUM_FN(NAME##_sum, T, I)                                                                         \
     GATHER_FN(NAME##_gather, T, 0)                                                                \
     GATHER_FN(NAME##_gather_add, T, 1)                                                            \
     CLONES static void NAME##_adjoint(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) { \
@@ -503,8 +527,8 @@ typedef struct {
         }                                                                                         \
     }
 
-SLOTS_FNS(slots_f32, float)
-SLOTS_FNS(slots_f64, double)
+SLOTS_FNS(slots_f32, float, int32_t)
+SLOTS_FNS(slots_f64, double, int64_t)
 
 #define SLOTS_PIECES (1 << 16) /* pieces held at a time (2 MiB): index rows are cut in groups of this size */
 
