@@ -215,9 +215,13 @@ def test_concat_input_encoding_is_projected_back():
     assert model(torch.randn(2, S, D)).shape == (2, S, D)
 
 
-@pytest.mark.parametrize("name", ["none", "sinusoidal", "rope", "alibi", "t5", "shaw"])
-def test_torch_compile_runs_the_encoder(name):
-    model = TransformerEncoder(D, H, 2, encoding=name, max_len=32)
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [(n, None) for n in ("none", "sinusoidal", "rope", "alibi", "t5", "shaw")]
+    + [("shaw", {"on_values": True})],
+)
+def test_torch_compile_runs_the_encoder(name, options):
+    model = TransformerEncoder(D, H, 2, encoding=name, encoding_options=options, max_len=32)
     fullgraph = name in ("none", "rope", "alibi", "t5", "shaw")  # this module's encodings: no graph breaks
     compiled = torch.compile(model, backend="aot_eager", fullgraph=fullgraph)
     x = torch.randn(2, S, D)

@@ -104,14 +104,14 @@ def _additive_mask(
     s: int,
     like: torch.Tensor,
     *,
-    is_causal_flag: bool = True,
+    fused_causal: bool = True,
 ) -> torch.Tensor | None:
     """Merge a float bias ``[…, s, s]``, padding and causality into one additive mask (``−inf`` = hidden).
 
-    ``None`` when nothing is hidden or biased, and, with ``is_causal_flag``, when causality is all there
+    ``None`` when nothing is hidden or biased, and, with ``fused_causal``, when causality is all there
     is to hide (the fused kernel's ``is_causal`` hides it then).
     """
-    if key_padding_mask is None and scores_bias is None and (is_causal_flag or not causal):
+    if key_padding_mask is None and scores_bias is None and (fused_causal or not causal):
         return None
     if key_padding_mask is None and not causal:
         return scores_bias
@@ -262,7 +262,7 @@ class MultiHeadAttention(nn.Module):
         if shaw is not None:  # Shaw's terms are linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
             q = q * scale
         # Shaw's key term joins the mask later (the scores, or the fused kernel's mask): causality goes in too
-        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, is_causal_flag=shaw is None)
+        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, fused_causal=shaw is None)
         if shaw is not None and (shaw.on_values or _grad_needed(q, mask, module=shaw)):
             # the value term needs the weights, the key term's gradient the scores: written out
             out = _explicit_attention(q, k, v, mask, p, may_hide=may_hide, shaw=shaw, index=index)
