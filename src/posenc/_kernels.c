@@ -511,7 +511,7 @@ typedef struct {
         }                                                                                         \
     }
 #define SLOTS_FNS(NAME, T, I)                                                                     \
-    SUM_FN(NAME##_sum, T, I)                                                                         \
+    SUM_FN(NAME##_sum, T, I)                                                                      \
     GATHER_FN(NAME##_gather, T, 0)                                                                \
     GATHER_FN(NAME##_gather_add, T, 1)                                                            \
     CLONES static void NAME##_adjoint(const slots_args *a, Py_ssize_t r, const piece *p, Py_ssize_t np_) { \
@@ -532,11 +532,11 @@ SLOTS_FNS(slots_f64, double, int64_t)
 
 #define SLOTS_PIECES (1 << 16) /* pieces held at a time (2 MiB): index rows are cut in groups of this size */
 
+enum { GATHER, ADJOINT, GATHER_ADD }; /* slots modes (posenc._native.SLOT_MODES) */
+
 /* Index rows in groups of at most SLOTS_PIECES pieces, each row cut once; then the rows that share a
  * group (all heads) visited in memory order, a contiguous block per head. Returns 0, -1 when an index
  * value is out of range (nothing meaningful is written then), -2 when out of memory. */
-enum { GATHER, ADJOINT, GATHER_ADD }; /* slots modes */
-
 static int slots_run(const slots_args *a, int mode, int64_t *bad) {
     const Py_ssize_t k = a->k > 0 ? a->k : 1, group = SLOTS_PIECES / k > 0 ? SLOTS_PIECES / k : 1;
     piece *p = (piece *)malloc((size_t)(group * k) * sizeof(piece));

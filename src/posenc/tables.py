@@ -113,6 +113,12 @@ def _integer_range_start(t: NDArray[np.float64]) -> int | None:
     return int(first)
 
 
+def _shift_block(n: int) -> int:
+    """``b = ⌈√n⌉``: the rows per block of the shift identity over ``n`` rows, so that its ``b`` fine and
+    ``⌈n/b⌉`` coarse rows are both about ``√n``."""
+    return math.isqrt(n - 1) + 1
+
+
 def _expi_seeds(w: NDArray[np.float64], *ranges: tuple[float, float, bool]) -> NDArray[np.float64]:
     """``[len(ranges), 4, len(w)]``: for each ``(start, step, sine_first)``, the real and imaginary parts
     of the first row and of the unit factor from which :func:`_expi_ranges` builds the rows by doubling.
@@ -229,7 +235,7 @@ def _sinusoidal_range(
     placement of the built-in layouts with even ``d`` are one pass over the output instead.
     """
     dim, f = sin_cols.size + cos_cols.size, w.size
-    b = math.isqrt(n - 1) + 1
+    b = _shift_block(n)
     n_blocks = -(-n // b)
     # fine i·conj(e^(iθ)) = sin θ + i·cos θ: its float64 view holds (sin, cos) pairs, the interleaved row.
     native_layout = _native_row_layout(sin_cols, cos_cols)

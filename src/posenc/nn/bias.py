@@ -267,12 +267,16 @@ class ShawRelativeBias(QueryBiasContract):
         Computed as ``(q·w^Kᵀ)[…, index]``: ``2k + 1`` dot products per query, then a gather
         (:func:`~posenc.nn._slots.gather_slots`).
         """
-        return gather_slots(q @ self.keys.to(q.dtype).T, index)
+        return gather_slots(self._slot_scores(q), index)
 
     def add_key_scores_(self, scores: torch.Tensor, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """:meth:`key_scores` added to ``scores [b, h, s_q, s_k]`` in place, as it is gathered
         (:func:`~posenc.nn._slots.add_gathered_`); returns ``scores``."""
-        return add_gathered_(scores, q @ self.keys.to(q.dtype).T, index)
+        return add_gathered_(scores, self._slot_scores(q), index)
+
+    def _slot_scores(self, q: torch.Tensor) -> torch.Tensor:
+        """``q·w^Kᵀ``, ``[…, s_q, 2k + 1]``: every query against every learned key vector."""
+        return q @ self.keys.to(q.dtype).T
 
     def attend(self, weights: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """``[b, h, s_q, d_h]`` ``z_i = Σ_j α_ij (v_j + a^V_ij)`` (eq. 3) for weights ``[b, h, s_q, s_k]``

@@ -38,7 +38,6 @@ of the output computed from ``√S`` fine and ``√S`` coarse rows and rounded o
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 
 import torch
@@ -184,7 +183,7 @@ def _fine_coarse(
     identity of :func:`_range`: the sines and cosines of ``u·w`` for the ``b = ⌈√n⌉`` offsets ``u`` (fine)
     and of ``t_q·w`` for the block starts ``t_q = start + b·q`` (coarse), every angle formed directly in
     float64."""
-    b = math.isqrt(n - 1) + 1
+    b = tables._shift_block(n)
     fine = torch.outer(torch.arange(b, dtype=torch.float64, device=w.device), w)
     coarse = torch.outer(start + b * torch.arange(-(-n // b), dtype=torch.float64, device=w.device), w)
     return (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos())
@@ -215,7 +214,7 @@ def _range(
     f, c = w.shape[0], columns.shape[0]
     if amp is None and c == 2 * f and torch.equal(columns, _interleaved_columns(c).to(columns.device)):
         return _range_interleaved(start, step, n, w, dtype)
-    b = math.isqrt(n - 1) + 1
+    b = tables._shift_block(n)
     n_blocks = -(-n // b)
     a = torch.outer(step * torch.arange(b, dtype=torch.float64, device=w.device), w)
     sin_j, cos_j = torch.sin(a), torch.cos(a)
@@ -292,7 +291,7 @@ def _range_interleaved(
     from :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
     """
     f = w.shape[0]
-    b = math.isqrt(n - 1) + 1
+    b = tables._shift_block(n)
     n_blocks = -(-n // b)
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
     if w.device.type == "cpu":  # posenc.sinusoidal's factors and loop: the two tables are equal bit for bit
