@@ -21,11 +21,11 @@ import time
 
 import torch
 
-from posenc.data import load_dataset
-from posenc.data.nominal import NOMINAL_OPTIONS, detection_data
-from posenc.experiment.config import RunConfig
-from posenc.experiment.detect import DetectSteps, build_detector
-from posenc.experiment.train import fit_loop
+from posenc_bench.data import load_dataset
+from posenc_bench.data.nominal import NOMINAL_OPTIONS, detection_data
+from posenc_bench.experiment.config import RunConfig
+from posenc_bench.experiment.detect import DetectSteps, build_detector
+from posenc_bench.experiment.train import fit_loop
 
 
 def main() -> None:

@@ -17,10 +17,10 @@ import statistics
 
 import torch
 
-from posenc.data import load_dataset, make_splits
-from posenc.experiment.config import RunConfig
-from posenc.experiment.scale import build_classifier
-from posenc.experiment.train import ClassifySteps, fit_loop
+from posenc_bench.data import load_dataset, make_splits
+from posenc_bench.experiment.config import RunConfig
+from posenc_bench.experiment.scale import build_classifier
+from posenc_bench.experiment.train import ClassifySteps, fit_loop
 
 
 def main() -> None:

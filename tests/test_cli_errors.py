@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import posenc
-from posenc import _validate, cli
+from posenc import cli, validate
 from posenc.cli import COMMANDS, build_parser, main
 
 TINY = [
@@ -90,7 +90,7 @@ def test_bench_diverging_lr_names_the_flag(capsys, tmp_path):
 def test_requests_that_cannot_fit_in_memory_are_refused_before_allocating(
     capsys, tmp_path, monkeypatch, argv, what
 ):
-    monkeypatch.setattr(_validate, "available_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(validate, "available_memory", lambda: 8 * 2**30)
     err = _error(capsys, [a.replace("OUT", str(tmp_path / "r")) for a in argv])
     assert what in err and "GiB" in err and "8 GiB" in err
     assert not (tmp_path / "r").exists()
@@ -132,7 +132,7 @@ def test_usage_errors_are_value_errors_and_public():
 def test_help_lists_every_command_without_importing_heavy_modules():
     code = (
         "import sys\nfrom posenc.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in ('torch', 'scipy', 'matplotlib', 'sklearn', 'posenc.cli.bench', "
+        "print(sorted(m for m in ('torch', 'scipy', 'matplotlib', 'sklearn', 'posenc_bench.cli', "
         "'posenc.cli.analyze') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -172,6 +172,6 @@ def test_unknown_dataset_option_lists_the_loader_options(capsys, tmp_path):
 
 
 def test_bench_model_too_large_for_memory_is_refused_before_building_it(capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(_validate, "available_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(validate, "available_memory", lambda: 8 * 2**30)
     err = _error(capsys, ["bench", *TINY, "--out", str(tmp_path), "--d-model", "100000", "--heads", "2"])
     assert "--d-model 100000" in err and "GiB" in err and not (tmp_path / "runs").exists()

@@ -19,10 +19,10 @@ from bench_args import tiny_bench
 import posenc
 from posenc import _gpu, spectrum
 from posenc.cli import main
-from posenc.models import TransformerClassifier
 from posenc.nn import DFTEncoding, RotaryEmbedding, SinusoidalEncoding, apply_rotary, rotary
 from posenc.nn import functional as F
 from posenc.nn.build import available_encodings
+from posenc_bench.models import TransformerClassifier
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
 

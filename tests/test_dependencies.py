@@ -69,7 +69,7 @@ def test_bench_figures_leave_pyplot_alone(tmp_path):
     code = (
         "import sys, matplotlib\n"
         "backend = dict.__getitem__(matplotlib.rcParams, 'backend')  # raw: reading it must not pick one\n"
-        "from posenc.experiment.figures import probe_plot\n"
+        "from posenc_bench.experiment.figures import probe_plot\n"
         f"probe_plot({{'sinusoidal': {{1: 0.5, 2: 0.75}}}}, __import__('pathlib').Path({str(tmp_path / 'p.png')!r}), title='t')\n"
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'\n"
         "assert dict.__getitem__(matplotlib.rcParams, 'backend') == backend\n"

@@ -20,3 +20,27 @@ def test_torch_modules_are_reachable_from_posenc_nn():
     code = "import posenc.nn as nn; print(nn.SinusoidalEncoding.__module__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "posenc.nn.input"
+
+
+def test_no_module_of_the_library_imports_the_benchmark():
+    """Every module of ``posenc`` imported (the GPU kernels where Triton is absent excepted): none pulls
+    in ``posenc_bench``. The benchmark reaches posenc's command line through an entry point only."""
+    code = (
+        "import importlib, pkgutil, sys, posenc\n"
+        "for info in pkgutil.walk_packages(posenc.__path__, 'posenc.'):\n"
+        "    if info.name.endswith('__main__'):\n"
+        "        continue\n"
+        "    try:\n"
+        "        importlib.import_module(info.name)\n"
+        "    except ImportError as exc:\n"
+        "        assert 'triton' in str(exc), (info.name, exc)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'posenc_bench'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_posenc_bench_is_a_command_of_posenc_through_its_plugin():
+    code = "from posenc import plugins; print(sorted(plugins.command_help()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "bench" in out.stdout

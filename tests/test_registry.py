@@ -158,8 +158,8 @@ def periodic():
 def test_what_an_entry_declares_gets_the_dft_treatment_under_any_name(periodic):
     """Decoding by inverse DFT and the trained view's fixed frequencies follow the declaration, not the name."""
     from posenc import analysis
-    from posenc.experiment.trained import encoding_view
-    from posenc.models import TransformerClassifier
+    from posenc_bench.experiment.trained import encoding_view
+    from posenc_bench.models import TransformerClassifier
 
     card = analysis.scorecard("periodic", length=16, dim=16)
     assert card.values["decoding_accuracy_inverse_dft"] == 1.0
@@ -176,8 +176,8 @@ def test_what_an_entry_declares_gets_the_dft_treatment_under_any_name(periodic):
 
 def test_a_trained_sinusoid_in_any_layout_gets_its_exact_shift_operator():
     """The module's view carries its frequencies and layout, so the operator matches the split columns too."""
-    from posenc.experiment.trained import encoding_view
-    from posenc.models import TransformerClassifier
+    from posenc_bench.experiment.trained import encoding_view
+    from posenc_bench.models import TransformerClassifier
 
     for encoding, layout in (("sinusoidal", "split"), ("learnable_frequency", "interleaved_cos_first")):
         model = TransformerClassifier(

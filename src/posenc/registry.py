@@ -271,14 +271,6 @@ register(
     fixed_frequencies=True,
 )
 register(
-    "dfstrans_dft",
-    "posenc.nn.dfstrans:DFStransDFTEncoding",
-    family="input",
-    scales=True,
-    summary="DFT encoding as the DFStrans code implements it: decays in place on every call",
-    source="Labaien et al. 2023, code dfstrans/DFStrans (a reproduction, not a recommendation)",
-)
-register(
     "learned",
     "posenc.nn.input:LearnedEncoding",
     family="input",

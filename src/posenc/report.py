@@ -2,9 +2,9 @@
 
 ``posenc report --out DIR`` (:mod:`posenc.cli.report`) writes ``DIR/report.html`` with the
 figures embedded as base64 PNG (one file to mail or archive) plus the scorecards as JSON
-(``DIR/scorecards.json``, the keys of :data:`posenc.analysis.CRITERIA`). With ``--runs DIR``
-(a ``posenc bench`` output folder) it adds a section comparing each run's encoding at
-initialisation and after training. Defaults finish in about ten seconds on two CPU cores.
+(``DIR/scorecards.json``, the keys of :data:`posenc.analysis.CRITERIA`). Installed plugins
+(:mod:`posenc.plugins`) add their own sections, e.g. the benchmark's trained encodings
+(``--runs DIR``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import io
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from posenc import __version__, analysis, registry, spectrum, tables
+from posenc import __version__, analysis, plugins, registry, spectrum, tables
 
 DEFAULT_LENGTH = 80
 DEFAULT_DIM = 256
@@ -341,7 +342,8 @@ def _caption(name: str, sizes: dict[str, object]) -> str:
     return f"<b>{html.escape(name)}.</b> {rst_inline(text)} <span class='sizes'>Sizes: {html.escape(shown)}.</span>"
 
 
-def _figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | None = None) -> str:
+def figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | None = None) -> str:
+    """``<figure>`` of ``plots.FIGURES[name]`` (or the given ``fig``), the PNG inline, captioned from its docstring."""
     from posenc import plots  # matplotlib only when a report is written
 
     fig = plots.FIGURES[name]() if fig is None else fig
@@ -359,7 +361,8 @@ def _figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | N
     )
 
 
-def _format(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A criterion's value as the report shows it: 4 significant digits, ``—`` for ``None``."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -375,7 +378,7 @@ def _scorecard_table(cards: list[analysis.Scorecard], failed: dict[str, str]) ->
     rows = []
     for key in analysis.CRITERIA:
         cells = "".join(
-            f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(_format(c.values[key]))}</td>'
+            f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(format_value(c.values[key]))}</td>'
             for c in cards
         )
         cells += "".join("<td>—</td>" for _ in failed)
@@ -431,126 +434,6 @@ def _claims_html() -> str:
     )
 
 
-TRAINED_KEYS: tuple[str, ...] = (
-    "min_distance",
-    "shift_residual",
-    "toeplitz_error",
-    "long_range_decay",
-    "low_pass_fraction",
-    "largest_period",
-    "decoding_accuracy",
-    "extrapolates",
-    *analysis.FORM_KEYS,
-)
-"""The columns of the trained-encodings table (all criteria are in the JSON)."""
-
-FORM_MEANINGS: dict[str, str] = {
-    "diagonal_share": "‖diag H‖ / ‖H‖_F of the first layer's query–key form H (Su's premise: a dominant diagonal)",
-    "form_toeplitz_error": "how far p_mᵀ H p_n is from depending on m − n only (0 = purely relative)",
-    "relative_share": "‖relative‖ / (‖relative‖ + ‖absolute‖) of diag H's parts (sinusoidal-type tables)",
-}
-
-
-def _trained_html(runs_dir: Path) -> tuple[str, str, list[dict[str, Any]]]:
-    """The trained-encodings section and, when a run has a sinusoidal-type additive encoding, its Su figure."""
-    from posenc import plots
-    from posenc.experiment import trained
-
-    results, skipped = [], []
-    for directory in trained.find_runs(runs_dir):
-        try:
-            results.append(trained.analyze_run(directory))
-        except ValueError as exc:  # a run this posenc cannot rebuild: say so, keep the others
-            skipped.append(f"<li>{html.escape(str(exc))}</li>")
-    if not results:
-        listed = f"<ul class='notes'>{''.join(skipped)}</ul>" if skipped else ""
-        return (
-            f"<p>No analysable run directory (config.json + checkpoint.pt) under "
-            f"{html.escape(str(runs_dir))}.</p>{listed}",
-            "",
-            [],
-        )
-    rows = []
-    for r in results:
-        c = r.run.config
-        cells = []
-        for key in TRAINED_KEYS:
-            source = (
-                (r.cards["initial"].values, r.cards["trained"].values)
-                if key in analysis.CRITERIA
-                else (r.forms["initial"] or {}, r.forms["trained"] or {})
-            )
-            first, last = (_format(v.get(key)) for v in source)
-            cells.append(f"<td>{html.escape(first)}<br><b>{html.escape(last)}</b></td>")
-        where = html.escape(str(r.run.directory.relative_to(runs_dir)))
-        rows.append(
-            f"<tr><th class='left run'>{html.escape(c.encoding)}-{html.escape(c.scale)}<br><small>S = {c.window}, "
-            f"d = {c.d_model}; {where}</small></th>{''.join(cells)}</tr>"
-        )
-    meaning = {**analysis.MEANINGS, **FORM_MEANINGS}
-    head = "".join(
-        f"<th title='{html.escape(meaning[k])}'><code>{html.escape(k).replace('_', '_<wbr>')}</code></th>"
-        for k in TRAINED_KEYS
-    )
-    table = (
-        f"<div class='wide'><table class='scores'><thead><tr><th class='left'>run</th>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
-    )
-    text = (
-        f"<p>{len(results)} runs of <code>{html.escape(str(runs_dir))}</code>, each scored at its window length "
-        "with its encoding's parameters at initialisation (rebuilt under the run's seed, upper value) and as "
-        "trained (the checkpoint, bold). Every criterion of every run is in <code>scorecards.json</code> "
-        "(<code>runs</code>) and <code>posenc analyze NAME --checkpoint RUN_DIR</code>. The last three columns are "
-        "Su's decomposition of the first layer's query–key form "
-        "H = diag(γ) W<sub>Q</sub>ᵀ W<sub>K</sub> diag(γ)/√d<sub>h</sub> restricted to the encoding "
-        f"({cite('su', 'general H')}): <code>diagonal_share</code> = ‖diag H‖/‖H‖<sub>F</sub> (Su's premise "
-        "is a dominant diagonal), <code>form_toeplitz_error</code> of p<sub>m</sub>ᵀ H p<sub>n</sub> (0 = purely "
-        "relative), <code>relative_share</code> of diag H's relative part against its absolute part "
-        "(sinusoidal-type tables only). Rotary and bias encodings do not enter W<sub>Q</sub> W<sub>K</sub>ᵀ "
-        "through the tokens: “—”.</p>"
-    )
-    if skipped:
-        text += f"<p>Not analysed:</p><ul class='notes'>{''.join(skipped)}</ul>"
-    spectra = [
-        (
-            f"{r.run.config.encoding}-{r.run.config.scale} seed {r.run.config.seed}",
-            r.spectra["initial"][0],
-            r.spectra["initial"][1],
-            r.spectra["trained"][1],
-        )
-        for r in results
-        if r.spectra["initial"] is not None
-        and r.spectra["trained"] is not None
-        and r.run.config.encoding != "none"
-    ]
-    figure = (
-        _figure_html("trained_spectra", plots.trained_spectra(spectra), {"runs": len(spectra)})
-        if spectra
-        else ""
-    )
-    for r in results:
-        h, w, layout = r.diagonals["trained"], r.frequencies["trained"], r.layouts["trained"]
-        if h is not None and w is not None and layout is not None:
-            fig = plots.bilinear_parts(
-                dim=h.size,
-                length=r.run.config.window,
-                trained=h,
-                trained_frequencies=w,
-                trained_layout=layout,
-            )
-            figure += _figure_html(
-                "bilinear_parts",
-                fig,
-                {
-                    "dim": h.size,
-                    "length": r.run.config.window,
-                    "run": f"{r.run.config.encoding}, seed {r.run.config.seed}",
-                },
-            )
-            break
-    return text + table, figure, [r.to_dict() for r in results]
-
-
 _STYLE = """
 :root{--fg:#1d1d1f;--muted:#555;--bg:#fff;--line:#c8c8c8;--head:#f1f1f3;--accent:#1f5fa8;--card:#fff}
 @media (prefers-color-scheme: dark){:root{--fg:#e6e6e6;--muted:#a8a8a8;--bg:#17181a;--line:#3a3b3e;
@@ -584,7 +467,7 @@ def write_report(
     base: float = tables.DEFAULT_BASE,
     n_heads: int = 8,
     seed: int = 0,
-    runs: Path | str | None = None,
+    sections: Sequence[plugins.Section] = (),
 ) -> Path:
     """Write ``out_dir/report.html`` (self-contained) and ``out_dir/scorecards.json``; return the HTML path.
 
@@ -592,7 +475,8 @@ def write_report(
         out_dir: folder, created if needed.
         length, dim: ``(S, d)`` of the scorecards (each figure prints its own sizes).
         base, n_heads, seed: as in :func:`posenc.analysis.scorecard`.
-        runs: a ``posenc bench`` output folder: adds initial vs trained scorecards of its runs.
+        sections: further sections (a plugin's, :mod:`posenc.plugins`), placed before the figures; their
+            figures join the figure section and their records ``scorecards.json`` under their keys.
     """
     from posenc import plots
 
@@ -615,7 +499,7 @@ def write_report(
         "posenc": __version__,
         "numpy": np.__version__,
     }
-    sections: list[tuple[str, str, str]] = [
+    parts: list[tuple[str, str, str]] = [
         (
             "claims",
             "The papers' numbers, measured",
@@ -637,12 +521,9 @@ def write_report(
             + _notes_html(cards, failed),
         ),
     ]
-    trained_figure, run_records = "", list[dict[str, Any]]()
-    if runs is not None:
-        text, trained_figure, run_records = _trained_html(Path(runs))
-        sections.append(("trained", "Trained encodings: initial vs trained", text))
-    figures = "".join(_figure_html(name) for name in plots.FIGURES) + trained_figure
-    sections.append(
+    parts.extend((s.key, s.title, s.html) for s in sections)
+    figures = "".join(figure_html(name) for name in plots.FIGURES) + "".join(s.figures for s in sections)
+    parts.append(
         (
             "figures",
             "Figures",
@@ -650,14 +531,14 @@ def write_report(
             f"{cite('denk')}; each caption gives the sizes it was drawn at.</p>" + figures,
         )
     )
-    cited = [r for r in REFERENCES.values() if any(f'href="#ref-{r.key}"' in c for _, _, c in sections)]
+    cited = [r for r in REFERENCES.values() if any(f'href="#ref-{r.key}"' in c for _, _, c in parts)]
     refs = "".join(
         f"<li id='ref-{r.key}'>{html.escape(r.authors)} ({r.year}). <i>{html.escape(r.title)}</i>. "
         f"{html.escape(r.where)}.</li>"
         for r in cited
     )
-    sections.append(("references", "References", f"<ol class='refs'>{refs}</ol>"))
-    toc = "".join(f"<li><a href='#{key}'>{html.escape(title)}</a></li>" for key, title, _ in sections)
+    parts.append(("references", "References", f"<ol class='refs'>{refs}</ol>"))
+    toc = "".join(f"<li><a href='#{key}'>{html.escape(title)}</a></li>" for key, title, _ in parts)
     body = "".join(
         [
             "<h1>posenc report: positional encodings measured</h1>",
@@ -668,7 +549,7 @@ def write_report(
             f"<nav class='toc'><b>Contents</b><ol>{toc}</ol></nav>",
             *(
                 f"<section id='{key}'><h2>{html.escape(title)}</h2>{content}</section>"
-                for key, title, content in sections
+                for key, title, content in parts
             ),
         ]
     )
@@ -685,7 +566,7 @@ def write_report(
                 "parameters": params,
                 "scorecards": [c.to_dict() for c in cards],
                 "not_measured": failed,
-                **({"runs": run_records} if runs is not None else {}),
+                **{s.key: s.records for s in sections if s.records is not None},
             },
             indent=2,
             allow_nan=False,

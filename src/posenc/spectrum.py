@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from posenc import _validate
+from posenc import validate
 
 DEFAULT_BASE = 10000.0
 """``ρ`` of the paper's geometric schedule (Vaswani et al. 2017, §3.5)."""
@@ -53,7 +53,7 @@ For odd ``dim`` the cosine of the last pair is dropped, wherever it would stand.
 
 def n_pairs(dim: int) -> int:
     """Number of (sin, cos) pairs of a ``dim``-dimensional table: ``⌈dim/2⌉``."""
-    return (_validate.size("dim", dim) + 1) // 2
+    return (validate.size("dim", dim) + 1) // 2
 
 
 def geometric(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
@@ -61,8 +61,8 @@ def geometric(dim: int, base: float = 10000.0) -> NDArray[np.float64]:
 
     Computed as ``exp(−(2i/d)·ln base)`` in float64.
     """
-    dim = _validate.size("dim", dim)
-    base = _validate.positive_float("base", base)
+    dim = validate.size("dim", dim)
+    base = validate.positive_float("base", base)
     i = np.arange(n_pairs(dim), dtype=np.float64)
     return np.exp(-(2.0 * i / dim) * math.log(base))
 
@@ -73,11 +73,11 @@ def su(dim: int, theta: Callable[[NDArray[np.float64]], ArrayLike]) -> NDArray[n
     ``theta`` receives the float64 array ``x_i = 2i/d`` and must return finite values of the
     same shape.
     """
-    dim = _validate.size("dim", dim)
+    dim = validate.size("dim", dim)
     if not callable(theta):
         raise TypeError(f"theta must be a callable θ(x) on [0, 1], got {theta!r}")
     x = 2.0 * np.arange(n_pairs(dim), dtype=np.float64) / dim
-    w = _validate.finite_array("theta(x)", theta(x), ndim=1)
+    w = validate.finite_array("theta(x)", theta(x), ndim=1)
     if w.shape != x.shape:
         raise ValueError(f"theta(x) must return shape {x.shape}, got {w.shape}")
     return w
@@ -98,7 +98,7 @@ def power_law(dim: int, alpha: float = 2.0) -> NDArray[np.float64]:
     paper's decreasing ``10000^(−x)``; only the set of frequencies matters for the inner
     product ``Σ_i cos(x θ_i)`` (Su 2021; docs/theory.md §5).
     """
-    alpha = _validate.positive_float("alpha", alpha)
+    alpha = validate.positive_float("alpha", alpha)
     return su(dim, lambda x: x**alpha)
 
 
@@ -123,9 +123,9 @@ def tensor2tensor(
     this function follows the code. The docstring's grid is
     ``tensor2tensor(d, max_timescale=max/min) / min``.
     """
-    dim = _validate.size("dim", dim)
-    lo = _validate.positive_float("min_timescale", min_timescale)
-    hi = _validate.positive_float("max_timescale", max_timescale)
+    dim = validate.size("dim", dim)
+    lo = validate.positive_float("min_timescale", min_timescale)
+    hi = validate.positive_float("max_timescale", max_timescale)
     pairs = n_pairs(dim)
     k = np.arange(pairs, dtype=np.float64)
     return lo * np.exp(-k * (math.log(hi / lo) / max(pairs - 1, 1)))
@@ -137,13 +137,13 @@ def dft(dim: int) -> NDArray[np.float64]:
     ``k = 0`` is the constant term ``a_0``; for even ``d`` the last, ``k = d/2``, is the
     Nyquist frequency ``π`` of ``b_0 = cos(πt)/√d``.
     """
-    dim = _validate.size("dim", dim)
+    dim = validate.size("dim", dim)
     return 2.0 * math.pi * np.arange(dim // 2 + 1, dtype=np.float64) / dim
 
 
 def custom(frequencies: ArrayLike, dim: int | None = None) -> NDArray[np.float64]:
     """Validate a user-given frequency array: 1-D, finite; ``⌈dim/2⌉`` long when ``dim`` is given."""
-    w = _validate.finite_array("frequencies", frequencies, ndim=1)
+    w = validate.finite_array("frequencies", frequencies, ndim=1)
     if w.size == 0:
         raise ValueError("frequencies must hold at least one frequency, got an empty array")
     if dim is not None and w.size != n_pairs(dim):
@@ -179,7 +179,7 @@ SCHEDULES: dict[str, Callable[..., NDArray[np.float64]]] = {
 
 def schedule(name: str, dim: int, **options: float) -> NDArray[np.float64]:
     """Evaluate the named schedule of :data:`SCHEDULES` for ``dim``."""
-    _validate.choice("schedule", name, tuple(SCHEDULES))
+    validate.choice("schedule", name, tuple(SCHEDULES))
     return SCHEDULES[name](dim, **options)
 
 
@@ -190,8 +190,8 @@ def layout_columns(dim: int, layout: str = "interleaved") -> tuple[NDArray[np.in
     pair ``i`` has its sine in column ``sin_cols[i]`` and (if ``i < ⌊d/2⌋``) its cosine in
     ``cos_cols[i]``. See :data:`LAYOUTS` for the drawings.
     """
-    dim = _validate.size("dim", dim)
-    _validate.choice("layout", layout, LAYOUTS)
+    dim = validate.size("dim", dim)
+    validate.choice("layout", layout, LAYOUTS)
     n_sin, n_cos = n_pairs(dim), dim // 2
     if layout == "split":
         return np.arange(n_sin), n_sin + np.arange(n_cos)
@@ -225,8 +225,8 @@ def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> NDArray[np.flo
     odd-indexed slopes of ``2p`` heads (``m_1, m_3, …`` of that set) — the same set MPT obtains by
     reordering the slopes of ``2p`` heads.
     """
-    n = _validate.size("n_heads", n_heads)
-    bias_max = _validate.positive_float("alibi_bias_max", alibi_bias_max)
+    n = validate.size("n_heads", n_heads)
+    bias_max = validate.positive_float("alibi_bias_max", alibi_bias_max)
 
     def power_of_two(p: int) -> NDArray[np.float64]:
         return 2.0 ** (-bias_max * np.arange(1, p + 1, dtype=np.float64) / p)

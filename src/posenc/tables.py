@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
-from posenc import _native, _validate, spectrum
+from posenc import _native, spectrum, validate
 
 DEFAULT_BASE = spectrum.DEFAULT_BASE
 
@@ -24,7 +24,7 @@ def angles(positions: ArrayLike | int, frequencies: ArrayLike) -> NDArray[np.flo
 
     ``positions`` follows the package convention (int ``S`` → ``0 … S−1``, else 1-D).
     """
-    t = _validate.positions(positions)
+    t = validate.positions(positions)
     w = spectrum.custom(frequencies)
     return np.multiply.outer(t, w)
 
@@ -74,15 +74,15 @@ def sinusoidal(
     Returns:
         ``(S, dim)`` array.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     w = spectrum.sinusoidal_frequencies(dim, base=base, frequencies=frequencies)
     sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
     out_dtype = _float_dtype(dtype)
     if isinstance(positions, numbers.Integral) and not isinstance(positions, bool):
-        n = _validate.positive_int("positions", positions)
+        n = validate.positive_int("positions", positions)
         if n > _DIRECT_ROWS:
             return _sinusoidal_range(0, n, w, sin_cols, cos_cols, out_dtype)
-    t = _validate.positions(positions)
+    t = validate.positions(positions)
     start = _integer_range_start(t)
     if start is None:
         out = np.empty((t.size, dim), dtype=out_dtype)
@@ -282,8 +282,8 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
     Theorem 1 of Idé, Labaien & Chen (2024) holds only on the lattice ``0 … d−1``: position ``s + d`` has the
     same encoding as ``s``, so positions outside are refused unless aliasing is asked for.
     """
-    dim = _validate.positive_int("dim", dim)
-    t = _validate.positions(positions)
+    dim = validate.positive_int("dim", dim)
+    t = validate.positions(positions)
     frac = t != np.round(t)
     if frac.any():
         i = int(np.argmax(frac))
@@ -291,7 +291,7 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
             f"positions must be integers for the DFT encoding (a lattice of dim={dim} points); "
             f"got {t[i]!r} at index {i}"
         )
-    if _validate.boolean("alias", alias):
+    if validate.boolean("alias", alias):
         return np.mod(t, dim)
     outside = (t < 0) | (t > dim - 1)
     if outside.any():
@@ -326,7 +326,7 @@ def dft(
             periodic and no longer faithful beyond ``d``).
         dtype: floating dtype of the result; angles are float64 regardless.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     t = dft_positions(positions, dim, alias=alias)
     n_k = (dim - 1) // 2  # K: number of (a_k, b_k) pairs with 1 ≤ k ≤ K
     out = np.empty((t.size, dim), dtype=_float_dtype(dtype))
@@ -357,9 +357,9 @@ def tensor2tensor(
     frequencies=spectrum.tensor2tensor(d, …))``. fairseq's positions start at ``padding_idx + 1``
     and its padding rows are zero (``docs/conventions.md``).
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     even = dim - dim % 2
-    t = _validate.positions(positions)
+    t = validate.positions(positions)
     out = np.zeros((t.size, dim), dtype=_float_dtype(dtype))
     if even:
         w = spectrum.tensor2tensor(even, min_timescale=min_timescale, max_timescale=max_timescale)

@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from posenc.data import load_dataset, make_splits
-from posenc.models import SpatioTemporalClassifier
+from posenc_bench.data import load_dataset, make_splits
+from posenc_bench.models import SpatioTemporalClassifier
 
 
 def measure(encoding: str, X: torch.Tensor, y: torch.Tensor, *, epochs: int = 2, batch: int = 32) -> None:

@@ -11,7 +11,7 @@ between splits and training seeds.
 
 Paired tests. A pair shares split and training seed (the same data, the same initial CNN weights).
 ``p pairs``: exact sign-flip test over all pairs, exact conditional on these splits (the posenc
-convention, :mod:`posenc.experiment.stats`). ``p splits``: the same test on the per-split mean
+convention, :mod:`posenc_bench.experiment.stats`). ``p splits``: the same test on the per-split mean
 differences — the split is the unit that generalises to new splits; with 5 splits its smallest
 value is 0.0625. The 95% CI is the two-stage bootstrap (splits, then seeds within a split).
 """
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from posenc.experiment import stats
-from posenc.experiment.compare import no_skill_metrics
+from posenc_bench.experiment import stats
+from posenc_bench.experiment.compare import no_skill_metrics
 
 METRICS = ("f1", "precision", "recall", "auprc")
 ORDER = ["none", "sinusoidal", "dft", "dfstrans_dft"]

@@ -1,4 +1,4 @@
-"""Argument checks of the analysis functions, built on :mod:`posenc._validate`.
+"""Argument checks of the analysis functions, built on :mod:`posenc.validate`.
 
 Every check raises ``ValueError``/``TypeError`` naming the parameter, the value received
 and what is allowed, before NumPy sees the data (DESIGN "Conventions").
@@ -11,12 +11,12 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from posenc import _validate
+from posenc import validate
 
 
 def table(value: ArrayLike, *, name: str = "E", min_rows: int = 1) -> NDArray[np.float64]:
     """Return ``value`` as a finite float64 ``(S, d)`` table with ``S ≥ min_rows`` and ``d ≥ 1``."""
-    arr = _validate.finite_array(name, value, ndim=2)
+    arr = validate.finite_array(name, value, ndim=2)
     if arr.shape[1] < 1:
         raise ValueError(f"{name} must have at least one column (feature), got shape {arr.shape}")
     if arr.shape[0] < min_rows:

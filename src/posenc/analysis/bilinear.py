@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from posenc import _validate, spectrum, tables
+from posenc import spectrum, tables, validate
 from posenc.analysis import kernel
 
 
@@ -32,8 +32,8 @@ def pair_coefficients(
 
     For odd ``d`` the last frequency has a sine column only (``h_c = 0``).
     """
-    dim = _validate.positive_int("dim", dim)
-    diag = _validate.finite_array("h", h, ndim=1)
+    dim = validate.positive_int("dim", dim)
+    diag = validate.finite_array("h", h, ndim=1)
     if diag.size != dim:
         raise ValueError(f"h must hold the d = {dim} diagonal entries of H, got {diag.size}")
     sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
@@ -138,8 +138,8 @@ def form_summary(
         of ``diag(H)`` (:func:`bilinear_parts`, scaled to the table's amplitude); ``None``
         without frequencies.
     """
-    table = _validate.finite_array("E", E, ndim=2)
-    form = _validate.finite_array("H", H, ndim=2)
+    table = validate.finite_array("E", E, ndim=2)
+    form = validate.finite_array("H", H, ndim=2)
     dim = table.shape[1]
     if form.shape != (dim, dim):
         raise ValueError(

@@ -19,20 +19,20 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial import distance
 
-from posenc import _validate, tables
+from posenc import tables, validate
 from posenc.analysis import _checks
 from posenc.analysis.fourier import column_bins
 
 
 def dft_basis(dim: int) -> NDArray[np.float64]:
     """``Φ[t, l] = φ_l(t)``: the orthonormal real DFT basis of eq. 12 on ``t = 0 … d−1``, ``[d, d]``."""
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     return np.asarray(tables.dft(dim, dim), dtype=np.float64)
 
 
 def one_hot(position: int, dim: int) -> NDArray[np.float64]:
     """The position function ``δ_(s,t)`` on the lattice ``t = 0 … d−1`` (Idé et al., 2024, §3.2), ``[d]``."""
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     s = tables.dft_positions([position], dim)
     f = np.zeros(dim)
     f[int(s[0])] = 1.0
@@ -51,11 +51,11 @@ def reconstruct(reference: ArrayLike, weights: ArrayLike) -> NDArray[np.float64]
     Returns:
         ``[d]`` reconstruction, with the ℓ2 norm of the coefficients (hence of ``f``) kept.
     """
-    f = _validate.finite_array("reference", reference, ndim=1)
+    f = validate.finite_array("reference", reference, ndim=1)
     dim = f.size
     if dim < 2:
         raise ValueError(f"reference must hold at least 2 lattice points, got {dim}")
-    g = _validate.finite_array("weights", weights, ndim=1)
+    g = validate.finite_array("weights", weights, ndim=1)
     if g.size != dim // 2 + 1:
         raise ValueError(
             f"weights must hold floor(d/2)+1 = {dim // 2 + 1} bin weights for d={dim}, got {g.size}"
@@ -93,7 +93,7 @@ class Peak:
 
 def peak(f: ArrayLike) -> Peak:
     """Peak position, width at half maximum and peak-to-rest ratio of ``f`` (``[n]``, ``n ≥ 2``)."""
-    v = _validate.finite_array("f", f, ndim=1)
+    v = validate.finite_array("f", f, ndim=1)
     if v.size < 2:
         raise ValueError(f"f must hold at least 2 values, got {v.size}")
     p = int(np.argmax(v))

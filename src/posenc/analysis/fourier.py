@@ -18,13 +18,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special
 
-from posenc import _validate, spectrum, tables
+from posenc import spectrum, tables, validate
 from posenc.analysis import _checks
 
 
 def default_bandwidth(dim: int) -> float:
     """The paper's kernel bandwidth ``σ = 4 · 2π/d`` (Idé et al., 2024, below eq. 15)."""
-    return 4.0 * 2.0 * math.pi / _validate.positive_int("dim", dim)
+    return 4.0 * 2.0 * math.pi / validate.positive_int("dim", dim)
 
 
 def frequency_distribution(
@@ -41,9 +41,9 @@ def frequency_distribution(
         ``[⌊d/2⌋ + 1]`` non-negative weights summing to 1 (bins ``k = 0 … ⌊d/2⌋``), computed
         in log space so that any ``σ > 0`` gives a defined result.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     w = spectrum.custom(frequencies)
-    sigma = default_bandwidth(dim) if bandwidth is None else _validate.positive_float("bandwidth", bandwidth)
+    sigma = default_bandwidth(dim) if bandwidth is None else validate.positive_float("bandwidth", bandwidth)
     with np.errstate(over="ignore"):  # σ² itself may underflow; (Δ/σ)² may overflow to inf: weight 0
         exponent = -0.5 * (np.subtract.outer(spectrum.dft(dim), w) / sigma) ** 2
     log_g = special.logsumexp(exponent, axis=1)  # in log space: a narrow σ cannot underflow to 0/0
@@ -58,7 +58,7 @@ def frequency_distribution(
 
 def column_bins(dim: int) -> NDArray[np.intp]:
     """The DFT bin ``k`` of each column of the DFT encoding ``(a_0, a_1 … a_K, b_1 … b_K, b_0)`` (eq. 21)."""
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     n_k = (dim - 1) // 2
     pairs = np.arange(1, n_k + 1)
     bins = np.concatenate([[0], pairs, pairs, [dim // 2] if dim % 2 == 0 else []])
@@ -78,7 +78,7 @@ def dft_distribution(dim: int) -> NDArray[np.float64]:
 
 def low_pass_count(frequencies: ArrayLike, *, dim: int) -> int:
     """How many frequencies lie strictly below the first non-zero DFT bin ``2π/d`` (Idé et al., 2024, §3.1)."""
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     return int(np.count_nonzero(spectrum.custom(frequencies) < 2.0 * math.pi / dim))
 
 
@@ -91,8 +91,8 @@ def crossing_index(dim: int, *, base: float = tables.DEFAULT_BASE) -> float:
     never cross ``2π/d``) gives the limit ``ρ → 1⁺``, ``+inf`` when ``d > 2π`` (no frequency
     below ``2π/d``) and ``−inf`` when ``d < 2π`` (all of them below, from before column 0).
     """
-    dim = _validate.positive_int("dim", dim)
-    base = _validate.positive_float("base", base)
+    dim = validate.positive_int("dim", dim)
+    base = validate.positive_float("base", base)
     ratio = math.log(dim / (2.0 * math.pi))
     if base == 1.0:
         return math.copysign(math.inf, ratio)
@@ -114,7 +114,7 @@ def table_spectrum(
         ``(ω, p)``: bin frequencies and powers summing to 1 (``[⌊n/2⌋ + 1]`` each).
     """
     table = _checks.table(E, min_rows=2 if axis == "positions" else 1)
-    _validate.choice("axis", axis, ("features", "positions"))
+    validate.choice("axis", axis, ("features", "positions"))
     data = table if axis == "features" else table.T
     n = data.shape[1]
     power = (np.abs(np.fft.rfft(data, axis=1)) ** 2).mean(axis=0)

@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import integrate, special
 
-from posenc import _validate, spectrum, tables
+from posenc import spectrum, tables, validate
 from posenc.analysis import _checks
 
 Theta = Callable[[NDArray[np.float64]], ArrayLike]
@@ -40,7 +40,7 @@ class Geometric:
     base: float
 
     def __post_init__(self) -> None:
-        base = _validate.positive_float("base", self.base)
+        base = validate.positive_float("base", self.base)
         if base == 1.0:
             raise ValueError("base must differ from 1 (θ(u) = 1^(−u) is constant), got 1.0")
 
@@ -118,7 +118,7 @@ def frequency_kernel(frequencies: ArrayLike, distances: ArrayLike | int) -> NDAr
     ``distances`` is an int ``S`` (``0 … S−1``) or a 1-D array of real distances; returns the
     same length. Angles ``x·w`` are formed in float64 by :func:`posenc.tables.angles`.
     """
-    distances = _validate.positions(distances, name="distances")
+    distances = validate.positions(distances, name="distances")
     return np.cos(tables.angles(distances, frequencies)).sum(axis=1)
 
 
@@ -139,12 +139,12 @@ def decay_integral(
         dim: ``d``; the result is scaled by ``⌈d/2⌉`` to compare with :func:`frequency_kernel`.
         weight: Su's ``h(u)`` of a diagonal bilinear form (:func:`posenc.analysis.weighted_decay_integral`).
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     if not callable(theta):
         raise TypeError(f"theta must be a callable θ(u) on [0, 1], got {theta!r}")
     if weight is not None and not callable(weight):
         raise TypeError(f"weight must be a callable h(u) on [0, 1] or None, got {weight!r}")
-    x = _validate.positions(distances, name="distances")
+    x = validate.positions(distances, name="distances")
     terms = spectrum.n_pairs(dim)
     if weight is None and isinstance(theta, Geometric):
         return terms * theta.integral(x)

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from posenc import _validate, registry, tables
+from posenc import registry, tables, validate
 from posenc.analysis import _checks, faithfulness, kernel, shift
 from posenc.analysis.faithfulness import min_pairwise_distance
 from posenc.analysis.views import EncodingView, encoding_view
@@ -283,9 +283,9 @@ def scorecard(
         seed: seed of learned initial parameters and of the decoding noise.
     """
     decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
-    length = _validate.positive_int("length", length)
-    n_heads = _validate.positive_int("n_heads", n_heads)  # checked for every encoding, used by bias ones
-    seed = _validate.non_negative_int("seed", seed)
+    length = validate.positive_int("length", length)
+    n_heads = validate.positive_int("n_heads", n_heads)  # checked for every encoding, used by bias ones
+    seed = validate.non_negative_int("seed", seed)
     view = encoding_view(encoding, dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)
     return score_view(
         view,
@@ -312,13 +312,13 @@ def score_view(
     reads the trained parameters and hands the table, frequencies or bias here as arrays.
     ``extra`` adds entries to the scorecard's parameters (e.g. ``base``, ``n_heads``).
     """
-    length = _validate.positive_int("length", length)
+    length = validate.positive_int("length", length)
     decode_noise = _checks.nonnegative(decode_noise, name="decode_noise")
     params: dict[str, Any] = {
         "length": length,
         "dim": view.dim,
         **(extra or {}),
-        "shift_k": _validate.positive_int("shift_k", shift_k),
+        "shift_k": validate.positive_int("shift_k", shift_k),
         "decode_noise": decode_noise,
         "seed": seed,
         "reconstruct_position": view.dim // 2,

@@ -20,7 +20,7 @@ import numbers
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from posenc import _validate, spectrum, tables
+from posenc import spectrum, tables, validate
 from posenc.analysis import _checks
 
 
@@ -63,7 +63,7 @@ def shift_operator(
     Returns:
         ``[d, d]`` block-diagonal (after the layout's column permutation) float64 matrix.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     k = _checks.real(k, name="k")
     if dim % 2:
         raise ValueError(
@@ -86,7 +86,7 @@ def dft_shift_operator(k: int, *, dim: int) -> NDArray[np.float64]:
     Returns:
         ``[d, d]`` float64 matrix.
     """
-    dim = _validate.positive_int("dim", dim)
+    dim = validate.positive_int("dim", dim)
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise TypeError(f"k must be an int for the DFT encoding (positions are lattice points), got {k!r}")
     n_k = (dim - 1) // 2  # K
@@ -107,7 +107,7 @@ def operator_residual(E: ArrayLike, operator: ArrayLike, k: int) -> float:
         k: offset, ``1 ≤ k ≤ S−1``.
     """
     table = _checks.table(E, min_rows=2)
-    op = _validate.finite_array("operator", operator, ndim=2)
+    op = validate.finite_array("operator", operator, ndim=2)
     d = table.shape[1]
     if op.shape != (d, d):
         raise ValueError(f"operator must be [d, d] = {(d, d)} for a table of {d} columns, got {op.shape}")

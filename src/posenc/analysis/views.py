@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posenc import _validate, registry, spectrum, tables
+from posenc import registry, spectrum, tables, validate
 from posenc.analysis.fourier import dft_distribution, frequency_distribution
 from posenc.analysis.shift import dft_shift_operator, shift_operator
 from posenc.registry import EncodingInfo, EncodingView
@@ -125,6 +125,6 @@ def encoding_view(
         seed: torch seed for the initial parameters of learned encodings.
     """
     info = registry.get(name)
-    dim = _validate.positive_int("dim", dim)
-    length = _validate.positive_int("length", length)
+    dim = validate.positive_int("dim", dim)
+    length = validate.positive_int("length", length)
     return info.analysis_view(dim=dim, length=length, base=base, n_heads=n_heads, seed=seed)

@@ -5,7 +5,8 @@ Each subcommand lives in its own module of this package and exposes
 default takes the parsed namespace and returns an exit code. :data:`COMMANDS` names them with
 their one-line help; a command's module (and whatever it imports: torch, scipy, matplotlib) is
 imported only when that command is run or its own ``--help`` is asked, so ``posenc --help``
-stays fast. Adding a command: a module here and one line in :data:`COMMANDS`.
+stays fast. Adding a command: a module here and one line in :data:`COMMANDS`. Packages built on
+posenc add commands (``posenc bench``) and options through :mod:`posenc.plugins`.
 
 Errors: a :class:`posenc.UsageError` (a bad flag, value, file or setting), a ``ValueError``
 raised by posenc's own checks, and an ``OSError`` (missing file, unwritable folder, full disk)
@@ -22,13 +23,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from posenc import __version__
+from posenc import __version__, plugins
 from posenc.errors import UsageError
 
 #: Subcommand name → the module's one-line help (the module's ``register`` gives the same help).
 COMMANDS: dict[str, str] = {
     "analyze": "measure the papers' criteria for one registered encoding",
-    "bench": "compare positional encodings on windowed anomaly classification",
     "figures": "write the papers' figures (PNG and SVG) into a folder",
     "report": "write a self-contained HTML report (figures, scorecards of all encodings)",
     "table": "build an encoding table, print a summary, optionally save it",
@@ -47,9 +47,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"posenc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, help_text in COMMANDS.items():
-        if name == command:
+    for name, help_text in {**COMMANDS, **plugins.command_help()}.items():
+        if name == command and name in COMMANDS:
             importlib.import_module(f"{__name__}.{name}").register(sub)
+        elif name == command:
+            plugins.commands()[name].register_command(name, sub)
         else:
             sub.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -66,9 +68,9 @@ def _raised_by_posenc(exc: BaseException) -> bool:
     if tb is None:
         return False
     filename = tb.tb_frame.f_code.co_filename
-    return Path(filename).resolve().is_relative_to(_PACKAGE) and linecache.getline(
-        filename, tb.tb_lineno
-    ).lstrip().startswith("raise ")
+    path = Path(filename).resolve()
+    ours = any(path.is_relative_to(root) for root in (_PACKAGE, *plugins.package_roots()))
+    return ours and linecache.getline(filename, tb.tb_lineno).lstrip().startswith("raise ")
 
 
 def _user_error(exc: BaseException) -> bool:
@@ -82,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``posenc`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+    known = command in COMMANDS or command in plugins.command_help()
+    args = build_parser(command if known else None).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error

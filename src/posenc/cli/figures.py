@@ -20,9 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from posenc import _validate, plots  # matplotlib only for this command
+    from posenc import plots, validate  # matplotlib only for this command
 
-    _validate.output_path("--out", args.out, folder=True)
+    validate.output_path("--out", args.out, folder=True)
 
     for path in plots.write_all(args.out, formats=args.format):
         print(path)

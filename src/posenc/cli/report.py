@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from posenc import _validate, report, tables
+from posenc import plugins, report, tables, validate
 from posenc.cli.analyze import check_scorecard_memory
 
 
@@ -21,19 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--length", "-S", type=int, default=report.DEFAULT_LENGTH, help="S of the scorecards (default 80)"
     )
     p.add_argument("--base", type=float, default=tables.DEFAULT_BASE, help="ρ (default 10000)")
-    p.add_argument(
-        "--runs",
-        type=Path,
-        metavar="DIR",
-        help="a `posenc bench` output folder: add initial vs trained scorecards of its runs",
-    )
+    plugins.add_arguments("report", p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    _validate.output_path("--out", args.out, folder=True)
+    validate.output_path("--out", args.out, folder=True)
     check_scorecard_memory(args.length, args.dim)
-    path = report.write_report(args.out, length=args.length, dim=args.dim, base=args.base, runs=args.runs)
+    path = report.write_report(
+        args.out, length=args.length, dim=args.dim, base=args.base, sections=plugins.report_sections(args)
+    )
     print(f"report written to {path.resolve()}")
     print(f"scorecards (JSON) in {(path.parent / 'scorecards.json').resolve()}")
     return 0

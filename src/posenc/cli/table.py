@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posenc import _validate, spectrum, tables
+from posenc import spectrum, tables, validate
 from posenc.errors import UsageError
 
 TABLES = ("sinusoidal", "dft")
@@ -34,10 +34,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"NAME must be one of {', '.join(TABLES)} (encodings defined by a table), got {args.name!r}"
         )
-    _validate.positive_int("--length", args.length)
-    _validate.positive_int("--dim", args.dim)
+    validate.positive_int("--length", args.length)
+    validate.positive_int("--dim", args.dim)
     if args.out is not None:
-        _validate.output_path("--out", args.out, folder=False)
+        validate.output_path("--out", args.out, folder=False)
         if args.out.suffix not in (".npy", ".csv"):
             raise UsageError(f"--out must end in .npy or .csv, got {str(args.out)!r}")
     if args.name == "dft" and args.length > args.dim and not args.alias:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             f"{args.dim}, --dim >= {args.length}, or --alias to wrap positions modulo d"
         )
     # the table, its float64 angles and a summary copy: about three [S, d] float64 arrays at once
-    _validate.fits_in_memory(
+    validate.fits_in_memory(
         f"a {args.name} table of --length {args.length} × --dim {args.dim}",
         3 * 8 * args.length * args.dim,
         advice="lower --length or --dim",

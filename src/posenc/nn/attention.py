@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc import _validate
+from posenc import validate
 from posenc.nn.build import build_encoding, head_dim
 from posenc.nn.contracts import (
     EncodingContract,
@@ -311,7 +311,7 @@ class TransformerEncoderLayer(nn.Module):
         hidden = (
             4 * d_model
             if dim_feedforward is None
-            else _validate.positive_int("dim_feedforward", dim_feedforward)
+            else validate.positive_int("dim_feedforward", dim_feedforward)
         )
         self.norm1 = nn.LayerNorm(d_model)
         self.attention = MultiHeadAttention(
@@ -376,7 +376,7 @@ class TransformerEncoder(nn.Module):
     ) -> None:
         super().__init__()
         self.d_model = d_model
-        n_layers = _validate.positive_int("n_layers", n_layers)
+        n_layers = validate.positive_int("n_layers", n_layers)
         self.encoding = build_encoding(
             encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, **(encoding_options or {})
         )

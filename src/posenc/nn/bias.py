@@ -25,7 +25,7 @@ import math
 import torch
 from torch import nn
 
-from posenc import _validate, spectrum
+from posenc import spectrum, validate
 from posenc.nn._positions import relative_distances
 from posenc.nn._slots import add_gathered_, attend_with_slots, gather_slots
 from posenc.nn.contracts import QueryBiasContract, ScoreBiasContract
@@ -84,8 +84,8 @@ class ALiBiBias(AttentionBias):
 
     def __init__(self, n_heads: int, *, alibi_bias_max: float = 8.0) -> None:
         super().__init__()
-        self.n_heads = _validate.positive_int("n_heads", n_heads)
-        self.alibi_bias_max = _validate.positive_float("alibi_bias_max", alibi_bias_max)
+        self.n_heads = validate.positive_int("n_heads", n_heads)
+        self.alibi_bias_max = validate.positive_float("alibi_bias_max", alibi_bias_max)
         self._slopes = alibi_slopes(
             self.n_heads, alibi_bias_max=self.alibi_bias_max
         )  # a float64 constant, not a buffer: .half() must not round it
@@ -161,9 +161,9 @@ class T5RelativeBias(AttentionBias):
         init_std: float = 0.02,
     ) -> None:
         super().__init__()
-        self.n_heads = _validate.positive_int("n_heads", n_heads)
-        self.num_buckets = _validate.positive_int("num_buckets", num_buckets)
-        self.max_distance = _validate.positive_int("max_distance", max_distance)
+        self.n_heads = validate.positive_int("n_heads", n_heads)
+        self.num_buckets = validate.positive_int("num_buckets", num_buckets)
+        self.max_distance = validate.positive_int("max_distance", max_distance)
         if not isinstance(bidirectional, bool):
             raise TypeError(f"bidirectional must be a bool, got {bidirectional!r}")
         self.bidirectional = bidirectional
@@ -177,7 +177,7 @@ class T5RelativeBias(AttentionBias):
             raise ValueError(f"max_distance must exceed the {exact} exact buckets, got {max_distance}")
         self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
         nn.init.normal_(
-            self.relative_attention_bias.weight, std=_validate.positive_float("init_std", init_std)
+            self.relative_attention_bias.weight, std=validate.positive_float("init_std", init_std)
         )
 
     def buckets(self, distance: torch.Tensor) -> torch.Tensor:
@@ -225,11 +225,11 @@ class ShawRelativeBias(QueryBiasContract):
         self, head_dim: int, *, max_distance: int = 16, on_values: bool = False, init_std: float = 0.02
     ) -> None:
         super().__init__()
-        self.head_dim = _validate.positive_int("head_dim", head_dim)
-        self.max_distance = _validate.positive_int("max_distance", max_distance)
+        self.head_dim = validate.positive_int("head_dim", head_dim)
+        self.max_distance = validate.positive_int("max_distance", max_distance)
         if not isinstance(on_values, bool):
             raise TypeError(f"on_values must be a bool, got {on_values!r}")
-        std = _validate.positive_float("init_std", init_std)
+        std = validate.positive_float("init_std", init_std)
         self.keys = nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std)
         self.values = (
             nn.Parameter(torch.randn(2 * self.max_distance + 1, self.head_dim) * std) if on_values else None

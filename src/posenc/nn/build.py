@@ -15,7 +15,7 @@ import inspect
 import torch
 from torch import nn
 
-from posenc import _validate, registry
+from posenc import registry, validate
 from posenc.nn.contracts import EncodingContract
 from posenc.registry import EncodingInfo, EncodingView
 
@@ -30,8 +30,8 @@ def available_encodings() -> list[str]:
 
 def head_dim(d_model: int, n_heads: int) -> int:
     """``d_model / n_heads``; raises naming both when ``n_heads`` does not divide ``d_model``."""
-    d_model = _validate.positive_int("d_model", d_model)
-    n_heads = _validate.positive_int("n_heads", n_heads)
+    d_model = validate.positive_int("d_model", d_model)
+    n_heads = validate.positive_int("n_heads", n_heads)
     if d_model % n_heads:
         raise ValueError(
             f"d_model={d_model} must be divisible by n_heads={n_heads} (head_dim = d_model / n_heads)"
@@ -56,7 +56,7 @@ def build_encoding(
         "d_model": d_model,
         "n_heads": n_heads,
         "head_dim": head_dim(d_model, n_heads),
-        "max_len": _validate.positive_int("max_len", max_len),
+        "max_len": validate.positive_int("max_len", max_len),
     }
     if name_or_module is None or isinstance(name_or_module, nn.Module):
         if options:

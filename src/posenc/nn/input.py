@@ -41,7 +41,7 @@ import torch
 from numpy.typing import ArrayLike
 from torch import nn
 
-from posenc import _validate, spectrum, tables
+from posenc import spectrum, tables, validate
 from posenc.nn import _positions
 from posenc.nn import functional as F
 from posenc.nn.contracts import InputContract
@@ -87,17 +87,17 @@ class InputEncoding(InputContract):
         unit_norm: bool = False,
     ) -> None:
         super().__init__()
-        self.d_model = _validate.size("d_model", d_model)
-        self.mode = _validate.choice("mode", mode, MODES)
-        self.dim = self.d_model if dim is None else _validate.size("dim", dim)
+        self.d_model = validate.size("d_model", d_model)
+        self.mode = validate.choice("mode", mode, MODES)
+        self.dim = self.d_model if dim is None else validate.size("dim", dim)
         if self.mode == "add" and self.dim != self.d_model:
             raise ValueError(
                 f"dim must equal d_model={self.d_model} in mode='add' (the table is added to the tokens), "
                 f"got dim={dim}; use mode='concat' for an encoding of another width"
             )
-        initial = _validate.positive_float("scale", scale)
-        self.learn_scale = _validate.boolean("learn_scale", learn_scale)
-        self.unit_norm = _validate.boolean("unit_norm", unit_norm)
+        initial = validate.positive_float("scale", scale)
+        self.learn_scale = validate.boolean("learn_scale", learn_scale)
+        self.unit_norm = validate.boolean("unit_norm", unit_norm)
         self.scale: float | nn.Parameter = nn.Parameter(torch.tensor(initial)) if learn_scale else initial
         self._cache: torch.Tensor | None
         self.register_buffer("_cache", None, persistent=False)
@@ -149,7 +149,7 @@ class InputEncoding(InputContract):
 
         Computed afresh (the forward cache is left alone); ``device`` defaults to the module's.
         """
-        length = _validate.positive_int("length", length)
+        length = validate.positive_int("length", length)
         if device is None:
             device = next(self.parameters(), torch.empty(0)).device
         return self._scaled(
@@ -166,7 +166,7 @@ class InputEncoding(InputContract):
 
     def _check_position_values(self, positions: torch.Tensor) -> None:
         """Eager check of explicit positions (finite); subclasses add their own limits."""
-        _validate.finite_array("positions", positions.detach().to("cpu", torch.float64).numpy(), ndim=1)
+        validate.finite_array("positions", positions.detach().to("cpu", torch.float64).numpy(), ndim=1)
 
     # -- shared machinery ----------------------------------------------------------------------
 
@@ -265,7 +265,7 @@ class SinusoidalEncoding(InputEncoding):
         )
         w = spectrum.sinusoidal_frequencies(self.dim, base=base, frequencies=frequencies)
         self.base = float(base)
-        self.layout = _validate.choice("layout", layout, spectrum.LAYOUTS)
+        self.layout = validate.choice("layout", layout, spectrum.LAYOUTS)
         # Plain CPU tensors, not buffers: module.half() must not round the frequencies.
         self._frequencies = torch.from_numpy(w.copy())
         self._columns = F.layout_index(self.dim, self.layout)
@@ -317,7 +317,7 @@ class DFTEncoding(InputEncoding):
         super().__init__(
             d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
         )
-        self.alias = _validate.boolean("alias", alias)
+        self.alias = validate.boolean("alias", alias)
         d = self.dim
         omega = spectrum.dft(d)  # ω_k, k = 0 … ⌊d/2⌋: index k of [sin | cos] is sin(ω_k t), f + k is cos
         f, n_k = omega.size, (d - 1) // 2
@@ -392,8 +392,8 @@ class LearnedEncoding(InputEncoding):
         super().__init__(
             d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
         )
-        self.max_len = _validate.positive_int("max_len", max_len)
-        self.init_std = _validate.positive_float("init_std", init_std)
+        self.max_len = validate.positive_int("max_len", max_len)
+        self.init_std = validate.positive_float("init_std", init_std)
         self.weight = nn.Parameter(torch.empty(self.max_len, self.dim))
         self.reset_parameters()
 
@@ -416,7 +416,7 @@ class LearnedEncoding(InputEncoding):
         return rows.to(device=device, dtype=dtype)
 
     def _check_position_values(self, positions: torch.Tensor) -> None:
-        t = _validate.finite_array("positions", positions.detach().to("cpu", torch.float64).numpy(), ndim=1)
+        t = validate.finite_array("positions", positions.detach().to("cpu", torch.float64).numpy(), ndim=1)
         bad = (t != t.round()) | (t < 0) | (t > self.max_len - 1)
         if bad.any():
             i = int(bad.argmax())
@@ -454,7 +454,7 @@ class LearnableFrequencyEncoding(InputEncoding):
         super().__init__(
             d_model, mode=mode, dim=dim, scale=scale, learn_scale=learn_scale, unit_norm=unit_norm
         )
-        _validate.choice("schedule", schedule, tuple(spectrum.SCHEDULES))
+        validate.choice("schedule", schedule, tuple(spectrum.SCHEDULES))
         if schedule in ("geometric", "exponential"):
             schedule_options = {"base": base, **schedule_options}
         elif base != spectrum.DEFAULT_BASE:
@@ -466,7 +466,7 @@ class LearnableFrequencyEncoding(InputEncoding):
                 f"schedule options {sorted(schedule_options)} do not fit schedule {schedule!r}: {exc}"
             ) from None
         self.schedule = schedule
-        self.layout = _validate.choice("layout", layout, spectrum.LAYOUTS)
+        self.layout = validate.choice("layout", layout, spectrum.LAYOUTS)
         self.frequencies = nn.Parameter(torch.from_numpy(w.copy()))
         self._columns = F.layout_index(self.dim, self.layout)
 

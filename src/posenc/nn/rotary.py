@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from posenc import _gpu, _native, _validate, spectrum
+from posenc import _gpu, _native, spectrum, validate
 from posenc.nn import _positions, rope_types
 from posenc.nn.contracts import PositionContext, RotaryContract
 from posenc.nn.functional import sincos
@@ -545,9 +545,9 @@ def permute_rotary_weights(
     if not isinstance(weight, torch.Tensor) or weight.dim() not in (1, 2):
         got = list(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
         raise ValueError(f"weight must be a [n_heads·head_dim, d_in] or [n_heads·head_dim] tensor, got {got}")
-    n_heads = _validate.positive_int("n_heads", n_heads)
-    _validate.choice("src", src, LAYOUTS)
-    _validate.choice("dst", dst, LAYOUTS)
+    n_heads = validate.positive_int("n_heads", n_heads)
+    validate.choice("src", src, LAYOUTS)
+    validate.choice("dst", dst, LAYOUTS)
     rows = weight.shape[0]
     if rows % n_heads:
         raise ValueError(f"weight has {rows} rows, not a multiple of n_heads={n_heads}")
@@ -603,10 +603,10 @@ class RotaryEmbedding(RotaryContract):
         max_len: int = 2048,
     ) -> None:
         super().__init__()
-        self.head_dim = _validate.positive_int("head_dim", head_dim)
-        self.base = _validate.positive_float("base", base)
+        self.head_dim = validate.positive_int("head_dim", head_dim)
+        self.base = validate.positive_float("base", base)
         self.rotary_dim = spectrum.rotary_dim(self.head_dim, rotary_dim)
-        self.layout = _validate.choice("layout", layout, LAYOUTS)
+        self.layout = validate.choice("layout", layout, LAYOUTS)
         if scaling is None and (scaling_factor is not None or scaling_options):
             given = "scaling_factor" if scaling_factor is not None else "scaling_options"
             raise ValueError(
@@ -614,12 +614,12 @@ class RotaryEmbedding(RotaryContract):
                 f"{', '.join(map(repr, rope_types.ROPE_TYPES))}"
             )
         if scaling is not None:
-            _validate.choice("scaling", scaling, tuple(rope_types.ROPE_TYPES))
+            validate.choice("scaling", scaling, tuple(rope_types.ROPE_TYPES))
             options = dict(scaling_options or {})
             if "factor" in options:
                 raise ValueError("give the factor as scaling_factor=, not inside scaling_options")
             if scaling_factor is not None:
-                options["factor"] = _validate.positive_float("scaling_factor", scaling_factor)
+                options["factor"] = validate.positive_float("scaling_factor", scaling_factor)
                 if options["factor"] < 1.0:
                     raise ValueError(
                         f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}"
@@ -632,7 +632,7 @@ class RotaryEmbedding(RotaryContract):
         self.scaling = scaling
         self.scaling_factor = self.scaling_parameters.get("factor")
         self.xpos_scale_base = (
-            None if xpos_scale_base is None else _validate.positive_float("xpos_scale_base", xpos_scale_base)
+            None if xpos_scale_base is None else validate.positive_float("xpos_scale_base", xpos_scale_base)
         )
         self._length_rule = "static" if scaling is None else rope_types.ROPE_TYPES[scaling].length_rule
         self._original_length = float(
@@ -645,9 +645,7 @@ class RotaryEmbedding(RotaryContract):
         self._table_dtype: torch.dtype | None = None
         self.register_buffer("_cos", torch.empty(0), persistent=False)
         self.register_buffer("_sin", torch.empty(0), persistent=False)
-        self._build(
-            _validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu")
-        )
+        self._build(validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu"))
 
     @classmethod
     def from_hf(

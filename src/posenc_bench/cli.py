@@ -1,0 +1,473 @@
+"""``posenc bench``: train every (encoding, scale, split, seed) run, print one table, write md/csv/json/png.
+
+Examples::
+
+    posenc bench                                   # synthetic data, defaults (~3 CPU-minutes)
+    posenc bench --task detect --dataset msl       # unsupervised: train on nominal arrays, score test steps
+    posenc bench --dataset msl --seeds 5 --encodings none,sinusoidal,dft,learned,rope,alibi
+    posenc bench --dataset msl --scale native,matched --splits 3 --seeds 5
+    posenc bench --dataset msl --protocol random_windows   # LEAKY split, to measure leakage
+    posenc bench --dataset probes --window 16 --lags 1,2,4,8,15 --seeds 2   # accuracy vs lag k
+    posenc bench --dataset msl --model spatiotemporal --protocol dfstrans --splits 5 --seeds 1 \
+        --encodings dft,dfstrans_dft                      # the DFStrans reproduction (LEAKY protocol)
+    torchrun --nproc_per_node 2 -m posenc bench ...   # data parallel (gloo on CPU, NCCL on GPU)
+
+Runs are resumable: an interrupted benchmark re-run with the same ``--out`` skips finished
+runs and resumes the interrupted one from its last epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from posenc import registry, validate
+from posenc.errors import UsageError
+from posenc_bench.data.splits import PROTOCOLS
+from posenc_bench.experiment.config import (
+    DETECTORS,
+    MODELS,
+    MONITORS,
+    SCALE_POLICIES,
+    TASKS,
+    BenchPlan,
+    RunConfig,
+    resolve_encoding_options,
+)
+
+DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
+ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
+SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotemporal (fast on 2 CPU cores)
+#: --task detect's own training defaults (those of docs/results/msl-detect): a forecaster's loss on
+#: nominal data is smooth, so larger batches, a smaller lr and a short patience suffice.
+DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _key_value(flag: str) -> Any:
+    def parse(text: str) -> tuple[str, Any]:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{flag} must be KEY=VALUE, got {text!r}")
+        try:
+            return key, json.loads(value)
+        except json.JSONDecodeError:
+            return key, value
+
+    return parse
+
+
+_option = _key_value("--dataset-option")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    d = RunConfig()
+    p = sub.add_parser(
+        "bench",
+        help="compare positional encodings on windowed anomaly classification",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--task",
+        default=d.task,
+        choices=TASKS,
+        help="classify: supervised window classification on blocked splits (default); detect: train a "
+        "forecaster/reconstructor on the nominal training arrays only, score test steps by error",
+    )
+    p.add_argument(
+        "--detector",
+        default=d.detector,
+        help=f"--task detect: model(s), comma-separated: {', '.join(DETECTORS)} (default {d.detector})",
+    )
+    p.add_argument(
+        "--horizon",
+        type=int,
+        default=d.horizon,
+        help=f"--task detect: steps forecast from each window (< --window, default {d.horizon})",
+    )
+    p.add_argument(
+        "--smoothing",
+        type=float,
+        default=d.smoothing,
+        help=f"--task detect: EWMA span of the step errors (telemanom smoothing; default {d.smoothing:g})",
+    )
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=d.holdout,
+        help=f"--task detect: held-out tail of each nominal training array for calibration "
+        f"(default {d.holdout})",
+    )
+    p.add_argument(
+        "--dataset", default=d.dataset, help="msl, smd, synthetic, probes or a PATH (default synthetic)"
+    )
+    p.add_argument(
+        "--dataset-option",
+        action="append",
+        type=_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword option for the dataset loader (repeatable; VALUE parsed as JSON if it can be)",
+    )
+    p.add_argument(
+        "--encodings",
+        default=DEFAULT_ENCODINGS,
+        help=f"comma-separated registry names (default {DEFAULT_ENCODINGS}; "
+        f"{' and '.join(ALWAYS)} are always included); valid: {', '.join(registry.names())}",
+    )
+    p.add_argument(
+        "--encoding-option",
+        action="append",
+        type=_key_value("--encoding-option"),
+        default=[],
+        metavar="[ENCODING.]KEY=VALUE",
+        help="constructor option of the encodings that take KEY, or of ENCODING only (repeatable; "
+        "e.g. rope.layout=adjacent, t5.num_buckets=16; VALUE parsed as JSON if it can be); "
+        "recorded in each run's config.json and part of the run's identity",
+    )
+    p.add_argument(
+        "--scale",
+        default=None,
+        help=f"scale policies of additive encodings, comma-separated: {', '.join(SCALE_POLICIES)} "
+        "(default native; for --dataset probes matched)",
+    )
+    p.add_argument(
+        "--lags",
+        default=None,
+        help="--dataset probes: distances k, comma-separated (default every k the window holds); "
+        "the task is --dataset-option task=order|lag",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=5,
+        help="training seeds per (encoding, scale, split) (default 5: the fewest for which a paired bootstrap "
+        "CI can exclude 0 with one seed that did not learn)",
+    )
+    p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
+    p.add_argument(
+        "--protocol",
+        default=d.protocol,
+        choices=PROTOCOLS,
+        help="split protocol: blocked (leakage-free, default), random_windows (LEAKY: windows dealt "
+        "at random as in much of the literature; only to measure how much leakage inflates scores) "
+        "or dfstrans (LEAKY: Labaien et al. 2023 — stratified random split of non-overlapping "
+        "segments 70/15/15, min-max scaling, threshold 0.5)",
+    )
+    p.add_argument(
+        "--anomaly-percent",
+        type=float,
+        default=d.anomaly_percent,
+        help="--protocol dfstrans: keep anomalous instances up to this percent of all, in (0, 100] "
+        f"(default {d.anomaly_percent:g})",
+    )
+    p.add_argument(
+        "--model",
+        default=d.model,
+        choices=MODELS,
+        help="transformer (default) or spatiotemporal (DFStrans: per-sensor CNN per window, attention "
+        "across windows and across sensors; the encoding acts on the window axis)",
+    )
+    p.add_argument(
+        "--n-windows",
+        type=int,
+        default=d.n_windows,
+        help=f"--model spatiotemporal: windows per instance (default {d.n_windows}; the paper 80)",
+    )
+    p.add_argument(
+        "--window-length",
+        type=int,
+        default=d.window_length,
+        help=f"--model spatiotemporal: steps per window, >= 8 (default {d.window_length}; the paper 100)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output directory (default ./posenc-bench; runs are kept per dataset under runs/)",
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        default=None,
+        help=f"window length (default {d.window}; --model spatiotemporal: n_windows × window_length)",
+    )
+    p.add_argument(
+        "--stride",
+        type=int,
+        default=None,
+        help="window stride (default window // 2; --model spatiotemporal: window, no overlap)",
+    )
+    p.add_argument(
+        "--d-model",
+        type=int,
+        default=None,
+        help=f"model width (default {d.d_model}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[0]})",
+    )
+    p.add_argument(
+        "--heads",
+        type=int,
+        default=None,
+        help=f"attention heads (default {d.n_heads}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[1]})",
+    )
+    p.add_argument("--layers", type=int, default=d.n_layers, help=f"encoder layers (default {d.n_layers})")
+    p.add_argument("--dropout", type=float, default=d.dropout, help=f"dropout (default {d.dropout})")
+    p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum epochs (default {d.epochs})")
+    for flag, kind, what in (
+        ("--patience", int, "early-stopping patience"),
+        ("--batch-size", int, "batch size"),
+        ("--lr", float, "AdamW learning rate"),
+    ):
+        key = flag[2:].replace("-", "_")
+        p.add_argument(
+            flag,
+            type=kind,
+            default=None,
+            help=f"{what} (default {getattr(d, key)}; --task detect {DETECT_TRAINING[key]})",
+        )
+    p.add_argument(
+        "--weight-decay",
+        type=float,
+        default=d.weight_decay,
+        help=f"AdamW weight decay (default {d.weight_decay})",
+    )
+    p.add_argument(
+        "--monitor",
+        default=None,
+        choices=MONITORS,
+        help=f"early-stopping quantity on validation (default {d.monitor}; --protocol dfstrans: loss, "
+        "as its authors stop)",
+    )
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA if available, else CPU)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads per process (default 1: on a loaded 2-core machine 2 threads ran 5-7× "
+        "slower; on an idle one they are ~1.2× faster)",
+    )
+    p.add_argument("--no-shuffle-control", action="store_true", help="skip the time-shuffled test evaluation")
+    p.add_argument(
+        "--no-baseline", action="store_true", help="skip the order-free gradient-boosting baseline"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+CONFIG_FLAGS = {"n_heads": "--heads", "n_layers": "--layers"}  # RunConfig fields whose flag has another name
+
+
+def flag_names(message: str, args: argparse.Namespace) -> str:
+    """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``)."""
+    names = {
+        **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in ("func", "dataset")},
+        **CONFIG_FLAGS,
+    }
+    pattern = r"(?<![-\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b"
+    return re.sub(pattern, lambda m: names[m.group(1)], message)
+
+
+def check_device(text: str | None) -> None:
+    """Refuse a ``--device`` torch cannot parse or this machine does not have (before any work)."""
+    if text is None:
+        return
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise UsageError(f"--device {text}: CUDA is not available on this machine; use --device cpu")
+        if device.index is not None and device.index >= count:
+            raise UsageError(
+                f"--device {text}: this machine has {count} CUDA device(s), cuda:0 … cuda:{count - 1}"
+            )
+    elif device.type != "cpu":
+        raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
+
+
+def _contextual(args: argparse.Namespace, window: int) -> dict[str, Any]:
+    """The RunConfig fields whose default depends on another flag: each as given, else that default.
+
+    ``--model spatiotemporal`` sets the size and a non-overlapping stride, ``--task detect`` its own
+    training (:data:`DETECT_TRAINING`), ``--protocol dfstrans`` early stopping on validation loss.
+    """
+    d = RunConfig()
+    spatiotemporal = args.model == "spatiotemporal"
+    defaults: dict[str, Any] = {
+        "stride": window if spatiotemporal else max(1, window // 2),
+        "d_model": SPATIOTEMPORAL_SIZES[0] if spatiotemporal else d.d_model,
+        "n_heads": SPATIOTEMPORAL_SIZES[1] if spatiotemporal else d.n_heads,
+        "monitor": "loss" if args.protocol == "dfstrans" else d.monitor,
+        **{
+            key: DETECT_TRAINING[key] if args.task == "detect" else getattr(d, key) for key in DETECT_TRAINING
+        },
+    }
+    given = {key: getattr(args, "heads" if key == "n_heads" else key) for key in defaults}
+    return {key: default if given[key] is None else given[key] for key, default in defaults.items()}
+
+
+def plan_from_args(args: argparse.Namespace) -> BenchPlan:
+    """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad option)."""
+    requested = _csv_list(args.encodings)
+    unknown = [e for e in requested if e not in registry.ENCODINGS]
+    if unknown:
+        raise ValueError(
+            f"--encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
+        )
+    encodings = tuple(dict.fromkeys(ALWAYS + requested))
+    probes = args.dataset == "probes"
+    scales = _csv_list(args.scale if args.scale is not None else ("matched" if probes else "native"))
+    bad = [s for s in scales if s not in SCALE_POLICIES]
+    if bad or not scales:
+        raise ValueError(
+            f"--scale: unknown policy {', '.join(map(repr, bad)) or repr(args.scale)}; "
+            f"valid: {', '.join(SCALE_POLICIES)}"
+        )
+    spatiotemporal = args.model == "spatiotemporal"
+    window = (
+        args.window
+        if args.window is not None
+        else (args.n_windows * args.window_length if spatiotemporal else RunConfig().window)
+    )
+    for flag, value in (
+        ("--seeds", args.seeds),
+        ("--splits", args.splits),
+        ("--window", window),
+        ("--threads", args.threads),
+        ("--n-windows", args.n_windows),
+        ("--window-length", args.window_length),
+    ):
+        if value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    detectors = _csv_list(args.detector)
+    bad = [m for m in detectors if m not in DETECTORS]
+    if bad or not detectors:
+        raise ValueError(
+            f"--detector: unknown {', '.join(map(repr, bad)) or repr(args.detector)}; "
+            f"valid: {', '.join(DETECTORS)}"
+        )
+    if args.task == "detect" and args.horizon >= window:
+        raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
+    if args.task == "detect" and spatiotemporal:
+        raise ValueError("--model spatiotemporal is a classifier: it applies to --task classify only")
+    options = dict(args.dataset_option)
+    if args.lags is not None:
+        if not probes:
+            raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
+        try:
+            options["distances"] = [int(k) for k in _csv_list(args.lags)]
+        except ValueError:
+            raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
+    if spatiotemporal and window != args.n_windows * args.window_length:
+        raise ValueError(
+            f"--window {window} must equal --n-windows × --window-length = {args.n_windows} × "
+            f"{args.window_length} = {args.n_windows * args.window_length} for --model spatiotemporal"
+        )
+    if spatiotemporal and args.window_length < 8:
+        raise ValueError(
+            f"--window-length must be >= 8 for --model spatiotemporal: its CNN halves the window "
+            f"three times, so {args.window_length} leaves 0 features"
+        )
+    if not 0 < args.anomaly_percent <= 100:
+        raise ValueError(f"--anomaly-percent must be in (0, 100], got {args.anomaly_percent:g}")
+    base = RunConfig(
+        dataset=args.dataset,
+        dataset_options=options,
+        window=window,
+        model=args.model,
+        n_windows=args.n_windows,
+        window_length=args.window_length,
+        anomaly_percent=args.anomaly_percent,
+        **_contextual(args, window),
+        n_layers=args.layers,
+        dropout=args.dropout,
+        epochs=args.epochs,
+        weight_decay=args.weight_decay,
+        protocol=args.protocol,
+        task=args.task,
+        detector=detectors[0],
+        horizon=args.horizon,
+        smoothing=args.smoothing,
+        holdout=args.holdout,
+    )
+    for name in (
+        encodings if spatiotemporal else ()
+    ):  # the encoding indexes windows: name the flag that sets them
+        limit = registry.get(name).faithful_length
+        if limit is not None and base.n_windows > limit(base.d_model):
+            raise ValueError(
+                f"--n-windows {base.n_windows}: encoding {name!r} is faithful only for "
+                f"{limit(base.d_model)} positions at --d-model {base.d_model}; use fewer windows "
+                f"or a larger --d-model"
+            )
+    encoding_options = resolve_encoding_options(encodings, args.encoding_option)
+    if encoding_options:  # build each optioned encoding once: a bad value fails before any training
+        from posenc.nn import build_encoding
+
+        for name, opts in encoding_options.items():
+            build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
+    return BenchPlan(
+        base,
+        encodings,
+        scales,
+        seeds=args.seeds,
+        splits=args.splits,
+        encoding_options=encoding_options,
+        shuffle_control=not (args.no_shuffle_control or probes),
+        baseline=not (args.no_baseline or probes),
+        detectors=detectors,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from posenc_bench.experiment.bench import run_bench
+    from posenc_bench.experiment.distributed import init_world, shutdown
+    from posenc_bench.experiment.train import TrainingDiverged
+
+    try:
+        plan = plan_from_args(args)
+    except ValueError as exc:  # RunConfig and BenchPlan name their fields: say the flags the user typed
+        raise UsageError(flag_names(str(exc), args)) from None
+    check_device(args.device)
+    # each layer holds about 12·d² weights (attention 4·d², feed-forward 8·d²); training keeps four
+    # float32 copies (weights, gradients, two AdamW moments)
+    d_model, layers = (
+        plan.base.d_model,
+        plan.base.n_layers,
+    )  # resolved: --d-model may be left to the model's default
+    validate.fits_in_memory(
+        f"a model of --d-model {d_model} × --layers {layers}",
+        4 * 4 * 12 * layers * d_model**2,
+        advice="lower --d-model or --layers",
+    )
+    out = validate.output_path(
+        "--out", args.out if args.out is not None else Path("posenc-bench"), folder=True
+    )
+    torch.set_num_threads(args.threads)
+    world = init_world()
+    try:
+        result = run_bench(plan, out=out, device=args.device, world=world, progress=not args.no_progress)
+    except TrainingDiverged as exc:
+        raise UsageError(
+            str(exc).replace(f"lr={exc.lr}", f"--lr {exc.lr}").replace("smaller lr", "smaller --lr")
+        ) from None
+    finally:
+        shutdown(world)
+    if world.is_main:
+        print()
+        print(result.table)
+        print("written: " + ", ".join(str(p) for p in result.paths.values()))
+    return 0

@@ -1,0 +1,534 @@
+"""Aggregate finished runs into the comparison table: mean ± std, paired differences, controls, no-skill.
+
+Rows are ``(encoding, scale)``; each metric on test is the mean ± sample std (``ddof=1``) over
+all split seeds × seeds. Every row is paired with each reference present — ``sinusoidal`` (the
+encoding of Vaswani et al. 2017) and ``none`` (the order-blind control) at the same scale: the
+difference in the paired metrics (F1 and AUPRC for the classify task) is computed over the
+``(split seed, seed)`` pairs both hold, with the exact sign-flip test, the
+Wilcoxon test and a two-stage bootstrap 95% CI (:mod:`posenc_bench.experiment.stats`). Rotary and
+bias encodings exist only at ``native`` scale and are compared with the references at each scale.
+The time-shuffle control adds the mean drop ``metric(test) − metric(shuffled test)``; baselines
+without positional training (the order-free gradient boosting, the matrix profile, the largest
+``|value|``) add one row each (mean ± std over splits).
+
+**No-skill row.** ``flag-all`` flags every test window: precision ``p``, recall 1,
+F1 ``2p/(1+p)``, AUPRC ``p`` at test prevalence ``p`` (per split; Saito and Rehmsmeier 2015: the
+AUPRC of a random score is ``p``). Every other row carries the two-stage bootstrap 95% CI of
+``metric − flag-all`` on the same split; a row whose CI does not lie above 0 is marked ``‡``
+(no better than flagging everything).
+
+Outputs (:func:`write`): ``results.md``, ``results.csv``, ``results.json``, ``results.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from posenc import registry
+from posenc_bench.experiment import stats
+from posenc_bench.experiment.files import write_text_atomic
+from posenc_bench.experiment.metrics import METRICS
+from posenc_bench.experiment.records import RunRecord, as_record
+
+#: The rows every other row is paired with, in table order: the standard encoding, the order-blind control.
+REFERENCES = ("sinusoidal", "none")
+BASELINE = "hgb-summary"
+NO_SKILL = "flag-all"
+PAIRED_METRICS = ("f1", "auprc")
+#: Marks a metric whose 95% CI of (metric − flag-all) does not lie above 0.
+NOT_ABOVE_NO_SKILL = "‡"
+
+
+def no_skill_metrics(prevalence: float) -> dict[str, float]:
+    """Test metrics of flagging every window at prevalence ``p``: precision p, recall 1, F1 2p/(1+p), AUPRC p."""
+    p = float(prevalence)
+    if not 0 < p <= 1:
+        raise ValueError(f"prevalence must be in (0, 1], got {prevalence!r}")
+    return {"precision": p, "recall": 1.0, "f1": 2 * p / (1 + p), "auprc": p}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One ``(encoding, scale)`` of the table: ``mean[m]``, ``std[m]`` over ``n`` runs; shuffle drops.
+
+    ``vs_no_skill[m] = (mean, ci_low, ci_high)`` of ``metric − flag-all`` on the same split
+    (two-stage bootstrap 95% CI), for the paired metrics; ``None`` for the flag-all row itself.
+    """
+
+    encoding: str
+    scale: str
+    n: int
+    mean: dict[str, float]
+    std: dict[str, float]
+    shuffle_drop: dict[str, float] | None = None
+    vs_no_skill: dict[str, tuple[float, float, float]] | None = None
+    model: str = ""
+
+    def clears_no_skill(self, metric: str) -> bool | None:
+        """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed)."""
+        if not self.vs_no_skill or metric not in self.vs_no_skill:
+            return None
+        return self.vs_no_skill[metric][1] > 0
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired difference ``encoding − reference`` in ``metric`` at ``scale`` over ``n`` (split, seed) pairs."""
+
+    encoding: str
+    scale: str
+    metric: str
+    reference: str
+    n: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p_sign_flip: float
+    p_wilcoxon: float
+    min_p: float
+    model: str = ""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The table: model rows, then baseline rows, then the no-skill row; paired tests; every record."""
+
+    rows: list[Row]
+    paired: list[Paired]
+    runs: list[RunRecord]
+    baseline: list[RunRecord]
+    test_splits: list[dict[str, Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] = METRICS
+    paired_metrics: tuple[str, ...] = PAIRED_METRICS
+    no_skill: list[RunRecord] = field(default_factory=list)
+
+
+def _std(values: np.ndarray) -> float:
+    return float(np.std(values, ddof=1)) if values.size > 1 else float("nan")
+
+
+def _vs_no_skill(
+    records: Sequence[RunRecord], metrics: Sequence[str], no_skill: Mapping[int, Mapping[str, float]]
+) -> dict[str, tuple[float, float, float]]:
+    out = {}
+    for m in metrics:
+        by_split: dict[int, list[float]] = {}
+        for r in records:
+            if r.split_seed in no_skill and m in no_skill[r.split_seed]:
+                by_split.setdefault(r.split_seed, []).append(r.test[m] - no_skill[r.split_seed][m])
+        if by_split:
+            d = np.concatenate([np.asarray(v) for v in by_split.values()])
+            lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
+            out[m] = (float(d.mean()), lo, hi)
+    return out
+
+
+def _row(
+    encoding: str,
+    scale: str,
+    records: Sequence[RunRecord],
+    metrics: Sequence[str],
+    paired_metrics: Sequence[str],
+    no_skill: Mapping[int, Mapping[str, float]] | None,
+    model: str = "",
+) -> Row:
+    values = {m: np.array([r.test[m] for r in records], dtype=np.float64) for m in metrics}
+    drop = None
+    shuffled = [r.shuffled_test for r in records]
+    if records and all(s is not None for s in shuffled):
+        drop = {
+            m: float(np.mean([r.test[m] - s[m] for r, s in zip(records, shuffled) if s is not None]))
+            for m in paired_metrics
+        }
+    vs = _vs_no_skill(records, paired_metrics, no_skill) if no_skill is not None else None
+    return Row(
+        encoding,
+        scale,
+        len(records),
+        {m: float(v.mean()) for m, v in values.items()},
+        {m: _std(v) for m, v in values.items()},
+        drop,
+        vs,
+        model,
+    )
+
+
+def _paired(
+    encoding: str,
+    scale: str,
+    metric: str,
+    mine: list[RunRecord],
+    reference: str,
+    ref: list[RunRecord],
+    model: str = "",
+) -> Paired | None:
+    ref_by_pair = {(r.split_seed, r.seed): r.test[metric] for r in ref}
+    by_split: dict[int, list[float]] = {}
+    for r in mine:
+        pair = (r.split_seed, r.seed)
+        if pair in ref_by_pair:
+            by_split.setdefault(r.split_seed, []).append(r.test[metric] - ref_by_pair[pair])
+    if not by_split:
+        return None
+    d = np.concatenate([np.asarray(v) for v in by_split.values()])
+    lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
+    return Paired(
+        encoding,
+        scale,
+        metric,
+        reference,
+        d.size,
+        float(d.mean()),
+        lo,
+        hi,
+        stats.sign_flip_p(d),
+        stats.wilcoxon_p(d),
+        stats.min_attainable_p(d.size),
+        model,
+    )
+
+
+def _test_splits(runs: Sequence[RunRecord]) -> list[dict[str, Any]]:
+    splits: dict[int, dict[str, Any]] = {}
+    for r in runs:
+        size = r.test_split
+        if size is None:
+            raise ValueError(
+                f"run record {r.name}/{r.scale} split {r.split_seed} seed {r.seed} lacks the test split's "
+                "size (test_windows, test_positive_windows, test_events)"
+            )
+        splits.setdefault(
+            r.split_seed,
+            {
+                "split_seed": r.split_seed,
+                "test_windows": size.windows,
+                "test_positive_windows": size.positive_windows,
+                "test_events": size.events,
+                "test_events_in_train": size.events_in_train or 0,
+            },
+        )
+    return [splits[k] for k in sorted(splits)]
+
+
+Record = RunRecord | Mapping[str, Any]
+"""A :class:`RunRecord`, or its JSON object (``metrics.json`` contents)."""
+
+
+def compare(
+    runs: Sequence[Record],
+    *,
+    baseline: Sequence[Record] = (),
+    metrics: Sequence[str] = METRICS,
+    paired_metrics: Sequence[str] = PAIRED_METRICS,
+    no_skill: Sequence[Record] | None = None,
+) -> Comparison:
+    """Build the :class:`Comparison` of run records and baseline records.
+
+    Args:
+        runs: one record per trained run (:class:`~posenc_bench.experiment.records.RunRecord` of kind
+            ``"model"``, or its JSON object): encoding, scale, split seed, seed, test metrics,
+            optionally shuffled-test metrics, and the test split's size.
+        baseline: records of untrained baselines (kind ``"baseline"``; an unnamed one is
+            ``hgb-summary``); one row per name.
+        metrics: the columns; ``paired_metrics`` those tested against the reference and flag-all.
+        no_skill: flag-all records per split (kind ``"no-skill"``); ``None``: computed from the
+            test prevalence with :func:`no_skill_metrics` (window classification).
+    """
+    metrics, paired_metrics = tuple(metrics), tuple(paired_metrics)
+    records = [as_record(r) for r in runs]
+    baselines = [as_record(b, kind="baseline") for b in baseline]
+    test_splits = _test_splits(records)
+    if no_skill is None:
+        no_skill = [
+            RunRecord(
+                "no-skill", s["split_seed"], no_skill_metrics(s["test_positive_windows"] / s["test_windows"])
+            )
+            for s in test_splits
+            if s["test_windows"] and s["test_positive_windows"]
+        ]
+    flag_all_records = [as_record(r, kind="no-skill") for r in no_skill]
+    flag_all = {r.split_seed: r.test for r in flag_all_records}
+    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
+    for r in records:  # "detector" names the model of a detect run (one table section per model)
+        groups.setdefault((r.detector or "", r.encoding, r.scale or ""), []).append(r)
+    rows = [_row(e, s, rs, metrics, paired_metrics, flag_all, m) for (m, e, s), rs in groups.items()]
+    models = list(dict.fromkeys(m for m, _, _ in groups))
+    scales = list(dict.fromkeys(s for _, _, s in groups))
+    encodings = list(dict.fromkeys(e for _, e, _ in groups))
+    paired = []
+    for reference in REFERENCES:
+        for model in models:
+            for scale in scales:
+                ref = groups.get((model, reference, scale))
+                if ref is None:
+                    continue
+                for encoding in encodings:
+                    # encodings without scale policies (rotary, biases) are compared as defined at every scale
+                    mine = groups.get((model, encoding, scale if registry.get(encoding).scales else "native"))
+                    if encoding == reference or mine is None:
+                        continue
+                    for metric in paired_metrics:
+                        result = _paired(encoding, scale, metric, mine, reference, ref, model)
+                        if result is not None:
+                            paired.append(result)
+    by_name: dict[str, list[RunRecord]] = {}
+    for b in baselines:
+        by_name.setdefault(b.name or BASELINE, []).append(b)
+    for name, named in by_name.items():
+        rows.append(
+            _row(name, "-", named, [m for m in metrics if m in named[0].test], paired_metrics, flag_all)
+        )
+    if flag_all_records:
+        first = flag_all_records[0].test
+        rows.append(_row(NO_SKILL, "-", flag_all_records, [m for m in metrics if m in first], (), None))
+    return Comparison(
+        rows,
+        paired,
+        records,
+        baselines,
+        test_splits,
+        metrics=metrics,
+        paired_metrics=paired_metrics,
+        no_skill=flag_all_records,
+    )
+
+
+def from_json(text: str) -> Comparison:
+    """Rebuild a :class:`Comparison` from a ``results.json`` (recomputing rows, tests and the no-skill row).
+
+    Older files without ``metrics``/``no_skill`` are read with the classify task's metrics;
+    their metadata are kept.
+    """
+    data = json.loads(text)
+    comparison = compare(
+        data["runs"],
+        baseline=data.get("baseline", []),
+        metrics=data.get("metrics", METRICS),
+        paired_metrics=data.get("paired_metrics", PAIRED_METRICS),
+        no_skill=data.get("no_skill") or None,
+    )
+    comparison.meta.update(data.get("meta", {}))
+    return comparison
+
+
+def _pm(mean: float, std: float) -> str:
+    return f"{mean:.3f}" if math.isnan(std) else f"{mean:.3f} ± {std:.3f}"
+
+
+def _p(p: float) -> str:
+    return "n/a" if math.isnan(p) else f"{p:.3g}"
+
+
+#: Column titles of metric names (others are shown as they are).
+LABELS = {
+    "precision": "precision",
+    "recall": "recall",
+    "f1": "F1",
+    "auprc": "AUPRC",
+    "event_precision": "event precision",
+    "event_recall": "event recall",
+    "event_f1": "event F1",
+    "pa_f1": "point-adjusted F1 (inflated)",
+}
+
+
+def _label(metric: str) -> str:
+    if ":" in metric:  # per-family metric "auprc:spike"
+        name, family = metric.split(":", 1)
+        return f"{LABELS.get(name, name)} {family}"
+    return LABELS.get(metric, metric)
+
+
+def _cell(row: Row, metric: str) -> str:
+    if metric not in row.mean:
+        return "—"
+    mark = f" {NOT_ABOVE_NO_SKILL}" if row.clears_no_skill(metric) is False else ""
+    return _pm(row.mean[metric], row.std[metric]) + mark
+
+
+def markdown(comparison: Comparison) -> str:
+    """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits."""
+    metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
+    with_model = any(r.model for r in comparison.rows)
+    lines = [
+        ("| model " if with_model else "")
+        + "| encoding | scale | n | "
+        + " | ".join(_label(m) for m in metrics)
+        + " | "
+        + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics)
+        + " |",
+        "|---|---|---|" + "---|" * (len(metrics) + len(paired_metrics) + with_model),
+    ]
+    for r in comparison.rows:
+        drop = r.shuffle_drop or {}
+        lines.append(
+            (f"| {r.model or '—'} " if with_model else "")
+            + f"| {r.encoding} | {r.scale} | {r.n} | "
+            + " | ".join(_cell(r, m) for m in metrics)
+            + " | "
+            + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in paired_metrics)
+            + " |"
+        )
+    marked = [
+        (f"{r.model} " if r.model else "")
+        + (r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})")
+        for r in comparison.rows
+        if any(r.clears_no_skill(m) is False for m in paired_metrics)
+    ]
+    what = (
+        f"`{NO_SKILL}` flags every test step: event recall 1, one false positive per stretch of normal steps "
+        "between events, window AUPRC = window prevalence, computed by the same metric code. "
+        if "event_f1" in metrics
+        else f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
+        "prevalence p, per split). "
+    )
+    lines += [
+        "",
+        what + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
+        f"`{NO_SKILL}` on the same split does not lie above 0 — no better than flagging everything. "
+        + (
+            f"Not above `{NO_SKILL}` in {' or '.join(_label(m) for m in paired_metrics)}: "
+            + ", ".join(marked)
+            + "."
+            if marked
+            else f"Every row is above `{NO_SKILL}` in {' and '.join(_label(m) for m in paired_metrics)}."
+        ),
+    ]
+    for reference in REFERENCES:
+        tests = [t for t in comparison.paired if t.reference == reference]
+        if not tests:
+            continue
+        lines += [
+            "",
+            f"Paired differences against `{reference}` at the same scale "
+            "(encoding − reference, over (split, seed) pairs):",
+            "",
+            ("| model " if with_model else "")
+            + "| encoding | scale | metric | pairs | mean diff | bootstrap 95% CI "
+            "| p sign-flip (exact) | p Wilcoxon | min attainable p |",
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * with_model,
+        ]
+        for t in tests:
+            lines.append(
+                (f"| {t.model} " if with_model else "")
+                + f"| {t.encoding} | {t.scale} | {t.metric} | {t.n} | {t.mean_diff:+.4f} | "
+                f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}] | {_p(t.p_sign_flip)} | {_p(t.p_wilcoxon)} | {t.min_p:.3g} |"
+            )
+    lines += [
+        "",
+        "Test splits: "
+        + "; ".join(
+            f"split {s['split_seed']}: {s['test_windows']} windows, {s['test_positive_windows']} positive, "
+            f"{s['test_events']} events"
+            + (
+                f" ({s['test_events_in_train']} also in training: LEAKY)"
+                if s.get("test_events_in_train")
+                else ""
+            )
+            for s in comparison.test_splits
+        ),
+    ]
+    lines += ["", "mean ± std over split seeds × seeds (ddof=1). " + stats.METHOD_NOTE]
+    meta = comparison.meta
+    if meta.get("hyperparameters", {}).get("protocol", "blocked") != "blocked":
+        lines[:0] = [
+            f"**LEAKY split protocol `{meta['hyperparameters']['protocol']}`: windows were dealt to splits "
+            "at random, so training and test windows share time steps and events. These scores measure "
+            "leakage, not generalisation.**",
+            "",
+        ]
+    if meta.get("notes"):
+        lines += [""] + list(meta["notes"])
+    if "wall_seconds" in meta:
+        lines += [
+            "",
+            f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
+            f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
+            f"{meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads, {meta['platform']}, "
+            f"torch {meta['torch']}.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _csv(comparison: Comparison) -> str:
+    metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(
+        ["model", "encoding", "scale", "n"]
+        + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
+        + [f"shuffle_drop_{m}" for m in paired_metrics]
+        + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
+        + [
+            f"{m}_minus_{ref}_{k}"
+            for ref in REFERENCES
+            for m in paired_metrics
+            for k in ("mean", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")
+        ]
+    )
+    tests = {(t.reference, t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
+    for r in comparison.rows:
+        drop = r.shuffle_drop or {}
+        vs = r.vs_no_skill or {}
+        cells: list[Any] = [r.model, r.encoding, r.scale, r.n]
+        cells += [v for m in metrics for v in ((r.mean[m], r.std[m]) if m in r.mean else ("", ""))]
+        cells += [drop.get(m, "") for m in paired_metrics]
+        cells += [v for m in paired_metrics for v in vs.get(m, ("", "", ""))]
+        for ref, m in ((ref, m) for ref in REFERENCES for m in paired_metrics):
+            t = tests.get((ref, r.model, r.encoding, r.scale, m))
+            cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_wilcoxon] if t else [""] * 5
+        writer.writerow(cells)
+    return buf.getvalue()
+
+
+def to_json(comparison: Comparison) -> str:
+    """Everything, including every run's record, as JSON (NaN written as ``null``)."""
+
+    def clean(obj: Any) -> Any:
+        if isinstance(obj, float) and math.isnan(obj):
+            return None
+        if isinstance(obj, dict):
+            return {k: clean(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [clean(v) for v in obj]
+        return obj
+
+    payload: dict[str, Any] = {}
+    for f in fields(comparison):
+        value = getattr(comparison, f.name)
+        if f.name in ("runs", "baseline", "no_skill"):
+            value = [r.to_json() for r in value]
+        elif f.name in ("rows", "paired"):
+            value = [asdict(item) for item in value]
+        payload[f.name] = value
+    return json.dumps(clean(payload), indent=2, allow_nan=False)
+
+
+def write(comparison: Comparison, out: Path, *, stem: str = "results") -> dict[str, Path]:
+    """Write ``STEM.md``, ``STEM.csv``, ``STEM.json`` and the plot ``STEM.png`` into ``out``; return their paths."""
+    from posenc_bench.experiment.figures import comparison_plot
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {ext: out / f"{stem}.{ext}" for ext in ("md", "csv", "json", "png")}
+    write_text_atomic(paths["md"], markdown(comparison))
+    write_text_atomic(paths["csv"], _csv(comparison))
+    write_text_atomic(paths["json"], to_json(comparison))
+    comparison_plot(comparison, paths["png"])
+    return paths
+
+
+def rewrite(folder: Path, *, stem: str = "results") -> dict[str, Path]:
+    """Recompute ``folder/STEM.{md,csv,json,png}`` from the records in ``folder/STEM.json`` (no training)."""
+    folder = Path(folder)
+    return write(from_json((folder / f"{stem}.json").read_text(encoding="utf-8")), folder, stem=stem)

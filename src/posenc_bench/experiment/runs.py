@@ -1,0 +1,475 @@
+"""One run on disk: resolved config, per-epoch log, atomic checkpoint, final metrics; resume and skip.
+
+Layout (DESIGN "Conventions"), one directory per ``(dataset, encoding and its options, scale, split seed, seed)``::
+
+    ROOT/runs/<dataset>/[<subset>/]<encoding>[_<option>_<value>…]-<scale>/split<k>-seed<s>/
+        config.json      the resolved configuration (RunConfig + encoding options + environment)
+        log.csv          one row per completed epoch (losses, validation AUPRC, windows/s)
+        checkpoint.pt    model + optimiser + training progress, rewritten after every epoch
+        metrics.json     final metrics; its presence marks the run finished
+
+Every file is written to ``NAME.tmp`` and moved into place with ``os.replace`` (atomic on
+POSIX), so an interruption at any moment leaves either the old or the new file. A run with
+``metrics.json`` is skipped (its stored results are returned); a run with only a checkpoint
+resumes from it and, training being a function of ``(seed, epoch)`` and the checkpointed state
+(:mod:`posenc_bench.experiment.train`), ends exactly where an uninterrupted run would have.
+Under data parallelism only rank 0 writes (and moves files aside).
+
+**What a re-run trusts.** Nothing on disk is trusted unread:
+
+* a ``config.json``, ``metrics.json`` or ``checkpoint.pt`` that cannot be read (truncated,
+  garbled, empty, wrong structure; a checkpoint also carries a SHA-256 digest of its content,
+  so garbled tensor bytes are caught too) is named in a message, moved aside as
+  ``NAME.corrupt-<UTC time>``, and the run resumes from what is left or retrains. A missing or
+  unreadable ``config.json`` moves the whole run aside: its other files cannot be checked;
+* ``config.json`` records ``data_fingerprint``, a SHA-256 of the run's train/validation/test
+  windows and labels (:func:`data_fingerprint`), so it covers the data files' content, the
+  loader options and the split. When the data differ from those a run was trained on — the
+  files at the same path changed — its files are moved aside as ``NAME.stale-<UTC time>`` and
+  it retrains, with a message saying why (the run's *settings* differing is refused instead:
+  that is another run, not newer data);
+* a finished run's ``metrics.json`` is only returned when its ``config.json`` matches both.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, TypeVar, cast
+
+import numpy as np
+import torch
+
+from posenc.errors import UsageError
+from posenc_bench.data.containers import Splits
+from posenc_bench.experiment.config import RunConfig
+from posenc_bench.experiment.controls import shuffle_time
+from posenc_bench.experiment.distributed import World
+from posenc_bench.experiment.files import write_atomic, write_text_atomic
+from posenc_bench.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
+from posenc_bench.experiment.records import RunRecord
+from posenc_bench.experiment.scale import build_classifier
+from posenc_bench.experiment.train import (
+    ClassifySteps,
+    EpochHook,
+    EpochSteps,
+    FitState,
+    fit_loop,
+    predict_scores,
+)
+
+Data = TypeVar("Data", contravariant=True)
+"""A task's data: :class:`posenc_bench.data.Splits` (classify), :class:`posenc_bench.data.nominal.DetectionData` (detect)."""
+
+CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
+RUN_FILES = (CONFIG, LOG, CHECKPOINT, METRICS)
+
+
+def dataset_slug(spec: str) -> str:
+    """``spec`` (a dataset name or path) as one safe directory name: ``"../data/x.csv"`` → ``"data_x.csv"``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", spec).strip("_.") or "dataset"
+
+
+def run_dir(root: Path, config: RunConfig) -> Path:
+    """The directory of ``config``'s run under ``root`` (see the module docstring; detect runs under ``detect-<detector>/``)."""
+    data = dataset_slug(config.dataset) + ("" if config.protocol == "blocked" else f"-{config.protocol}")
+    task = f"detect-{config.detector}" if config.task == "detect" else ""
+    return (
+        Path(root)
+        / "runs"
+        / data
+        / task
+        / config.subset
+        / f"{dataset_slug(config.encoding_label)}-{config.scale}"
+        / f"split{config.split_seed}-seed{config.seed}"
+    )
+
+
+def _log_csv(history: list[dict[str, float]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(history[0]))
+    writer.writeheader()
+    writer.writerows(history)
+    return buf.getvalue()
+
+
+class _Unusable(Exception):
+    """A run file that exists but cannot be used; the message says why."""
+
+
+_FINGERPRINTS: dict[int, tuple[weakref.ref, str]] = {}  # id(splits) -> (splits, its fingerprint)
+
+
+def data_fingerprint(splits: Splits) -> str:
+    """SHA-256 (hex) of every array of ``splits``' train, validation and test windows (values, labels, origins).
+
+    Two runs with equal fingerprints saw the same numbers in the same splits, whatever path or
+    loader options produced them; any change of the data files, loader options or split changes it.
+    Computed once per ``splits`` object (every run of a split shares it; about 0.4 s per 60 MiB).
+    """
+    cached = _FINGERPRINTS.get(id(splits))
+    if cached is not None and cached[0]() is splits:
+        return cached[1]
+    digest = hashlib.sha256()
+    for part in ("train", "val", "test"):
+        windows = getattr(splits, part)
+        for field in dataclasses.fields(windows):
+            array = np.ascontiguousarray(getattr(windows, field.name))
+            digest.update(f"{part}.{field.name}:{array.dtype.str}:{array.shape};".encode())
+            digest.update(array.reshape(-1).view(np.uint8).tobytes())
+    key = id(splits)
+    _FINGERPRINTS[key] = (weakref.ref(splits, lambda _: _FINGERPRINTS.pop(key, None)), digest.hexdigest())
+    return digest.hexdigest()
+
+
+def _tensor_digest(obj: Any, digest: Any = None) -> str:
+    """SHA-256 of a checkpoint's content: every tensor's dtype, shape and bytes, every other leaf's ``repr``."""
+    digest = hashlib.sha256() if digest is None else digest
+    if isinstance(obj, dict):
+        for key in sorted(obj, key=repr):
+            digest.update(f"{key!r}:".encode())
+            _tensor_digest(obj[key], digest)
+    elif isinstance(obj, (list, tuple)):
+        digest.update(f"{type(obj).__name__}[{len(obj)}]".encode())
+        for item in obj:
+            _tensor_digest(item, digest)
+    elif isinstance(obj, torch.Tensor):
+        t = obj.detach().cpu().contiguous()
+        digest.update(f"tensor:{t.dtype}:{tuple(t.shape)};".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy())
+    else:
+        digest.update(f"{obj!r};".encode())
+    return digest.hexdigest()
+
+
+def _read_json(path: Path, required: dict[str, type]) -> dict[str, Any]:
+    """``path``'s JSON object, which must hold ``required`` keys of the given types; else :class:`_Unusable`."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Unusable(f"is not readable JSON ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise _Unusable(f"holds a JSON {type(data).__name__}, not an object")
+    wrong = [k for k, kind in required.items() if not isinstance(data.get(k), kind)]
+    if wrong:
+        raise _Unusable(f"lacks {', '.join(wrong)} (or has the wrong type)")
+    return data
+
+
+def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
+    """The checkpoint at ``path`` if it is complete, intact and fits ``model``; else :class:`_Unusable`."""
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
+        raise _Unusable(f"cannot be loaded ({type(exc).__name__}{': ' + first if first else ''})") from None
+    if not isinstance(ckpt, dict) or not {"model", "optimizer", "fit", "sha256"} <= set(ckpt):
+        raise _Unusable("is not a posenc checkpoint (expected keys model, optimizer, fit, sha256)")
+    body = {k: v for k, v in ckpt.items() if k != "sha256"}
+    if _tensor_digest(body) != ckpt["sha256"]:
+        raise _Unusable("does not match its SHA-256 digest (garbled content)")
+    expected = {k: (v.dtype, v.shape) for k, v in model.state_dict().items()}
+    stored = {k: (getattr(v, "dtype", None), getattr(v, "shape", None)) for k, v in ckpt["model"].items()}
+    if stored != expected:
+        raise _Unusable("holds weights of another model (parameter names or shapes differ)")
+    if not isinstance(ckpt["fit"], dict) or set(ckpt["fit"]) != {
+        f.name for f in dataclasses.fields(FitState)
+    }:
+        raise _Unusable("lacks the training progress (fit state)")
+    return body
+
+
+def _read_record(path: Path) -> RunRecord:
+    """The finished run's record in ``path`` (``metrics.json``); :class:`_Unusable` if it is not one."""
+    try:
+        return RunRecord.from_json(_read_json(path, {"test": dict, "val": dict}))
+    except (ValueError, TypeError) as exc:
+        raise _Unusable(f"is not a run record ({exc})") from None
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    """A run's resolved ``config.json``; :class:`~posenc.UsageError` naming the file when it is unreadable."""
+    try:
+        return _read_json(Path(directory) / CONFIG, {"config": dict})
+    except _Unusable as exc:
+        raise UsageError(f"{Path(directory) / CONFIG} {exc}") from None
+
+
+def read_checkpoint(
+    path: Path, model: torch.nn.Module, *, device: torch.device | str = "cpu"
+) -> dict[str, Any]:
+    """A run's ``checkpoint.pt``, checked intact and fitting ``model``; :class:`~posenc.UsageError` naming it if not."""
+    try:
+        return _read_checkpoint(Path(path), model, torch.device(device))
+    except _Unusable as exc:
+        raise UsageError(f"{path} {exc}") from None
+
+
+def _move_aside(directory: Path, names: tuple[str, ...], kind: str) -> list[str]:
+    """Rename each existing ``directory/NAME`` to ``NAME.<kind>-<UTC time>`` (never overwriting); the new names."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    moved = []
+    for name in names:
+        path = directory / name
+        if not path.is_file():
+            continue
+        target, n = directory / f"{name}.{kind}-{stamp}", 1
+        while target.exists():
+            target, n = directory / f"{name}.{kind}-{stamp}-{n}", n + 1
+        os.replace(path, target)
+        moved.append(target.name)
+    return moved
+
+
+def _discard(
+    directory: Path, names: tuple[str, ...], kind: str, why: str, *, tidy: bool, log: Callable[[str], None]
+) -> None:
+    """Move ``names`` aside (rank 0: ``tidy``) and say why through ``log``."""
+    if tidy:
+        moved = _move_aside(directory, names, kind)
+        log(f"{why}; moved aside: {', '.join(moved) or 'nothing'}; the run retrains")
+
+
+def _stored_run(
+    directory: Path, config: RunConfig, fingerprint: str, *, tidy: bool, log: Callable[[str], None]
+) -> tuple[RunRecord | None, bool]:
+    """``(finished record or None, whether a checkpoint may be resumed)`` from ``directory`` (module docstring).
+
+    Unusable files are moved aside when ``tidy`` (rank 0) and reported through ``log``; run
+    settings different from ``config`` raise ``ValueError``.
+    """
+    if not any((directory / name).is_file() for name in (CONFIG, CHECKPOINT, METRICS)):
+        return None, False
+    try:
+        if not (directory / CONFIG).is_file():
+            raise _Unusable("is missing")
+        stored = _read_json(directory / CONFIG, {"config": dict})
+    except _Unusable as exc:
+        _discard(
+            directory,
+            RUN_FILES,
+            "corrupt",
+            f"{directory / CONFIG} {exc}, so the run's other files cannot be checked",
+            tidy=tidy,
+            log=log,
+        )
+        return None, False
+    wanted = config.to_dict()
+    if stored["config"] != wanted:
+        differing = sorted(
+            k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k)
+        )
+        raise ValueError(
+            f"{directory} holds a run with different settings ({', '.join(differing)}); "
+            f"use another --out directory or delete that run"
+        )
+    was = stored.get("data_fingerprint")
+    if was != fingerprint:
+        _discard(
+            directory,
+            RUN_FILES,
+            "stale",
+            f"{directory}: the data differ from those this run was trained on (data fingerprint "
+            f"{str(was)[:12] + '…' if was else 'not recorded'}, now {fingerprint[:12]}…: the dataset "
+            f"files, loader options or split changed)",
+            tidy=tidy,
+            log=log,
+        )
+        return None, False
+    if (directory / METRICS).is_file():
+        try:
+            return _read_record(directory / METRICS), False
+        except _Unusable as exc:
+            _discard(directory, (METRICS,), "corrupt", f"{directory / METRICS} {exc}", tidy=tidy, log=log)
+    return None, (directory / CHECKPOINT).is_file()
+
+
+class RunTask(Protocol[Data]):
+    """What a task gives :func:`execute` for its data (``Data``): fingerprint, model, epoch steps, evaluation."""
+
+    def fingerprint(self, data: Data) -> str: ...
+
+    def n_features(self, data: Data) -> int: ...
+
+    def build(self, config: RunConfig, data: Data) -> tuple[torch.nn.Module, dict[str, Any]]: ...
+
+    def steps(self, config: RunConfig, data: Data, *, device: torch.device, world: World) -> EpochSteps: ...
+
+    def evaluate(
+        self,
+        model: torch.nn.Module,
+        data: Data,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        shuffle_control: bool,
+    ) -> dict[str, Any]: ...
+
+
+class ClassifyTask(RunTask[Splits]):
+    """Window classification on :class:`posenc_bench.data.Splits` (threshold on validation, metrics on test).
+
+    ``families[split seed]``, when given, names each test window's event family; the test metrics
+    then include ``auprc:<family>`` (:func:`posenc_bench.experiment.metrics.family_auprc`).
+    """
+
+    def __init__(self, families: dict[int, np.ndarray] | None = None) -> None:
+        self.families = families or {}
+
+    def fingerprint(self, data: Splits) -> str:
+        return data_fingerprint(data)
+
+    def n_features(self, data: Splits) -> int:
+        return int(data.train.X.shape[2])
+
+    def build(self, config: RunConfig, data: Splits) -> tuple[torch.nn.Module, dict[str, Any]]:
+        return build_classifier(config, data.train.X.shape[2], data.train.X)
+
+    def steps(self, config: RunConfig, data: Splits, *, device: torch.device, world: World) -> EpochSteps:
+        return ClassifySteps(data.train, data.val, config, device=device, world=world)
+
+    def evaluate(
+        self,
+        model: torch.nn.Module,
+        data: Splits,
+        config: RunConfig,
+        *,
+        device: torch.device,
+        shuffle_control: bool,
+    ) -> dict[str, Any]:
+        # protocol "dfstrans" thresholds the sigmoid at 0.5, as Labaien et al. (2023) do; others pick the best val F1
+        threshold = (
+            0.5
+            if config.protocol == "dfstrans"
+            else best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device))
+        )
+        test = data.test
+        families = self.families.get(config.split_seed)
+
+        def metrics(scores: np.ndarray) -> dict[str, float]:
+            by_family = family_auprc(test.y, scores, families) if families is not None else {}
+            return {**binary_metrics(test.y, scores, threshold=threshold), **by_family}
+
+        record: dict[str, Any] = {
+            "test": metrics(predict_scores(model, test.X, device=device)),
+            "val": binary_metrics(
+                data.val.y, predict_scores(model, data.val.X, device=device), threshold=threshold
+            ),
+            "threshold": threshold,
+            "test_windows": int(data.summary["test"]["windows"]),
+            "test_positive_windows": int(data.summary["test"]["positives"]),
+            "test_events": int(data.summary["test"]["events"]),
+            "test_events_in_train": int(data.summary["test"].get("events_in_train", 0)),
+        }
+        if shuffle_control:
+            shuffled = shuffle_time(test.X, seed=config.seed)
+            shuffled_scores = predict_scores(model, shuffled, device=device)
+            record["shuffled_test"] = metrics(shuffled_scores)
+        return record
+
+
+def execute(
+    config: RunConfig,
+    splits: Data,
+    *,
+    root: Path,
+    device: torch.device,
+    world: World = World(),
+    shuffle_control: bool = True,
+    progress: bool = True,
+    on_epoch: EpochHook | None = None,
+    log: Callable[[str], None] = print,
+    task: RunTask[Data] | None = None,
+) -> RunRecord:
+    """Train and evaluate ``config``'s run on ``splits`` unless it is finished.
+
+    ``splits`` is the task's data: :class:`posenc_bench.data.Splits` for the default
+    :class:`ClassifyTask`, :class:`posenc_bench.data.nominal.DetectionData` for the detect task.
+    Returns the run's :class:`~posenc_bench.experiment.records.RunRecord` (what ``metrics.json`` holds),
+    ``skipped`` when it was read from a finished run instead of trained. ``on_epoch`` is called
+    after each epoch's checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
+    """
+    task = task if task is not None else cast("RunTask[Data]", ClassifyTask())
+    directory = run_dir(root, config)
+    say = log if world.is_main else (lambda _: None)
+    fingerprint = task.fingerprint(splits)
+    finished, resumable = _stored_run(directory, config, fingerprint, tidy=world.is_main, log=say)
+    if finished is not None:
+        return dataclasses.replace(finished, skipped=True)
+    model, options = task.build(config, splits)
+    model.to(device)
+    checkpoint = None
+    if resumable:
+        try:
+            checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
+        except (_Unusable, FileNotFoundError) as exc:
+            _discard(
+                directory,
+                (CHECKPOINT,),
+                "corrupt",
+                f"{directory / CHECKPOINT} {exc}",
+                tidy=world.is_main,
+                log=say,
+            )
+    world.barrier()  # rank 0 has moved unusable files aside before any rank reads or writes again
+    if checkpoint is None and world.is_main:
+        directory.mkdir(parents=True, exist_ok=True)
+        resolved = {
+            "config": config.to_dict(),
+            "data_fingerprint": fingerprint,
+            "encoding_options": options,
+            "n_features": task.n_features(splits),
+            "n_parameters": sum(p.numel() for p in model.parameters()),
+            "device": str(device),
+            "world_size": world.size,
+            "torch": torch.__version__,
+        }
+        write_text_atomic(directory / CONFIG, json.dumps(resolved, indent=2, sort_keys=True))
+
+    def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
+        if world.is_main:
+            sealed = {**ckpt, "sha256": _tensor_digest(ckpt)}
+            write_atomic(directory / CHECKPOINT, lambda tmp: torch.save(sealed, tmp))
+            write_text_atomic(directory / LOG, _log_csv(ckpt["fit"]["history"]))
+        if on_epoch is not None:
+            on_epoch(ckpt, row)
+
+    state = fit_loop(
+        model,
+        config,
+        task.steps(config, splits, device=device, world=world),
+        device=device,
+        world=world,
+        checkpoint=checkpoint,
+        on_epoch=save,
+        progress=progress,
+    )
+    stored: dict[str, Any] = {
+        "dataset": config.dataset,
+        "subset": config.subset,
+        "encoding": config.encoding,
+        "scale": config.scale,
+        "split_seed": config.split_seed,
+        "seed": config.seed,
+        **task.evaluate(model, splits, config, device=device, shuffle_control=shuffle_control),
+        "best_epoch": state.best_epoch,
+        "epochs_run": state.epoch,
+        "stopped_early": state.stopped,
+        "train_seconds": float(sum(r["train_seconds"] for r in state.history)),
+        "windows_per_s": float(np.mean([r["windows_per_s"] for r in state.history])),
+        "encoding_options": options,
+    }
+    record = RunRecord.from_json(stored)
+    if world.is_main:
+        write_text_atomic(directory / METRICS, json.dumps(record.to_json(), indent=2, sort_keys=True))
+    world.barrier()
+    return dataclasses.replace(record, skipped=False)

@@ -1,0 +1,162 @@
+"""Aggregation: mean ± std per (encoding, scale), paired differences, outputs on disk."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from posenc_bench.experiment.compare import (
+    BASELINE,
+    NO_SKILL,
+    NOT_ABOVE_NO_SKILL,
+    compare,
+    from_json,
+    markdown,
+    write,
+)
+from posenc_bench.experiment.stats import sign_flip_p
+
+
+def record(encoding, scale, split, seed, f1, auprc=0.5, shuffled=None):
+    r = {
+        "encoding": encoding,
+        "scale": scale,
+        "split_seed": split,
+        "seed": seed,
+        "test": {"precision": 0.5, "recall": 0.6, "f1": f1, "auprc": auprc},
+        "test_windows": 100,
+        "test_positive_windows": 10 + split,
+        "test_events": 3,
+    }
+    if shuffled is not None:
+        r["shuffled_test"] = {"precision": 0.4, "recall": 0.4, "f1": shuffled, "auprc": auprc - 0.1}
+    return r
+
+
+def grid():
+    rng = np.random.default_rng(0)
+    ref = {(k, s): 0.6 + 0.05 * rng.random() for k in range(2) for s in range(3)}
+    runs = []
+    for (k, s), v in ref.items():
+        runs.append(record("sinusoidal", "native", k, s, v, shuffled=v - 0.2))
+        runs.append(record("dft", "native", k, s, v + 0.01 * (s + 1), shuffled=v))
+        runs.append(record("sinusoidal", "matched", k, s, v + 0.02))
+        runs.append(record("dft", "matched", k, s, v + 0.02 - 0.005 * (k + 1)))
+        runs.append(record("rope", "native", k, s, v + 0.03))
+    return runs, ref
+
+
+def test_rows_mean_std_and_shuffle_drop():
+    runs, ref = grid()
+    c = compare(runs)
+    row = {(r.encoding, r.scale): r for r in c.rows}
+    f1 = np.array([v + 0.01 * (s + 1) for (k, s), v in ref.items()])
+    assert row["dft", "native"].n == 6
+    assert row["dft", "native"].mean["f1"] == pytest.approx(f1.mean())
+    assert row["dft", "native"].std["f1"] == pytest.approx(f1.std(ddof=1))
+    assert row["sinusoidal", "native"].shuffle_drop["f1"] == pytest.approx(0.2)
+    assert row["sinusoidal", "native"].shuffle_drop["auprc"] == pytest.approx(0.1)
+    assert row["rope", "native"].shuffle_drop is None
+
+
+def test_paired_differences_match_by_split_and_seed():
+    runs, _ = grid()
+    tests = {(t.encoding, t.scale, t.metric): t for t in compare(runs).paired}
+    d = np.array([0.01 * (s + 1) for k in range(2) for s in range(3)])
+    t = tests["dft", "native", "f1"]
+    assert t.n == 6 and t.mean_diff == pytest.approx(d.mean())
+    assert t.p_sign_flip == pytest.approx(sign_flip_p(d))
+    assert t.ci_low <= d.mean() <= t.ci_high
+    assert t.min_p == pytest.approx(2 / 64)
+    assert tests["dft", "matched", "f1"].mean_diff == pytest.approx(-0.0075)
+    # rope has no scale policy: compared as defined against the reference at every scale
+    assert tests["rope", "native", "f1"].mean_diff == pytest.approx(0.03)
+    assert tests["rope", "matched", "f1"].mean_diff == pytest.approx(0.01)
+    assert tests["dft", "native", "auprc"].mean_diff == pytest.approx(0.0)
+    assert math.isnan(tests["dft", "native", "auprc"].p_wilcoxon)
+    assert ("sinusoidal", "native", "f1") not in tests
+
+
+def test_every_row_is_also_paired_with_the_order_blind_control():
+    """With a ``none`` row present each encoding gets a second paired test, encoding − none, per scale."""
+    runs, ref = grid()
+    runs += [record("none", "native", k, s, v - 0.04 * (k + 1)) for (k, s), v in ref.items()]
+    paired = compare(runs).paired
+    vs_none = {(t.encoding, t.scale, t.metric): t for t in paired if t.reference == "none"}
+    vs_sin = {(t.encoding, t.scale, t.metric): t for t in paired if t.reference == "sinusoidal"}
+    d = np.array([0.01 * (s + 1) + 0.04 * (k + 1) for k in range(2) for s in range(3)])
+    assert vs_none["dft", "native", "f1"].mean_diff == pytest.approx(d.mean())
+    assert vs_none["dft", "native", "f1"].p_sign_flip == pytest.approx(sign_flip_p(d))
+    assert vs_none["sinusoidal", "native", "f1"].mean_diff == pytest.approx(0.06)
+    assert vs_sin["none", "native", "f1"].mean_diff == pytest.approx(-0.06)
+    # none exists at native scale only: no matched-scale reference, so no matched pairs against it
+    assert not any(scale == "matched" for _, scale, _ in vs_none)
+    assert ("none", "native", "f1") not in vs_none
+    md = markdown(compare(runs))
+    assert "Paired differences against `sinusoidal`" in md and "Paired differences against `none`" in md
+
+
+def test_outputs_written(tmp_path):
+    runs, _ = grid()
+    baseline = [
+        {"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}}
+        for k in range(2)
+    ]
+    c = compare(runs, baseline=baseline)
+    paths = write(c, tmp_path)
+    assert {p.name for p in paths.values()} == {"results.md", "results.csv", "results.json", "results.png"}
+    md = paths["md"].read_text()
+    assert md == markdown(c)
+    assert (
+        "| dft | native | 6 |" in md
+        and BASELINE in md
+        and "split 1: 100 windows, 11 positive, 3 events" in md
+    )
+    rows = list(csv.DictReader(paths["csv"].open()))
+    assert [(r["encoding"], r["scale"]) for r in rows][-2:] == [(BASELINE, "-"), (NO_SKILL, "-")]
+    dft = next(r for r in rows if (r["encoding"], r["scale"]) == ("dft", "native"))
+    assert float(dft["f1_minus_sinusoidal_mean"]) == pytest.approx(0.02)  # mean of 0.01·(seed+1)
+    data = json.loads(paths["json"].read_text())
+    assert len(data["runs"]) == len(runs) and data["baseline"][0]["test"]["f1"] == pytest.approx(2 / 3)
+    assert paths["png"].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
+    """flag-all: precision p, recall 1, F1 2p/(1+p), AUPRC p per split (p = 10/100 and 11/100 here)."""
+    runs = [record("sinusoidal", "native", k, s, f1=0.15, auprc=0.5) for k in range(2) for s in range(3)]
+    runs += [record("dft", "native", k, s, f1=0.6 + 0.01 * s, auprc=0.09) for k in range(2) for s in range(3)]
+    c = compare(runs)
+    row = {r.encoding: r for r in c.rows}
+    p = np.array([0.10, 0.11])
+    flag = row[NO_SKILL]
+    assert flag.n == 2
+    assert flag.mean["f1"] == pytest.approx(np.mean(2 * p / (1 + p)))
+    assert flag.mean["auprc"] == pytest.approx(p.mean()) and flag.mean["precision"] == pytest.approx(p.mean())
+    assert flag.mean["recall"] == 1.0 and flag.std["auprc"] == pytest.approx(np.std(p, ddof=1))
+    # sinusoidal F1 0.15 < 2p/(1+p) ≈ 0.18–0.20: marked; AUPRC 0.5 ≫ p: not marked
+    assert (
+        row["sinusoidal"].clears_no_skill("f1") is False
+        and row["sinusoidal"].clears_no_skill("auprc") is True
+    )
+    assert row["sinusoidal"].vs_no_skill["f1"][0] == pytest.approx(0.15 - np.mean(2 * p / (1 + p)))
+    assert row["dft"].clears_no_skill("f1") is True and row["dft"].clears_no_skill("auprc") is False
+    md = markdown(c)
+    assert f"0.150 ± 0.000 {NOT_ABOVE_NO_SKILL}" in md and f"0.090 ± 0.000 {NOT_ABOVE_NO_SKILL}" in md
+    assert f"| {NO_SKILL} | - | 2 |" in md and "Not above `flag-all` in F1 or AUPRC: sinusoidal, dft." in md
+
+
+def test_from_json_rebuilds_the_same_table(tmp_path):
+    runs, _ = grid()
+    baseline = [
+        {"split_seed": k, "test": {"precision": 1.0, "recall": 0.5, "f1": 2 / 3, "auprc": 0.7}}
+        for k in range(2)
+    ]
+    c = compare(runs, baseline=baseline)
+    c.meta.update(dataset="synthetic")
+    paths = write(c, tmp_path)
+    again = from_json(paths["json"].read_text())
+    assert markdown(again) == markdown(c) and again.meta["dataset"] == "synthetic"

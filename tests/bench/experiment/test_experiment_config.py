@@ -1,0 +1,75 @@
+"""Run and grid configuration: validation with named parameters, the grid, the device choice."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from posenc_bench.experiment.config import BenchPlan, RunConfig
+from posenc_bench.experiment.distributed import World, init_world, select_device
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"encoding": "fourier"}, "unknown encoding 'fourier'; registered encodings: none, sinusoidal"),
+        ({"scale": "huge"}, "scale must be one of 'native', 'unit', 'matched', 'learned'; got 'huge'"),
+        ({"d_model": 30, "n_heads": 4}, "d_model must be divisible by n_heads"),
+        ({"window": 0}, "window must be a positive int, got 0"),
+        ({"dropout": 1.0}, r"dropout must be a number in \[0, 1\)"),
+        ({"seed": -1}, "seed must be an int >= 0"),
+        ({"monitor": "f1"}, "monitor must be one of 'auprc', 'loss'"),
+        ({"subset": "k 1"}, "subset must be a string of letters"),
+    ],
+)
+def test_run_config_rejects_bad_values_naming_them(changes, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        RunConfig(**changes)
+
+
+def test_run_config_is_frozen_and_serialisable():
+    config = RunConfig(dataset_options={"n_series": 2})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 3
+    assert config.to_dict()["dataset_options"] == {"n_series": 2}
+
+
+def test_plan_grid_scales_apply_to_input_encodings_only():
+    plan = BenchPlan(RunConfig(), ("none", "dft", "rope"), ("native", "matched"), seeds=2, splits=2)
+    keys = [(c.split_seed, c.encoding, c.scale, c.seed) for c in plan.runs()]
+    assert len(keys) == 2 * (1 + 2 + 1) * 2 == len(set(keys))
+    assert {(e, s) for _, e, s, _ in keys} == {
+        ("none", "native"),
+        ("dft", "native"),
+        ("dft", "matched"),
+        ("rope", "native"),
+    }
+    assert [k[0] for k in keys] == sorted(k[0] for k in keys)  # split seed outermost
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"splits": 0}, "splits must be a positive int, got 0"),
+        ({"seeds": 0}, "seeds must be a positive int, got 0"),
+        ({"encodings": ()}, "at least one encoding"),
+        ({"encodings": ("dft", "dft")}, "must not repeat"),
+        ({"scales": ("loud",)}, "scale must be one of"),
+    ],
+)
+def test_plan_rejects_bad_grids(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        BenchPlan(RunConfig(), **{"encodings": ("sinusoidal",), **kwargs})
+
+
+def test_single_process_world_and_device_choice(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert init_world() == World(rank=0, size=1)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert select_device(None, World()).type == expected
+    assert select_device("cpu", World()) == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            select_device("cuda", World())

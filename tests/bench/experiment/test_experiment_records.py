@@ -1,0 +1,131 @@
+"""Typed run records: a lossless round trip through JSON, and every results file on record still loads."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from posenc_bench.experiment import records
+from posenc_bench.experiment.compare import from_json, markdown, to_json
+
+RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
+
+names = st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+metrics = st.dictionaries(
+    st.one_of(names, st.builds(lambda m, f: f"{m}:{f}", names, names)), finite, max_size=5
+)
+counts = st.integers(0, 10**6)
+
+
+@st.composite
+def run_records(draw: st.DrawFn) -> records.RunRecord:
+    kind = draw(st.sampled_from(["model", "baseline", "no-skill"]))
+    model = kind == "model"
+    return records.RunRecord(
+        kind,
+        draw(counts),
+        draw(metrics),
+        name=draw(names) if model else draw(st.one_of(st.none(), names) if kind == "baseline" else st.none()),
+        scale=draw(names) if model else None,
+        seed=draw(counts) if model else None,
+        dataset=draw(st.one_of(st.none(), names)),
+        subset=draw(st.one_of(st.none(), names)),
+        detector=draw(st.one_of(st.none(), names)),
+        encoding_options=draw(
+            st.one_of(st.none(), st.dictionaries(names, st.one_of(counts, names), max_size=2))
+        ),
+        val=draw(st.one_of(st.none(), metrics)),
+        shuffled_test=draw(st.one_of(st.none(), metrics)),
+        threshold=draw(st.one_of(st.none(), finite)),
+        test_split=draw(
+            st.one_of(
+                st.none(), st.builds(records.TestSplit, counts, counts, counts, st.one_of(st.none(), counts))
+            )
+        ),
+        training=draw(
+            st.one_of(st.none(), st.builds(records.Training, counts, counts, st.booleans(), finite, finite))
+        ),
+        score_seconds=draw(st.one_of(st.none(), finite)),
+        seconds=draw(st.one_of(st.none(), finite)),
+        skipped=draw(st.one_of(st.none(), st.booleans())),
+        extra=draw(
+            st.dictionaries(st.builds(lambda n: f"x_{n}", names), st.one_of(counts, names), max_size=2)
+        ),
+    )
+
+
+@given(run_records())
+def test_a_record_survives_json(record):
+    text = json.dumps(record.to_json())  # through text: what metrics.json and results.json hold
+    assert records.RunRecord.from_json(json.loads(text), kind=record.kind) == record
+
+
+@given(run_records())
+def test_to_json_writes_the_files_keys_and_nothing_twice(record):
+    data = record.to_json()
+    assert data["split_seed"] == record.split_seed and data["test"] == dict(record.test)
+    assert ("encoding" in data) == (record.kind == "model")
+    assert ("name" in data) == (record.kind == "baseline" and record.name is not None)
+    assert ("test_windows" in data) == (record.test_split is not None)
+    assert ("best_epoch" in data) == (record.training is not None)
+    assert all((key in data) == (getattr(record, key) is not None) for key in ("seed", "scale", "threshold"))
+
+
+def test_nan_written_as_null_reads_back_as_nan():
+    record = records.RunRecord.from_json(
+        {
+            "encoding": "none",
+            "scale": "native",
+            "seed": 0,
+            "split_seed": 1,
+            "test": {"auprc": None, "f1": 0.5},
+        }
+    )
+    assert math.isnan(record.test["auprc"]) and record.test["f1"] == 0.5 and record.encoding == "none"
+
+
+@pytest.mark.parametrize(
+    "data, kind, message",
+    [
+        ({"split_seed": 0}, "model", "needs 'split_seed' and 'test'"),
+        ({"split_seed": 0, "test": {"f1": "high"}}, "baseline", "metric 'f1' must be a number"),
+        ({"split_seed": 0, "test": [0.5]}, "baseline", "'test' must be an object"),
+        ({"split_seed": -1, "test": {}}, "no-skill", "split_seed must be an int >= 0"),
+        ({"split_seed": 0, "test": {}}, "model", "needs its encoding"),
+        ({"split_seed": 0, "test": {}}, "winner", "kind must be one of model, baseline, no-skill"),
+    ],
+)
+def test_a_bad_record_is_refused_naming_the_key(data, kind, message):
+    with pytest.raises(ValueError, match=message):
+        records.RunRecord.from_json(data, kind=kind)
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*/results.json")), ids=lambda p: p.parent.name)
+def test_every_committed_results_file_loads_and_writes_back_what_it_holds(path):
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    comparison = from_json(path.read_text(encoding="utf-8"))
+    assert all(
+        isinstance(r, records.RunRecord) for r in comparison.runs + comparison.baseline + comparison.no_skill
+    )
+    assert len(comparison.runs) == len(stored["runs"]) > 0
+    again = json.loads(to_json(comparison))
+    for key in ("runs", "baseline", "no_skill"):  # every record written back key for key
+        assert again[key] == stored.get(key, []), key
+    for key in ("rows", "paired"):  # recomputed as stored (older files lack the later "model" key)
+        assert [{k: new[k] for k in old} for new, old in zip(again[key], stored[key])] == stored[key], key
+    assert "| encoding |" in markdown(comparison) or "| model |" in markdown(comparison)
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*/probes.json")), ids=lambda p: p.parent.name)
+def test_every_committed_probe_run_is_a_record(path):
+    runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    for data in runs:
+        record = records.RunRecord.from_json(data)
+        assert record.to_json() == data and record.extra == {"k": data["k"]}
+        assert record.subset == f"k{data['k']}"
