@@ -126,3 +126,17 @@ def test_the_hooks_default_to_plain_attention():
     hooked.load_state_dict(plain.state_dict(), strict=False)
     x = torch.randn(2, 3, 8, dtype=F64)
     torch.testing.assert_close(hooked(x, causal=True), plain(x, causal=True), rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned", "rope", "alibi", "t5", "shaw"])
+def test_jit_trace_is_refused_and_export_follows_the_model(name):
+    """A trace would freeze the length (a traced learned encoding was silently wrong at another length):
+    refused, naming torch.export and torch.compile; torch.export gives the eager outputs."""
+    torch.manual_seed(3)
+    model = TransformerEncoder(16, 2, 1, encoding=name).eval()
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(ValueError, match=r"torch.jit.trace cannot record .*torch.export.*torch.compile"):
+        torch.jit.trace(model, (x,))
+    exported = torch.export.export(model, (x,)).module()
+    with torch.no_grad():
+        torch.testing.assert_close(exported(x), model(x), rtol=1e-6, atol=1e-6)

@@ -38,7 +38,7 @@ from torch import nn
 
 from posenc import validate
 from posenc.nn.build import build_encoding, head_dim
-from posenc.nn.contracts import EncodingContract, InputContract, PositionContext
+from posenc.nn.contracts import EncodingContract, InputContract, PositionContext, refuse_tracing
 
 
 def _attention_encoding(
@@ -226,6 +226,7 @@ class MultiHeadAttention(nn.Module):
                 ``None`` computes it here.
             attn_bias: further additive float scores bias broadcastable to ``[b, h, s, s]``.
         """
+        refuse_tracing(self)
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
         b, s, _ = x.shape
@@ -408,6 +409,7 @@ class TransformerEncoder(nn.Module):
                 encodings acting inside attention (rotary, biases, Shaw) also take ``[b, s]``, one row
                 per sequence (left-padded batches, packed sequences).
         """
+        refuse_tracing(self)
         if x.dim() != 3 or x.shape[-1] != self.d_model:
             raise ValueError(f"x must be [b, s, d_model={self.d_model}], got {list(x.shape)}")
         if isinstance(self.encoding, InputContract):

@@ -37,6 +37,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from posenc.errors import UsageError
 from posenc.registry import EncodingView, Family
 
 
@@ -58,6 +59,18 @@ class PositionContext:
     attn_bias: torch.Tensor | None = None
     index: torch.Tensor | None = None
     state: Any = None
+
+
+def refuse_tracing(module: nn.Module) -> None:
+    """Raise when ``torch.jit.trace`` records ``module``: a trace freezes the sequence length into the
+    graph (cached tables sliced to it, position checks), and the traced model would silently compute
+    wrong results at any other length. ``torch.export`` and ``torch.compile`` follow the shapes."""
+    if torch.jit.is_tracing():
+        raise UsageError(
+            f"torch.jit.trace cannot record {type(module).__name__} faithfully: its tables and position checks "
+            "depend on the sequence length, which a trace freezes; use torch.export.export(model, (x,)) "
+            "(with dynamic_shapes for other lengths) or torch.compile(model)"
+        )
 
 
 def _numpy(tensor: torch.Tensor) -> NDArray[np.float64]:

@@ -44,7 +44,7 @@ from torch import nn
 from posenc import spectrum, tables, validate
 from posenc.nn import _positions
 from posenc.nn import functional as F
-from posenc.nn.contracts import InputContract
+from posenc.nn.contracts import InputContract, refuse_tracing
 from posenc.registry import EncodingView
 
 MODES: tuple[str, ...] = ("add", "concat")
@@ -125,6 +125,7 @@ class InputEncoding(InputContract):
         Returns:
             ``[b, s, d_model]`` (add) or ``[b, s, d_model + dim]`` (concat).
         """
+        refuse_tracing(self)
         s = self._check_input(x)
         offset = _positions.check_offset(offset)
         if positions is not None:
