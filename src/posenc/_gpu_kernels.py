@@ -192,7 +192,16 @@ def _rotate_heads(
             tl.store(oh + rest, tl.load(xh + rest, mask=rest_ok), mask=rest_ok)
 
 
-@triton.jit
+_QK_SCALARS = (
+    "batch", "n_cache", "cs0", "cs1", "offset_q", "offset_k", "r", "d",
+    "q_heads", "q_seq", "qs0", "qs1", "qs2", "qos0", "qos1", "qos2", "qps0", "qps1", "q_blocks",
+    "k_heads", "k_seq", "ks0", "ks1", "ks2", "kos0", "kos1", "kos2", "kps0", "kps1", "k_blocks",
+)  # fmt: skip
+"""Integer arguments of :func:`_rotate_qk_kernel` that Triton must not specialise (a value of 1 would become a
+constant): the kernel picks the query's or the key's of each pair at run time, and both must have one type."""
+
+
+@triton.jit(do_not_specialize=_QK_SCALARS)
 def _rotate_qk_kernel(
     q, k, q_out, k_out, q_pos, k_pos, c, s, theta,
     batch, n_cache, cs0, cs1, sign, offset_q, offset_k, r, d,

@@ -668,6 +668,19 @@ def permute_rotary_weights(
     return weight.index_select(0, order.to(weight.device))
 
 
+def _kernels_loaded(dtype: torch.dtype) -> bool:
+    """Whether :mod:`posenc._gpu` has Triton kernels for CUDA tensors of ``dtype``: asked eagerly at every
+    call, and while ``torch.compile`` traces, once, as a constant (its import machinery is not traceable)."""
+    if torch.compiler.is_compiling():
+        return _kernels_loaded_constant(str(dtype))
+    return _gpu.kernels("cuda", dtype) is not None
+
+
+@torch.compiler.assume_constant_result
+def _kernels_loaded_constant(dtype: str) -> bool:
+    return _gpu.kernels("cuda", dtype) is not None
+
+
 class RotaryEmbedding(RotaryContract):
     """Rotary position embedding for queries and keys ``[b, h, s, d_h]`` (Su et al. 2021, eq. 34; module docstring).
 
@@ -958,7 +971,7 @@ class RotaryEmbedding(RotaryContract):
         call: CUDA tensors it takes, no xPos, fixed frequencies, integer or default positions."""
         return (
             q.device.type == "cuda"
-            and _gpu.kernels(q.device.type, q.dtype) is not None
+            and _kernels_loaded(q.dtype)
             and k.device == q.device
             and k.dtype == q.dtype
             and q.dim() == k.dim() == 4
