@@ -672,7 +672,7 @@ def _kernels_loaded(dtype: torch.dtype) -> bool:
     """Whether :mod:`posenc._gpu` has Triton kernels for CUDA tensors of ``dtype``: asked eagerly at every
     call, and while ``torch.compile`` traces, once, as a constant (its import machinery is not traceable)."""
     if torch.compiler.is_compiling():
-        return _kernels_loaded_constant(str(dtype))
+        return bool(_kernels_loaded_constant(str(dtype)))
     return _gpu.kernels("cuda", dtype) is not None
 
 
