@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -212,13 +214,257 @@ def table_cases(length: int, dim: int) -> tuple[dict[str, Callable[[int, int], t
     }, out
 
 
+# --- The module rows: what a model calls (RotaryEmbedding on q and k, the encoder), against peers ---------
+
+ENCODINGS = ("none", "sinusoidal", "rope", "alibi", "t5", "shaw")
+
+
+def per_call_us(fn: Callable[[], object], *, reps: int, rounds: int) -> float:
+    """Median over ``rounds`` of the mean time of ``reps`` back-to-back calls of ``fn``, in µs (CUDA events on
+    a GPU, the host clock elsewhere): what one call costs a Python loop, launches included."""
+    fn()
+    fn()
+    cuda = torch.cuda.is_available()
+    times = []
+    for _ in range(rounds):
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(reps):
+                fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e3 / reps)
+        else:
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            times.append((time.perf_counter() - t0) * 1e6 / reps)
+    return statistics.median(times)
+
+
+def graph_replay_us(fn: Callable[[], object], *, reps: int, rounds: int) -> float | str:
+    """µs per replay of ``fn`` captured in a CUDA graph, or why it could not be captured."""
+    if not torch.cuda.is_available():
+        return "no CUDA"
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    except Exception as error:  # report, do not stop the benchmark
+        return f"capture failed: {type(error).__name__}: {str(error)[:120]}"
+    return per_call_us(graph.replay, reps=reps, rounds=rounds)
+
+
+def hf_peers(head_dim: int, max_len: int, device: str) -> tuple[Callable | None, Callable | None, str]:
+    """``(cos_sin(x, position_ids), apply(q, k, cos, sin))`` of Hugging Face's LLaMA rotary, or why not."""
+    try:
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+    except ImportError as error:
+        return None, None, f"transformers not importable ({error})"
+    config = LlamaConfig(
+        hidden_size=head_dim * 8, num_attention_heads=8, head_dim=head_dim, max_position_embeddings=max_len
+    )
+    return LlamaRotaryEmbedding(config).to(device), apply_rotary_pos_emb, ""
+
+
+def liger_rope() -> tuple[Callable | None, str]:
+    """Liger-Kernel's Triton rope (``liger_rotary_pos_emb(q, k, cos, sin)``), or why not."""
+    try:
+        from liger_kernel.transformers.rope import liger_rotary_pos_emb
+    except ImportError as error:
+        return None, f"liger-kernel not installed ({error})"
+    return liger_rotary_pos_emb, ""
+
+
+def flash_attn_rope() -> tuple[Callable | None, str]:
+    try:
+        from flash_attn.layers.rotary import apply_rotary_emb
+    except ImportError:
+        return None, "flash-attn is not installed (it ships no wheel for this machine)"
+    return apply_rotary_emb, ""
+
+
+def module_rotary_rows(device: str, rounds: int) -> None:
+    """The issue's rotary rows: decode and prefill per call (and decode replayed in a CUDA graph), large
+    tensors forward and fwd+bwd against a copy; q and k in Hugging Face's layout (a ``[b, h, s, d]`` view
+    of ``[b, s, h, d]``), bfloat16; posenc, Liger-Kernel, flash-attn, HF eager and compiled side by side."""
+    liger, liger_why = liger_rope()
+    flash, flash_why = flash_attn_rope()
+    for why in (liger_why, flash_why):
+        if why:
+            print(f"  skipped: {why}")
+    cases = [
+        ("decode b 1, h 32, d 128, [b, 1] positions", 1, 32, 1, 128, "positions"),
+        ("decode b 64, h 32, d 128, [b, 1] positions", 64, 32, 1, 128, "positions"),
+        ("decode b 1, offset= int", 1, 32, 1, 128, "offset"),
+        ("prefill (8, 8, 2048, 64), default positions", 8, 8, 2048, 64, "default"),
+        ("(4, 32, 4096, 128), default positions", 4, 32, 4096, 128, "default"),
+    ]
+    if device == "cpu":  # a smoke run: small shapes
+        cases = [(name, b, 2, min(s, 16), d, form) for name, b, h, s, d, form in cases[:4]]
+    print(f"\nrotary on q and k, bfloat16, µs per call (median of {rounds} rounds):")
+    for name, b, h, s, d, form in cases:
+        rotary_case(name, (b, h, s, d), form, device, rounds, liger, flash)
+
+
+def rotary_case(
+    name: str,
+    shape: tuple[int, int, int, int],
+    form: str,
+    device: str,
+    rounds: int,
+    liger: Callable | None,
+    flash: Callable | None,
+) -> None:
+    """One row group of :func:`module_rotary_rows`: ``form`` is ``"positions"`` (``[b, s]``), ``"offset"`` or
+    ``"default"``."""
+    dtype = torch.bfloat16
+    b, h, s, d = shape
+    max_len = 4096
+    q = torch.randn(b, s, h, d, device=device, dtype=dtype).transpose(1, 2)
+    k = torch.randn(b, s, h, d, device=device, dtype=dtype).transpose(1, 2)
+    pos = torch.randint(0, max_len - 1, (b, s), device=device) if form == "positions" else None
+    hf_pos = pos if pos is not None else torch.arange(s, device=device)[None].expand(b, s)
+    if form == "offset":
+        hf_pos = torch.full((b, 1), 1000, device=device)
+    rope = RotaryEmbedding(d, max_len=max_len).to(device)
+    kwargs: dict[str, Any] = {"q_positions": pos} if form == "positions" else {}
+    if form == "offset":
+        kwargs = {"offset": 1000}
+    rows: dict[str, float | str] = {}
+    reps = 200 if s == 1 else 20
+    rows["posenc RotaryEmbedding"] = per_call_us(lambda: rope(q, k, **kwargs), reps=reps, rounds=rounds)
+    if s == 1:
+        rows["  posenc, replayed in a CUDA graph"] = graph_replay_us(
+            lambda: rope(q, k, **kwargs), reps=reps, rounds=rounds
+        )
+    hf_emb, hf_apply, hf_why = hf_peers(d, max_len, device)
+    if hf_emb is not None and hf_apply is not None:
+
+        def hf_eager() -> object:
+            cos, sin = hf_emb(q, hf_pos)
+            return hf_apply(q, k, cos, sin)
+
+        rows["HF eager (LlamaRotaryEmbedding + apply_rotary_pos_emb)"] = per_call_us(
+            hf_eager, reps=reps, rounds=rounds
+        )
+        if device == "cuda" and (b == 64 or s > 1):  # compiling costs ~30 s a shape: the issue's rows only
+            compiled = torch.compile(hf_eager)
+            rows["HF torch.compile"] = per_call_us(compiled, reps=reps, rounds=rounds)
+        if liger is not None:
+
+            def liger_call() -> object:
+                cos, sin = hf_emb(q, hf_pos)
+                return liger(q, k, cos, sin)
+
+            rows["Liger-Kernel rope (cos/sin from HF)"] = per_call_us(liger_call, reps=reps, rounds=rounds)
+    else:
+        print(f"  HF and Liger skipped: {hf_why}")
+    if flash is not None:
+        theta = 10000.0 ** (-torch.arange(0, d, 2, device=device, dtype=torch.float64) / d)
+        angles = torch.outer(torch.arange(max_len, device=device, dtype=torch.float64), theta)
+        cos_f, sin_f = angles.cos().to(dtype), angles.sin().to(dtype)
+        q_bshd, k_bshd = q.transpose(1, 2), k.transpose(1, 2)
+        rows["flash-attn Triton rotary"] = per_call_us(
+            lambda: (flash(q_bshd, cos_f[:s], sin_f[:s]), flash(k_bshd, cos_f[:s], sin_f[:s])),
+            reps=reps,
+            rounds=rounds,
+        )
+    if s > 1 and device == "cuda":
+        rows["floor q.clone(), k.clone()"] = per_call_us(
+            lambda: (q.clone(), k.clone()), reps=reps, rounds=rounds
+        )
+        leaf_q, leaf_k = q.detach().clone().requires_grad_(), k.detach().clone().requires_grad_()
+        grad = torch.randn_like(q)
+
+        def fwd_bwd() -> None:
+            out_q, out_k = rope(leaf_q, leaf_k)
+            torch.autograd.backward((out_q, out_k), (grad, grad))
+            leaf_q.grad = leaf_k.grad = None
+
+        def copy_bwd() -> None:
+            out_q, out_k = leaf_q.clone(), leaf_k.clone()
+            torch.autograd.backward((out_q, out_k), (grad, grad))
+            leaf_q.grad = leaf_k.grad = None
+
+        rows["posenc fwd+bwd"] = per_call_us(fwd_bwd, reps=reps, rounds=rounds)
+        rows["floor fwd+bwd of q.clone(), k.clone()"] = per_call_us(copy_bwd, reps=reps, rounds=rounds)
+    print(f"  {name}:")
+    for label, value in rows.items():
+        shown = f"{value:9.1f}" if isinstance(value, float) else f"  {value}"
+        print(f"    {label:<58}{shown}")
+
+
+def encoder_rows(device: str, rounds: int, compiled: tuple[str, ...]) -> None:
+    """Encoder forward+backward, ``TransformerEncoder(512, 8, 4)``, batch 16 × 1024, bfloat16 autocast, causal:
+    ms per step and relative to ``none``, eager and (for ``compiled``) under ``torch.compile``; peak memory."""
+    from posenc.nn import TransformerEncoder
+
+    b, s, d_model = (16, 1024, 512) if device == "cuda" else (2, 32, 32)
+    x = torch.randn(b, s, d_model, device=device)
+    print(f"\nencoder fwd+bwd, TransformerEncoder({d_model}, 8, 4), batch {b} × {s}, bf16 autocast, causal:")
+    base: dict[str, float] = {}
+    for mode in ("eager", "compiled"):
+        for name in ENCODINGS:
+            if mode == "compiled" and name not in compiled:
+                continue
+            torch.manual_seed(0)
+            model = TransformerEncoder(d_model, 8, 4, encoding=name, max_len=s).to(device)
+            step_model = torch.compile(model) if mode == "compiled" else model
+
+            def step(m: Callable[..., torch.Tensor] = step_model) -> None:
+                with torch.autocast(device, dtype=torch.bfloat16):
+                    m(x, causal=True).float().square().mean().backward()
+
+            try:
+                if device == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                ms = per_call_us(step, reps=3, rounds=rounds) / 1e3
+            except Exception as error:  # report, do not stop the benchmark
+                print(f"  {mode:<8} {name:<11} failed: {type(error).__name__}: {str(error)[:160]}")
+                continue
+            peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
+            base.setdefault(mode, ms) if name == "none" else None
+            ratio = ms / base[mode] if mode in base else float("nan")
+            print(f"  {mode:<8} {name:<11} {ms:8.2f} ms  {ratio:5.2f}× none  peak {peak:5.2f} GiB")
+            del model, step_model
+            if device == "cuda":
+                torch.cuda.empty_cache()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--reps", type=int, default=20, help="calls per case per round (default 20)")
+    parser.add_argument(
+        "--suite",
+        choices=("all", "modules", "kernels"),
+        default="all",
+        help="modules: RotaryEmbedding and the encoder against peers; kernels: apply_rotary and tables "
+        "against the copy bandwidth (default all)",
+    )
+    parser.add_argument(
+        "--compiled",
+        default="none,rope,alibi,t5",
+        help="encodings whose encoder step is also timed under torch.compile (comma-separated)",
+    )
+    parser.add_argument("--smoke-cpu", action="store_true", help="run the module rows on the CPU, tiny")
     args = parser.parse_args()
+    if args.smoke_cpu:
+        module_rotary_rows("cpu", 2)
+        encoder_rows("cpu", 1, ())
+        return
     if not torch.cuda.is_available():
         raise SystemExit("bench_gpu.py needs a CUDA device")
     props = torch.cuda.get_device_properties(0)
@@ -231,6 +477,11 @@ def main() -> None:
         f"{props.name}, {props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB; torch "
         f"{torch.__version__}, CUDA {torch.version.cuda}; posenc GPU kernels: {kernels}"
     )
+    if args.suite in ("all", "modules"):
+        module_rotary_rows("cuda", args.rounds)
+        encoder_rows("cuda", max(3, args.rounds // 3), tuple(filter(None, args.compiled.split(","))))
+    if args.suite == "modules":
+        return
     peak = copy_bandwidth(args.rounds)
     print(f"device-to-device copy of 1 GiB: {peak / 1e9:.0f} GB/s (read + written)")
     for shape in ROTARY_SHAPES:

@@ -203,3 +203,142 @@ def test_bench_cli_on_cuda(tmp_path, capsys):
     data = json.loads((tmp_path / "results.json").read_text())
     assert {run["encoding"] for run in data["runs"]} == {"none", "sinusoidal", "rope", "t5"}
     assert data["meta"]["device"] == "cuda"
+
+
+# --- RotaryEmbedding on CUDA: the one-launch operator posenc::rotate_qk, graphs and the compiler ------------
+
+POSITION_FORMS = (
+    "default",
+    "offset",
+    "[s] int32",
+    "[1, s] int64",
+    "[b, s] int64",
+    "[b, s] int32 beyond cache",
+)
+ATOL = {torch.float32: 4e-6, torch.bfloat16: 3e-2, torch.float64: 1e-13}
+"""q, k ~ N(0, 1): a few roundings to the dtype of values of size up to about 5."""
+
+
+def _positions_kwargs(form: str, b: int, s: int, device: str = "cuda") -> dict[str, object]:
+    g = torch.Generator().manual_seed(3)
+    if form == "default":
+        return {}
+    if form == "offset":
+        return {"offset": 37}
+    if form == "[s] int32":
+        return {"q_positions": (torch.arange(s) + 5).int().to(device)}
+    if form == "[1, s] int64":
+        return {"q_positions": (torch.arange(s) * 2)[None].to(device)}
+    if form == "[b, s] int64":
+        return {"q_positions": torch.randint(0, 60, (b, s), generator=g).to(device)}
+    return {"q_positions": torch.randint(0, 5000, (b, s), generator=g).int().to(device)}  # cache holds 64
+
+
+@pytest.fixture
+def qk_calls(monkeypatch):
+    """The calls of the one-launch kernel (skipped without Triton)."""
+    kernels = _gpu.kernels("cuda", torch.float32)
+    if kernels is None:
+        pytest.skip("Triton is not installed: no GPU kernels")
+    calls: list[int] = []
+    original = kernels.rotate_qk
+
+    def counted(*args):
+        calls.append(1)
+        return original(*args)
+
+    monkeypatch.setattr(kernels, "rotate_qk", counted)
+    return calls
+
+
+@pytest.mark.parametrize("form", POSITION_FORMS)
+@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_rotary_module_on_cuda_is_one_launch_and_matches_float64(qk_calls, form, layout, dtype):
+    torch.manual_seed(0)
+    b, h, s, d = 2, 3, 9, 24
+    rope = RotaryEmbedding(d, rotary_dim=20, layout=layout, max_len=64)
+    reference = RotaryEmbedding(d, rotary_dim=20, layout=layout, max_len=64)
+    q = torch.randn(b, s, h, d, dtype=torch.float64).to(dtype).transpose(1, 2)  # Hugging Face's layout
+    k = torch.randn(b, 1, s, d, dtype=torch.float64).to(dtype)  # one key head (GQA)
+    kwargs = _positions_kwargs(form, b, s)
+    q_c, k_c = q.cuda().requires_grad_(), k.cuda().requires_grad_()
+    out_q, out_k = rope.cuda()(q_c, k_c, **kwargs)
+    assert len(qk_calls) == 1
+    assert out_q.stride() == q_c.stride() and out_q.dtype == dtype
+    cpu_kwargs = {n: v.cpu() if isinstance(v, torch.Tensor) else v for n, v in kwargs.items()}
+    q64, k64 = q.double().requires_grad_(), k.double().requires_grad_()
+    ref_q, ref_k = reference.double()(q64, k64, **cpu_kwargs)
+    torch.testing.assert_close(out_q.double().cpu(), ref_q.detach(), rtol=0, atol=ATOL[dtype])
+    torch.testing.assert_close(out_k.double().cpu(), ref_k.detach(), rtol=0, atol=ATOL[dtype])
+    grad_q, grad_k = torch.randn_like(ref_q), torch.randn_like(ref_k)
+    torch.autograd.backward((out_q, out_k), (grad_q.to(dtype).cuda(), grad_k.to(dtype).cuda()))
+    assert len(qk_calls) == 2  # the backward: one launch for both gradients
+    torch.autograd.backward((ref_q, ref_k), (grad_q.to(dtype).double(), grad_k.to(dtype).double()))
+    torch.testing.assert_close(q_c.grad.double().cpu(), q64.grad, rtol=0, atol=ATOL[dtype])
+    torch.testing.assert_close(k_c.grad.double().cpu(), k64.grad, rtol=0, atol=ATOL[dtype])
+
+
+@pytest.mark.parametrize("form", POSITION_FORMS)
+def test_rotary_module_is_captured_in_a_cuda_graph_for_every_position_form(qk_calls, form):
+    torch.manual_seed(1)
+    b, h, s, d = 4, 8, 1 if form != "offset" else 3, 64
+    rope = RotaryEmbedding(d, max_len=64).cuda()
+    q = torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    k = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+    kwargs = _positions_kwargs(form, b, s)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            rope(q, k, **kwargs)  # warm-up: caches, Triton compilation
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out_q, out_k = rope(q, k, **kwargs)
+    q.copy_(torch.randn_like(q))  # new inputs, and new positions, in the captured tensors
+    positions = kwargs.get("q_positions")
+    if isinstance(positions, torch.Tensor):
+        positions.copy_(positions.flip(-1))
+    graph.replay()
+    torch.cuda.synchronize()
+    expected_q, expected_k = rope(q, k, **kwargs)
+    torch.testing.assert_close(out_q, expected_q, rtol=0, atol=0)
+    torch.testing.assert_close(out_k, expected_k, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("form", ["[b, s] int64", "[b, s] int32 beyond cache", "default"])
+def test_rotary_module_compiles_with_fullgraph_on_cuda(qk_calls, form):
+    torch._dynamo.reset()
+    torch.manual_seed(2)
+    b, h, s, d = 2, 4, 7, 32
+    rope = RotaryEmbedding(d, max_len=64).cuda()
+    q = torch.randn(b, h, s, d, device="cuda", requires_grad=True)
+    k = torch.randn(b, h, s, d, device="cuda", requires_grad=True)
+    kwargs = _positions_kwargs(form, b, s)
+
+    def step(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        out_q, out_k = rope(q, k, **kwargs)
+        return (out_q * out_k).sum()
+
+    eager = step(q, k)
+    dq, dk = torch.autograd.grad(eager, (q, k))
+    compiled = torch.compile(step, fullgraph=True)(q, k)
+    cq, ck = torch.autograd.grad(compiled, (q, k))
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(cq, dq, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ck, dk, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "t5", "shaw"])
+def test_encoder_with_batched_positions_compiles_with_fullgraph_on_cuda(encoding):
+    from posenc.nn import TransformerEncoder
+
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+    model = TransformerEncoder(32, 4, 2, encoding=encoding).cuda()
+    x = torch.randn(2, 16, 32, device="cuda")
+    positions = torch.randint(0, 100, (2, 16), device="cuda")
+    eager = model(x, positions=positions, causal=True)
+    compiled = torch.compile(model, fullgraph=True)(x, positions=positions, causal=True)
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-4)

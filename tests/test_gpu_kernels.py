@@ -39,6 +39,24 @@ def test_rotary_kernel_under_the_interpreter(errors):
         assert err <= REL[case.split()[1]], (case, err)
 
 
+def test_one_launch_qk_kernel_under_the_interpreter(errors):
+    rotate_qk = errors["rotate_qk"]
+    assert len(rotate_qk) == 2 * 3 * 2 * 3 * 2  # layouts × dtypes × (d, r) × positions × direction
+    for case, err in rotate_qk.items():
+        assert err <= REL[case.split()[1]], (case, err)
+
+
+def test_rotary_module_through_the_one_launch_operator_under_the_interpreter(errors):
+    module = errors["module"]  # forward and both gradients against the table path, float64
+    assert sorted(module) == sorted(
+        f"{layout} {form}"
+        for layout in ("half_split", "adjacent")
+        for form in ("default", "offset", "[s] int32", "[b, s] int64")
+    )
+    for case, err in module.items():
+        assert err <= 1e-15, (case, err)
+
+
 def test_table_kernel_under_the_interpreter(errors):
     tables = errors["tables"]
     # interleaved_cos_first with an odd dim ends in a sine: a layout the kernel does not write

@@ -235,7 +235,7 @@ def test_rotation_rounds_each_product_once(dtype, table_dtype, layout, general, 
     x = (torch.randn(2, 3, 33, max(r, 64), dtype=torch.float64) * scale).to(dtype)
     x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
     cos, sin = _tables(33, r, layout, table_dtype, general)
-    out = rotary._rotate_fused(x, cos, sin, layout, inverse)
+    out = rotary._rotate_fused(x, cos, sin, layout, inverse, False)
     assert out is not None
     work = torch.float64 if dtype == torch.float64 else torch.float32
     # torch's eager elementwise multiplies and adds, one rounding each; dims r … d − 1 copied

@@ -542,9 +542,11 @@ def test_fresh_slices_of_one_table_share_derived_tables_and_other_views_do_not()
     embedding = RotaryEmbedding(8, layout="half_split", max_len=32)
     (c1, s1), (c2, s2) = embedding.cos_sin(16, dtype=F64), embedding.cos_sin(16, dtype=F64)
     assert c1 is not c2
-    first = rotary._pair_table(c1, s1, "half_split", False, F64)
-    assert rotary._pair_table(c2, s2, "half_split", False, F64) is first
-    assert rotary._pair_table(c2.detach(), s2.detach(), "half_split", False, F64) is first  # compiled graphs
+    first = rotary._pair_table(c1, s1, "half_split", False, F64, False)
+    assert rotary._pair_table(c2, s2, "half_split", False, F64, False) is first
+    assert (
+        rotary._pair_table(c2.detach(), s2.detach(), "half_split", False, F64, False) is first
+    )  # compiled graphs
     base_cos, base_sin = embedding.cos_sin(32, dtype=F64)
     x = torch.randn(2, 16, 8, dtype=F64)
     for start in (0, 1, 3):  # slices of one base at other offsets: each rotates by its own rows
@@ -561,7 +563,7 @@ def test_fresh_slices_of_one_table_share_derived_tables_and_other_views_do_not()
         apply_rotary(x, c3.clone(), s3.clone(), layout="half_split"),
         rtol=0, atol=0,
     )  # fmt: skip
-    assert not torch.equal(rotary._pair_table(c3, s3, "half_split", False, F64), first)
+    assert not torch.equal(rotary._pair_table(c3, s3, "half_split", False, F64, False), first)
 
 
 def test_inference_mode_tables_rotate_like_ordinary_ones():
@@ -577,3 +579,25 @@ def test_inference_mode_tables_rotate_like_ordinary_ones():
     torch.testing.assert_close(q, expected[0], rtol=0, atol=1e-12)
     torch.testing.assert_close(k, expected[1], rtol=0, atol=1e-12)
     torch.testing.assert_close(by_tables, expected[0], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_xpos_refuses_scales_its_dtype_cannot_hold_and_stays_finite_inside(dtype):
+    rope = RotaryEmbedding(8, xpos_scale_base=512.0)
+    q = torch.randn(1, 1, 2, 8, dtype=dtype)
+    with pytest.raises(ValueError, match=r"xPos scales overflow .* beyond \|t − c\| = 18130 positions"):
+        rope(q, q, q_positions=torch.tensor([0, 100000]))
+    with pytest.raises(ValueError, match="xPos scales overflow"):
+        rope(torch.randn(1, 1, 80000, 8, dtype=dtype), torch.randn(1, 1, 80000, 8, dtype=dtype))
+    # the largest span inside the range: scores finite, and equal to the float64 ones' decay
+    positions = torch.tensor([0, 18000, 36000])  # the centre key is the middle one: |t − c| <= 18000
+    q = torch.randn(1, 1, 3, 8, dtype=torch.float64)
+    qr, kr = rope(q.to(dtype), q.to(dtype), q_positions=positions)
+    assert torch.isfinite(qr @ kr.transpose(-1, -2)).all()
+    qr64, kr64 = rope(q, q, q_positions=positions)
+    torch.testing.assert_close(
+        (qr.double() @ kr.double().transpose(-1, -2)).diagonal(dim1=-2, dim2=-1),
+        (qr64 @ kr64.transpose(-1, -2)).diagonal(dim1=-2, dim2=-1),
+        rtol=2e-2 if dtype == torch.bfloat16 else 1e-5,
+        atol=1e-3,
+    )

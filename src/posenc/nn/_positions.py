@@ -14,12 +14,25 @@ left-padded batch, or packed sequences restarting at 0); relative distances are 
 ``[b, s_q, s_k]``. Positions must be finite, below ``2^53`` in magnitude (beyond, float64 angles
 cannot tell neighbouring positions apart), and of an integer dtype, float32 or float64:
 float16/bfloat16 cannot even hold the integers above 2048/256, so such positions were rounded
-before they arrived and are refused.
+before they arrived and are refused. Integer positions of every width (``uint8`` … ``int64``) are
+widened to int64 before any arithmetic (a ``uint8`` difference would wrap).
+
+What is checked where, without reading position values on the host (no synchronisation, so the
+checks run inside CUDA graphs and ``torch.compile``):
+
+* on the host, from metadata only: the type, shape and dtype of explicit positions, and ``offset``
+  and ``offset + s`` of default positions (plain ints);
+* on the device, by :func:`check_values` (``torch._assert_async``): explicit positions finite and
+  below ``2^53`` in magnitude. On the CPU that assertion runs at once and a failure is re-raised as
+  a ``ValueError`` naming the parameter and the first bad value; on a GPU it is a device-side
+  assertion, which stops the program at the next synchronisation (the CUDA error names the check).
+  A bad position is never used silently.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 
 import torch
 
@@ -61,7 +74,8 @@ def query_start(q_len: int, k_len: int, offset: int) -> int:
 
 def check_positions(name: str, positions: object, length: int, *, batched: bool = False) -> torch.Tensor:
     """Validate explicit positions: a real tensor ``[length]`` (or ``[b, length]`` when ``batched``),
-    finite, ``|t| < 2^53``."""
+    finite, ``|t| < 2^53`` (asserted on the device: :func:`check_values`). Returns them, integer dtypes
+    widened to int64."""
     shapes = f"[{length}] or [b, {length}]" if batched else f"[{length}]"
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {shapes}, got {type(positions).__name__}")
@@ -76,18 +90,50 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
             f"{name} must be an integer dtype, float32 or float64, got {positions.dtype}: it cannot hold integer "
             "positions above 2048 (float16) / 256 (bfloat16), so they were rounded already; build them as int64"
         )
-    if positions.numel() and not torch.compiler.is_compiling():
-        if positions.is_floating_point():
-            bad = ~torch.isfinite(positions)
-            if bool(bad.any()):
-                raise ValueError(f"{name} must be finite, got {positions[bad][0].item()!r}")
-        big = positions.abs() >= EXACT_LIMIT
-        if bool(big.any()):
-            raise ValueError(
-                f"{name} must be < 2^53 in magnitude (float64 cannot tell larger positions apart), "
-                f"got {positions[big][0].item()!r}"
-            )
-    return positions
+    if positions.numel():
+        check_values(name, positions)
+    return positions.long() if _narrow_integer(positions) else positions
+
+
+def _narrow_integer(positions: torch.Tensor) -> bool:
+    """Whether ``positions`` is an integer dtype other than int64 (widened before any arithmetic)."""
+    return not positions.is_floating_point() and positions.dtype != torch.int64
+
+
+def check_values(name: str, positions: torch.Tensor) -> None:
+    """Assert on the device that every entry of ``positions`` is finite and ``|t| < 2^53``.
+
+    Integer dtypes narrower than int64 cannot hold such values, so only int64 and floating positions
+    are looked at. The check reads no value on the host (``torch._assert_async``); on the CPU a failure
+    is reported as a ``ValueError`` with the first bad value (read only once the check has failed)."""
+    if positions.dtype == torch.int64:
+        ok = ((positions < EXACT_LIMIT) & (positions > -EXACT_LIMIT)).all()
+    elif positions.is_floating_point():
+        ok = (positions.abs() < EXACT_LIMIT).all()  # False for NaN and ±inf too
+    else:
+        return
+    message = f"{name} must be finite and < 2^53 in magnitude (float64 cannot tell larger positions apart)"
+    assert_on_device(ok, message, lambda: _first_bad(positions))
+
+
+def _first_bad(positions: torch.Tensor) -> str:
+    flat = positions.reshape(-1).double()
+    bad = ~(flat.abs() < EXACT_LIMIT)
+    return repr(flat[bad][0].item() if positions.is_floating_point() else int(positions.reshape(-1)[bad][0]))
+
+
+def assert_on_device(ok: torch.Tensor, message: str, got: Callable[[], str] | None = None) -> None:
+    """Refuse unless the boolean scalar ``ok`` is true, without reading it on the host.
+
+    ``torch._assert_async``: on a GPU (and in compiled graphs) a device-side assertion (it fails the next
+    synchronisation with ``message``); eagerly on the CPU it runs at once, and its failure becomes a ``ValueError(message, got: …)``."""
+    if ok.device.type != "cpu" or torch.compiler.is_compiling():
+        torch._assert_async(ok, message)
+        return
+    try:
+        torch._assert_async(ok, message)
+    except RuntimeError:
+        raise ValueError(message + ("" if got is None else f", got {got()}")) from None
 
 
 def batch_size(q_positions: torch.Tensor, k_positions: torch.Tensor) -> int | None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import numbers
 
+import numpy as np
 import torch
 
 from posenc import _gpu, _native, spectrum, tables
@@ -139,17 +140,10 @@ def waves(
 
 
 def _range_start(positions: torch.Tensor | int, offset: int) -> int | None:
-    """First position if ``positions`` is a contiguous ascending integer range, else ``None``."""
-    if not isinstance(positions, torch.Tensor):  # an int count: the range offset … offset + n − 1
-        return offset
-    n = positions.shape[0]
-    if n <= _DIRECT_ROWS or positions.requires_grad or torch.compiler.is_compiling():
-        return None
-    first = positions[0].item()
-    if not float(first).is_integer() or abs(first) + n >= 2**52:
-        return None
-    ramp = torch.arange(first, first + n, dtype=positions.dtype, device=positions.device)
-    return int(first) if torch.equal(positions, ramp) else None
+    """First position when ``positions`` is an int count (the range ``offset … offset + n − 1``), else
+    ``None``: explicit positions are never read on the host to find out whether they form a range (that
+    would synchronise with a GPU), so their angles are formed directly."""
+    return offset if not isinstance(positions, torch.Tensor) else None
 
 
 def _direct(
@@ -167,13 +161,21 @@ def _gpu_layout(columns: torch.Tensor, f: int) -> int | None:
     c, k = columns.shape[0], torch.arange(f)
     if c > 2 * f:
         return None
-    given = columns.cpu()
     for code, expected in enumerate(
         (torch.stack([k, f + k], 1).flatten()[:c], torch.stack([f + k, k], 1).flatten()[:c], torch.arange(c))
     ):
-        if torch.equal(given, expected):
+        if _same_columns(columns, expected):
             return code
     return None
+
+
+def _same_columns(columns: torch.Tensor, expected: torch.Tensor) -> bool:
+    """Whether the column index ``columns`` equals the CPU tensor ``expected``, read without a torch
+    operator (so without a device synchronisation): CPU indices are compared as NumPy arrays, indices
+    on another device are taken as different (the general path)."""
+    if columns.device.type != "cpu" or columns.shape != expected.shape:
+        return False
+    return bool(np.array_equal(columns.detach().numpy(), expected.numpy()))
 
 
 def _fine_coarse(
@@ -212,7 +214,7 @@ def _range(
         t = start + step * torch.arange(n, dtype=torch.float64, device=w.device)
         return _direct(t, w, columns, amp).to(dtype)
     f, c = w.shape[0], columns.shape[0]
-    if amp is None and c == 2 * f and torch.equal(columns, _interleaved_columns(c).to(columns.device)):
+    if amp is None and c == 2 * f and _same_columns(columns, _interleaved_columns(c)):
         return _range_interleaved(start, step, n, w, dtype)
     b = tables._shift_block(n)
     n_blocks = -(-n // b)

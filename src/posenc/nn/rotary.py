@@ -29,6 +29,7 @@ al. 2023), ``"ntk"`` (bloc97 2023), and Hugging Face's ``"dynamic"``, ``"yarn"``
 from __future__ import annotations
 
 import dataclasses
+import math
 import weakref
 from collections.abc import Callable, Mapping
 from types import ModuleType
@@ -59,11 +60,14 @@ def _pairs(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _pair_values(
-    cos: torch.Tensor, sin: torch.Tensor, layout: str
+    cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``(cos_a, sin_a)``, the ``[s, r/2]`` per-pair values, when both columns of every pair of the
-    tables are equal (a rotation table); else ``None``."""
+    tables are equal (a rotation table); else ``None``. ``rotation``: the caller made the tables so
+    (:class:`RotaryEmbedding`), and they are not read on the host to find out."""
     (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
+    if rotation:
+        return c_a, s_a
     return (c_a, s_a) if torch.equal(c_a, c_b) and torch.equal(s_a, s_b) else None
 
 
@@ -151,7 +155,7 @@ _DERIVED: list[
 
 
 def _pair_table(
-    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
+    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype, rotation: bool
 ) -> torch.Tensor | None:
     """What the fast kernels need of a rotation table (both columns of every pair equal), or ``None``
     for other tables: ``adjacent``, the ``[s, r/2]`` complex rotor ``c ± i·s`` in the complex dtype of
@@ -160,7 +164,7 @@ def _pair_table(
     """
 
     def build() -> torch.Tensor | None:
-        values = _pair_values(cos, sin, layout)
+        values = _pair_values(cos, sin, layout, rotation)
         if values is None:
             return None
         c_a, s_a = values
@@ -169,7 +173,7 @@ def _pair_table(
         s_a = s_a.to(work)
         return torch.complex(c_a.to(work), -s_a if inverse else s_a)
 
-    return _cached(cos, sin, ("pair", layout, inverse, work), build)
+    return _cached(cos, sin, ("pair", layout, inverse, work, rotation), build)
 
 
 def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor) -> None:
@@ -225,7 +229,7 @@ def _fused_ok(x: torch.Tensor) -> bool:
 
 
 def _loop_tables(
-    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype
+    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype, rotation: bool
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
     """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work`` (the loop's
     work dtype, or bfloat16 beside bfloat16 ``x`` when the tables are bfloat16: exact either way).
@@ -238,7 +242,7 @@ def _loop_tables(
     has ``(s_b, −s_a)``. Cached (:func:`_cached`)."""
 
     def build() -> tuple[torch.Tensor, torch.Tensor, bool]:
-        values = _pair_values(cos, sin, layout)
+        values = _pair_values(cos, sin, layout, rotation)
         if values is not None:
             c_a, s_a = values
             s_w = s_a.to(work)
@@ -255,11 +259,11 @@ def _loop_tables(
             o_b.copy_(s_b)
         return cos.to(work).contiguous(), signed.contiguous(), False
 
-    return _cached(cos, sin, ("native", layout, inverse, work), build)
+    return _cached(cos, sin, ("native", layout, inverse, work, rotation), build)
 
 
 def _rotate_fused(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
 ) -> torch.Tensor | None:
     """``R x`` (``Rᵀ x``) in one pass over ``x`` (all dims ``r …`` copied) by the CPU loop of
     :mod:`posenc._native` or the GPU kernel of :mod:`posenc._gpu`, or ``None`` where neither applies
@@ -283,7 +287,7 @@ def _rotate_fused(
         table_dtype = torch.bfloat16  # widened exactly in the loop: half the table traffic of float32
     else:
         table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    c, s_, paired = _loop_tables(cos, sin, layout, inverse, table_dtype)
+    c, s_, paired = _loop_tables(cos, sin, layout, inverse, table_dtype, rotation)
     if gpu is not None:
         gpu.rotate(xs, os_, c, s_, layout, cos.shape[-1], paired)
         return out
@@ -298,7 +302,7 @@ def _rotate_fused(
 
 
 def _rotate_compiled(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
 ) -> torch.Tensor:
     """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is the
     inverse rotation, traced the same way).
@@ -317,14 +321,14 @@ def _rotate_compiled(
     r = cos.shape[-1]
     cpu = x.device.type == "cpu"
     if cpu and (_native_ok(x) or layout == "adjacent") and not torch.compiler.is_exporting():
-        fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse)
+        fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse, rotation)
         return fused
     rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
     return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
 
 
 def _whole_rotor(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
 ) -> torch.Tensor | None:
     """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it and no
     one-pass kernel applies (:func:`_fused_ok`; the CPU loop measured faster): ``adjacent`` rotation
@@ -336,12 +340,12 @@ def _whole_rotor(
         and x.dtype in (torch.float32, torch.float64)
         and x.is_contiguous()
     ):
-        return _pair_table(cos, sin, layout, inverse, x.dtype)
+        return _pair_table(cos, sin, layout, inverse, x.dtype, rotation)
     return None
 
 
 def _rotate(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool = False
 ) -> torch.Tensor:
     """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
 
@@ -355,12 +359,12 @@ def _rotate(
     (every block would be a kernel launch). Under ``torch.compile``: :func:`_rotate_compiled`.
     """
     if torch.compiler.is_compiling():
-        return _rotate_compiled(x, cos, sin, layout, inverse)
+        return _rotate_compiled(x, cos, sin, layout, inverse, rotation)
     r = cos.shape[-1]
-    fused = _rotate_fused(x, cos, sin, layout, inverse)
+    fused = _rotate_fused(x, cos, sin, layout, inverse, rotation)
     if fused is not None:
         return fused
-    rotor = _whole_rotor(x, cos, sin, layout, inverse)
+    rotor = _whole_rotor(x, cos, sin, layout, inverse, rotation)
     if rotor is not None:  # one complex multiply over all of x, with the least Python
         out = torch.empty_like(x)
         _rotate_complex_into(out, x, rotor)
@@ -378,7 +382,7 @@ def _rotate(
         work in (torch.float32, torch.float64)
         and (work != x.dtype or (_complex_viewable(xs) and _complex_viewable(outs)))
     )  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
-    table = _pair_table(cos, sin, layout, inverse, work) if fast_ok else None
+    table = _pair_table(cos, sin, layout, inverse, work, rotation) if fast_ok else None
     if layout == "adjacent" and table is not None and work == x.dtype:
         _rotate_complex_into(outs, xs, table)  # one pass (read x, write out): blocks would only add overhead
         return out
@@ -454,30 +458,122 @@ def _rotate_upcast_blocks(
 
 
 _LIBRARY = torch.library.Library("posenc", "DEF")
-_LIBRARY.define("rotate(Tensor x, Tensor cos, Tensor sin, str layout, bool inverse) -> Tensor")
+_LIBRARY.define("rotate(Tensor x, Tensor cos, Tensor sin, str layout, bool inverse, bool rotation) -> Tensor")
 # A plain kernel registration, not ``torch.library.custom_op``: that wrapper's per-call machinery cost
 # ~7 % of a (8, 8, 2048, 64) float32 rotation (0.14 of 2.0 ms), this one ~0.5 %.
 _LIBRARY.impl("rotate", _rotate, "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("posenc::rotate")
-def _(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool) -> torch.Tensor:
+def _(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+) -> torch.Tensor:
     return torch.empty_like(x)
+
+
+_LIBRARY.define(
+    "rotate_qk(Tensor q, Tensor k, Tensor? q_pos, Tensor? k_pos, Tensor cos, Tensor sin, Tensor theta, "
+    "int q_offset, int k_offset, str layout, bool inverse) -> (Tensor, Tensor)"
+)
+
+
+def _rotate_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_pos: torch.Tensor | None,
+    k_pos: torch.Tensor | None,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    theta: torch.Tensor,
+    q_offset: int,
+    k_offset: int,
+    layout: str,
+    inverse: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(R q, R k)`` (``Rᵀ`` when ``inverse``) by one launch of :func:`posenc._gpu_kernels.rotate_qk`:
+    ``q [b, h, s_q, d]``, ``k [b, h_k, s_k, d]``, positions ``[b or 1, s]`` (both given or both ``None``, then
+    ``offset + 0 …``), ``cos``/``sin`` the cached ``[n, r/2]`` pair values, ``theta`` float64 ``[r/2 + 1]``
+    (the frequencies and the attention factor, for positions beyond the cache)."""
+    gpu = _gpu.kernels(q.device.type, q.dtype)
+    assert gpu is not None, "posenc::rotate_qk runs on CUDA tensors with Triton"
+    q = q if q.stride(-1) == 1 else q.contiguous()
+    k = k if k.stride(-1) == 1 else k.contiguous()
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    if q.numel() or k.numel():
+        positions = None if q_pos is None or k_pos is None else (q_pos, k_pos)
+        gpu.rotate_qk(
+            q,
+            k,
+            q_out,
+            k_out,
+            positions,
+            (q_offset, k_offset),
+            (cos, sin),
+            theta,
+            layout,
+            2 * cos.shape[-1],
+            inverse,
+        )
+    return q_out, k_out
+
+
+_LIBRARY.impl("rotate_qk", _rotate_qk, "CUDA")
+
+
+@torch.library.register_fake("posenc::rotate_qk")
+def _(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_pos: torch.Tensor | None,
+    k_pos: torch.Tensor | None,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    theta: torch.Tensor,
+    q_offset: int,
+    k_offset: int,
+    layout: str,
+    inverse: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.empty_like(q), torch.empty_like(k)
+
+
+def _rotate_qk_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    q, k, q_pos, k_pos, cos, sin, theta, q_offset, k_offset, layout, inverse = inputs
+    ctx.save_for_backward(q_pos, k_pos, cos, sin, theta)
+    ctx.args = (q_offset, k_offset, layout, not inverse)
+    ctx.like = tuple((t.shape, t.dtype, t.device) for t in (q, k))
+
+
+def _rotate_qk_backward(
+    ctx: Any, grad_q: torch.Tensor | None, grad_k: torch.Tensor | None
+) -> tuple[Any, ...]:
+    """The adjoint of a rotation is the rotation by the opposite angle: one launch for both gradients."""
+    q_pos, k_pos, cos, sin, theta = ctx.saved_tensors
+    (q_shape, dtype, device), (k_shape, _, _) = ctx.like
+    grad_q = torch.zeros(q_shape, dtype=dtype, device=device) if grad_q is None else grad_q
+    grad_k = torch.zeros(k_shape, dtype=dtype, device=device) if grad_k is None else grad_k
+    dq, dk = torch.ops.posenc.rotate_qk(grad_q, grad_k, q_pos, k_pos, cos, sin, theta, *ctx.args)
+    return dq, dk, None, None, None, None, None, None, None, None, None
+
+
+torch.library.register_autograd("posenc::rotate_qk", _rotate_qk_backward, setup_context=_rotate_qk_setup)
 
 
 class _Rotate(torch.autograd.Function):
     """Autograd for :func:`apply_rotary`: the adjoint of a rotation is the rotation by the opposite angle."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    def forward(
+        ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
+    ) -> torch.Tensor:
         ctx.save_for_backward(cos, sin)
-        ctx.layout = layout
-        return _rotate(x, cos, sin, layout, inverse=False)
+        ctx.layout, ctx.rotation = layout, rotation
+        return _rotate(x, cos, sin, layout, False, rotation)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
         cos, sin = ctx.saved_tensors
-        return _rotate(grad, cos, sin, ctx.layout, inverse=True), None, None, None
+        return _rotate(grad, cos, sin, ctx.layout, True, ctx.rotation), None, None, None, None
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str) -> torch.Tensor:
@@ -492,6 +588,12 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
     Returns ``[..., s, d]``, the same dtype and strides as ``x``. ``cos``/``sin`` are constants
     for autograd (gradients flow to ``x`` only).
     """
+    _check_tables(x, cos, sin, layout)
+    return _apply_rotary(x, cos, sin, layout, rotation=False)
+
+
+def _check_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> None:
+    """The checks of :func:`apply_rotary` (metadata only)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
     if cos.dim() != 2 or cos.shape != sin.shape:
@@ -507,16 +609,23 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         )
     if cos.device != x.device or sin.device != x.device:
         raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device} and {sin.device}")
+
+
+def _apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
+) -> torch.Tensor:
+    """:func:`apply_rotary` after its checks; ``rotation``: both columns of every pair of the tables are
+    known to be equal (:func:`_pair_values`)."""
     if not torch.compiler.is_compiling():
         if not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
-            return _rotate(x, cos, sin, layout, inverse=False)
-        rotor = _whole_rotor(x, cos, sin, layout, inverse=False)
+            return _rotate(x, cos, sin, layout, False, rotation)
+        rotor = _whole_rotor(x, cos, sin, layout, False, rotation)
         if (
             rotor is not None
         ):  # autograd's adjoint of the complex multiply (by conj(rotor)) runs without Python
             pairs = torch.view_as_complex(x.view(*x.shape[:-1], -1, 2))
             return torch.view_as_real(pairs * rotor).view(x.shape)
-    rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout)
+    rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout, rotation)
     return rotated
 
 
@@ -557,6 +666,19 @@ def permute_rotary_weights(
     in_head[:r] = spectrum.layout_permutation(r, _SINUSOIDAL_LAYOUT[src], _SINUSOIDAL_LAYOUT[dst])
     order = torch.from_numpy((np.arange(n_heads)[:, None] * head_dim + in_head[None]).reshape(-1))
     return weight.index_select(0, order.to(weight.device))
+
+
+def _kernels_loaded(dtype: torch.dtype) -> bool:
+    """Whether :mod:`posenc._gpu` has Triton kernels for CUDA tensors of ``dtype``: asked eagerly at every
+    call, and while ``torch.compile`` traces, once, as a constant (its import machinery is not traceable)."""
+    if torch.compiler.is_compiling():
+        return bool(_kernels_loaded_constant(str(dtype)))
+    return _gpu.kernels("cuda", dtype) is not None
+
+
+@torch.compiler.assume_constant_result
+def _kernels_loaded_constant(dtype: str) -> bool:
+    return _gpu.kernels("cuda", dtype) is not None
 
 
 class RotaryEmbedding(RotaryContract):
@@ -643,6 +765,7 @@ class RotaryEmbedding(RotaryContract):
         self._longest = self._original_length  # dynamic NTK: the longest context seen (Hugging Face's rule)
         self._frequencies, self._attention_factor = self._compute_frequencies(self._original_length)
         self._table_dtype: torch.dtype | None = None
+        self._kernel_theta: torch.Tensor | None = None  # rotate_qk's float64 [θ_i…, attention factor]
         self.register_buffer("_cos", torch.empty(0), persistent=False)
         self.register_buffer("_sin", torch.empty(0), persistent=False)
         self._build(validate.positive_int("max_len", max_len), torch.get_default_dtype(), torch.device("cpu"))
@@ -726,14 +849,25 @@ class RotaryEmbedding(RotaryContract):
         return self._scaled_tables(positions, dtype=dtype, amplitude=None)
 
     def _scaled_tables(
-        self, positions: torch.Tensor, *, dtype: torch.dtype, amplitude: torch.Tensor | None
+        self,
+        positions: torch.Tensor | int,
+        *,
+        dtype: torch.dtype,
+        amplitude: torch.Tensor | None,
+        offset: int = 0,
+        device: torch.device | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`tables` times a float64 ``amplitude [s, r/2]`` (xPos), all in float64 before the cast."""
-        frequencies = self._frequencies.to(positions.device)
+        """:meth:`tables` times a float64 ``amplitude [s, r/2]`` (xPos), all in float64 before the cast.
+
+        ``positions`` an int ``n``: the range ``offset … offset + n − 1`` on ``device`` (the fast exact
+        path of :func:`posenc.nn.functional.waves`)."""
+        if isinstance(positions, torch.Tensor):
+            device = positions.device
+        frequencies = self._frequencies.to(device)
         if amplitude is None and self._attention_factor == 1.0:
-            c_sin, c_cos = sincos(positions, frequencies, dtype=dtype)
+            c_sin, c_cos = sincos(positions, frequencies, dtype=dtype, offset=offset)
         else:
-            c_sin, c_cos = sincos(positions, frequencies, dtype=torch.float64)
+            c_sin, c_cos = sincos(positions, frequencies, dtype=torch.float64, offset=offset)
             scale = self._attention_factor if amplitude is None else amplitude * self._attention_factor
             c_sin, c_cos = (c_sin * scale).to(dtype), (c_cos * scale).to(dtype)
         return _layout_table(c_cos, self.layout), _layout_table(c_sin, self.layout)
@@ -741,7 +875,7 @@ class RotaryEmbedding(RotaryContract):
     def _build(self, length: int, dtype: torch.dtype, device: torch.device) -> None:
         # Outside inference mode: a cache grown under torch.inference_mode() must still serve training.
         with torch.inference_mode(False):
-            self._cos, self._sin = self.tables(torch.arange(length, device=device), dtype=dtype)
+            self._cos, self._sin = self._scaled_tables(length, dtype=dtype, amplitude=None, device=device)
         self._table_dtype = dtype
 
     def _cached(
@@ -758,7 +892,7 @@ class RotaryEmbedding(RotaryContract):
         if self._table_dtype != self._cos.dtype or self._cos.dtype != dtype or self._cos.device != device:
             self._build(cached, dtype, device)
         if end > 2 * cached:
-            return self.tables(torch.arange(start, end, device=device), dtype=dtype)
+            return self._scaled_tables(length, dtype=dtype, amplitude=None, offset=start, device=device)
         if end > cached:
             self._build(2 * cached, dtype, device)
         return self._cos[start:end], self._sin[start:end]
@@ -792,6 +926,8 @@ class RotaryEmbedding(RotaryContract):
         """
         self._check_inputs(q, k)
         s_q, s_k = q.shape[-2], k.shape[-2]
+        if self._one_launch(q, k, q_positions, k_positions):
+            return self._rotate_qk(q, k, q_positions=q_positions, k_positions=k_positions, offset=offset)
         if q_positions is None and k_positions is None:
             offset = _positions.check_offset(offset)
             start = _positions.query_start(s_q, s_k, offset)
@@ -830,6 +966,69 @@ class RotaryEmbedding(RotaryContract):
             q_cos, q_sin = self._tables_at(qp, kp, sign=1.0, dtype=q.dtype)
         return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
 
+    def _one_launch(self, q: torch.Tensor, k: torch.Tensor, q_positions: object, k_positions: object) -> bool:
+        """Whether :func:`rotate_qk` (the Triton kernel on CUDA, one launch for ``q`` and ``k``) rotates this
+        call: CUDA tensors it takes, no xPos, fixed frequencies, integer or default positions."""
+        return (
+            q.device.type == "cuda"
+            and _kernels_loaded(q.dtype)
+            and k.device == q.device
+            and k.dtype == q.dtype
+            and q.dim() == k.dim() == 4
+            and q.stride(-1) == k.stride(-1) == 1
+            and self.xpos_scale_base is None
+            and self._length_rule == "static"
+            and all(
+                p is None
+                or (isinstance(p, torch.Tensor) and not p.is_floating_point() and p.dtype != torch.bool)
+                for p in (q_positions, k_positions)
+            )
+            and not torch.compiler.is_exporting()
+        )
+
+    def _rotate_qk(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        q_positions: torch.Tensor | None,
+        k_positions: torch.Tensor | None,
+        offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` by the one-launch kernel: the cached tables gathered by position in the kernel."""
+        s_q, s_k = q.shape[-2], k.shape[-2]
+        work = torch.float64 if q.dtype == torch.float64 else torch.float32
+        q_pos = k_pos = None
+        if q_positions is None and k_positions is None:
+            offset = _positions.check_offset(offset)
+            start = _positions.query_start(s_q, s_k, offset)
+            _positions.check_end(offset + s_k)
+            self._cached(offset, s_k, work, q.device)  # grows the cache to cover the call where it doubles
+            offsets = (start, offset)
+        else:
+            self._cached(0, 0, work, q.device)  # the tables in the work dtype on q's device
+            qp, kp = _positions.resolve(
+                s_q, s_k, q_positions=q_positions, k_positions=k_positions, offset=offset, device=q.device
+            )
+            batch = _positions.batch_size(qp, kp)
+            if batch is not None and (q.shape[0] != batch or k.shape[0] != batch):
+                raise ValueError(
+                    f"q and k must be [b={batch}, h, s, d_h] to match positions of batch {batch}, got "
+                    f"{list(q.shape)} and {list(k.shape)}"
+                )
+            q_pos, k_pos = (p.to(q.device).view(-1, p.shape[-1]) for p in (qp, kp))
+            if q_pos.dtype != k_pos.dtype:
+                q_pos, k_pos = q_pos.long(), k_pos.long()
+            offsets = (0, 0)
+        if self._kernel_theta is None or self._kernel_theta.device != q.device:
+            factor = torch.tensor([self._attention_factor], dtype=torch.float64)
+            self._kernel_theta = torch.cat([self._frequencies, factor]).to(q.device)
+        cos, sin = _pairs(self._cos, self.layout)[0], _pairs(self._sin, self.layout)[0]
+        out: tuple[torch.Tensor, torch.Tensor] = torch.ops.posenc.rotate_qk(
+            q, k, q_pos, k_pos, cos, sin, self._kernel_theta, offsets[0], offsets[1], self.layout, False
+        )
+        return out
+
     def _tables_at(
         self, positions: torch.Tensor, keys: torch.Tensor, *, sign: float, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -843,6 +1042,7 @@ class RotaryEmbedding(RotaryContract):
             power = (positions.to(torch.float64) - centre) / self.xpos_scale_base
             r = self.rotary_dim
             zeta = (torch.arange(0, r, 2, dtype=torch.float64, device=positions.device) + 0.4 * r) / (1.4 * r)
+            self._check_xpos_range(power, dtype)
             amplitude = zeta ** (sign * power.reshape(-1, 1))
         flat = positions.reshape(-1)
         cos, sin = (
@@ -851,6 +1051,25 @@ class RotaryEmbedding(RotaryContract):
             else self._scaled_tables(flat, dtype=dtype, amplitude=amplitude)
         )
         return cos.view(*positions.shape, self.rotary_dim), sin.view(*positions.shape, self.rotary_dim)
+
+    def _check_xpos_range(self, power: torch.Tensor, dtype: torch.dtype) -> None:
+        """Refuse xPos scales ``ζ_i^(±(t − c)/γ)`` that ``dtype`` cannot hold (asserted on the device).
+
+        The smallest ``ζ_0 = 0.4/1.4`` sets the range: ``|t − c|/γ · |ln ζ_0|`` must stay within half
+        of ``ln`` of ``dtype``'s largest value, so that both a scale and its inverse (queries and keys)
+        and the products of scaled queries and keys stay finite."""
+        limit = math.log(torch.finfo(dtype).max) / 2 / -math.log(0.4 / 1.4)
+        span = limit * self.xpos_scale_base  # type: ignore[operator]
+        message = (
+            f"xPos scales overflow {dtype} beyond |t − c| = {span:.0f} positions from the centre key c "
+            f"(the key at index s_k // 2; xpos_scale_base={self.xpos_scale_base}): keep every query and key "
+            f"within {span:.0f} positions of it, raise xpos_scale_base, or use float64"
+        )
+        _positions.assert_on_device(
+            (power.abs() <= limit).all(),
+            message,
+            lambda: f"|t − c| up to {float(power.abs().max()) * self.xpos_scale_base:.0f}",  # type: ignore[operator]
+        )
 
     def cos_sin(
         self,
@@ -910,7 +1129,7 @@ class RotaryEmbedding(RotaryContract):
         if x.numel() == 0:
             return x.clone()
         if cos.dim() == 2:
-            return apply_rotary(x, cos, sin, layout=self.layout)
+            return self._rotate_checked(x, cos, sin)
         cos, sin = cos.reshape(-1, *cos.shape[-2:]), sin.reshape(-1, *sin.shape[-2:])
         if x.dim() != 4 or cos.shape[0] != x.shape[0]:
             raise ValueError(
@@ -918,8 +1137,13 @@ class RotaryEmbedding(RotaryContract):
             )
         b, h, s, d = x.shape
         flat = x.transpose(0, 1).reshape(h, b * s, d)
-        out = apply_rotary(flat, cos.reshape(b * s, -1), sin.reshape(b * s, -1), layout=self.layout)
+        out = self._rotate_checked(flat, cos.reshape(b * s, -1), sin.reshape(b * s, -1))
         return out.view(h, b, s, d).transpose(0, 1)
+
+    def _rotate_checked(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """:func:`apply_rotary` with this module's tables, whose pairs hold equal columns by construction."""
+        _check_tables(x, cos, sin, self.layout)
+        return _apply_rotary(x, cos, sin, self.layout, rotation=True)
 
     def extra_repr(self) -> str:
         scaling = (

@@ -1,0 +1,130 @@
+"""The forward path reads no position value on the host, for every form of positions.
+
+A ``TorchDispatchMode`` counts the operators that copy a tensor value to the host
+(``aten::_local_scalar_dense``: ``.item()``, ``float(t)``, ``bool(t)``; ``aten::equal``; ``aten::is_nonzero``):
+on a GPU each is a synchronisation, and each breaks CUDA-graph capture. The count must be zero per forward.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from posenc.nn import ALiBiBias, RotaryEmbedding, ShawRelativeBias, T5RelativeBias, TransformerEncoder
+
+HOST_READS = frozenset({"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::item"})
+
+S = 80  # more than the 64 rows below which tables are formed directly
+INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.uint8)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the operators of :data:`HOST_READS` dispatched while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: collections.Counter[str] = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func._schema.name
+        if name in HOST_READS:
+            self.counts[name] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def host_reads(call) -> dict[str, int]:
+    call()  # the first call may build caches
+    with HostReads() as mode:
+        call()
+    return dict(mode.counts)
+
+
+def position_forms(s: int, b: int = 2) -> dict[str, dict[str, torch.Tensor]]:
+    forms: dict[str, dict[str, torch.Tensor]] = {"default": {}}
+    for dtype in INT_DTYPES:
+        name = str(dtype).removeprefix("torch.")
+        forms[f"[s] {name}"] = {"positions": torch.arange(s).to(dtype)}
+        forms[f"[b, s] {name}"] = {"positions": (torch.arange(b * s).view(b, s) % 200).to(dtype)}
+    forms["[s] float32"] = {"positions": torch.arange(s, dtype=torch.float32) + 0.5}
+    forms["[1, s] float64"] = {"positions": torch.arange(s, dtype=torch.float64)[None]}
+    return forms
+
+
+FORMS = position_forms(S)
+
+
+def test_the_counter_sees_host_reads():
+    t = torch.arange(3)
+    counts = host_reads(lambda: (t.sum().item(), torch.equal(t, t), float(t[1])))
+    assert counts == {"aten::_local_scalar_dense": 2, "aten::equal": 1}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("xpos", [None, 512.0])
+def test_rotary_forward_reads_nothing_on_the_host(form, xpos):
+    rope = RotaryEmbedding(16, xpos_scale_base=xpos, max_len=32)
+    q = torch.randn(2, 3, S, 16)
+    positions = FORMS[form].get("positions")
+    assert host_reads(lambda: rope(q, q, q_positions=positions)) == {}
+    assert host_reads(lambda: rope(q[:, :, -1:], q, offset=7)) == {}  # decoding: one query, cached keys
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+@pytest.mark.parametrize("encoding", ["alibi", "t5", "shaw"])
+def test_biases_read_nothing_on_the_host(form, encoding):
+    module = {"alibi": ALiBiBias(4), "t5": T5RelativeBias(4), "shaw": ShawRelativeBias(8)}[encoding]
+    positions = FORMS[form].get("positions")
+    if encoding == "shaw":
+        call = lambda: module.index(S, S, q_positions=positions, k_positions=positions)
+    else:
+        call = lambda: module.bias(S, S, q_positions=positions, k_positions=positions)
+    if positions is not None and positions.is_floating_point() and encoding != "alibi":
+        pytest.skip("T5 buckets and Shaw's slots need integer positions")
+    assert host_reads(call) == {}
+
+
+@pytest.mark.parametrize("form", ["default", "[s] int32", "[b, s] int64", "[b, s] uint8"])
+@pytest.mark.parametrize("encoding", ["rope", "alibi", "t5", "shaw", "xpos"])
+def test_encoder_forward_reads_nothing_on_the_host(form, encoding):
+    torch.manual_seed(0)
+    options = {"xpos_scale_base": 512.0} if encoding == "xpos" else {}
+    model = TransformerEncoder(16, 2, 2, encoding="rope" if encoding == "xpos" else encoding,
+                               encoding_options=options)  # fmt: skip
+    x = torch.randn(2, S, 16)
+    positions = FORMS[form].get("positions")
+    with torch.no_grad():
+        assert host_reads(lambda: model(x, positions=positions, causal=True)) == {}
+    assert host_reads(lambda: model(x, positions=positions).sum().backward()) == {}
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES[1:] + (torch.int8, torch.uint16, torch.uint32))
+def test_every_integer_dtype_of_positions_is_accepted(dtype):
+    q = torch.randn(2, 3, 5, 8, dtype=torch.float64)
+    positions = torch.tensor([0, 3, 1, 7, 2]).to(dtype)
+    rope = RotaryEmbedding(8)
+    expected = rope(q, q, q_positions=positions.long())
+    got = rope(q, q, q_positions=positions)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    keys = torch.tensor([2, 7, 1, 3, 0]).to(dtype)
+    alibi = ALiBiBias(2)
+    torch.testing.assert_close(
+        alibi.bias(5, 5, q_positions=positions, k_positions=keys),
+        alibi.bias(5, 5, q_positions=positions.long(), k_positions=keys.long()),
+        rtol=0,
+        atol=0,
+    )  # j − i with j < i: no wrap-around in narrow unsigned dtypes
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [torch.tensor([0, 2**53, 1]), torch.tensor([0, -(2**63), 1]), torch.tensor([0.0, float("nan"), 1.0])],
+)
+def test_bad_positions_are_refused_with_the_value(bad):
+    q = torch.randn(1, 1, 3, 8)
+    with pytest.raises(ValueError, match=r"q_positions must be finite and < 2\^53.*got"):
+        RotaryEmbedding(8)(q, q, q_positions=bad)
+    with pytest.raises(ValueError, match=r"positions must be finite and < 2\^53"):
+        ALiBiBias(2).bias(3, 3, q_positions=bad, k_positions=bad)
