@@ -48,7 +48,12 @@ def build(family: str) -> torch.nn.Module:
         )
         return peer_class("Qwen2VLForConditionalGeneration")(config).eval()
     if family == "qwen3_vl":
-        rope = {"rope_type": "default", "mrope_section": [4, 2, 2], "mrope_interleaved": True, "rope_theta": 1e3}
+        rope = {
+            "rope_type": "default",
+            "mrope_section": [4, 2, 2],
+            "mrope_interleaved": True,
+            "rope_theta": 1e3,
+        }
         config = peer_class("Qwen3VLConfig")(
             text_config={**TEXT, "head_dim": 16, "rope_parameters": rope},
             vision_config={
@@ -189,5 +194,7 @@ def test_hf_rotary_refuses_mrope_position_ids_for_a_1d_rope():
 def test_an_unknown_rope_type_is_refused_at_swap_time_naming_it():
     model = build("llama")
     model.model.rotary_emb.config.rope_parameters = {"rope_type": "proportional", "rope_theta": 1e4}
-    with pytest.raises(RotaryMismatch, match=r"LlamaForCausalLM.*posenc cannot read its config.*'proportional'"):
+    with pytest.raises(
+        RotaryMismatch, match=r"LlamaForCausalLM.*posenc cannot read its config.*'proportional'"
+    ):
         swap_rotary(model)

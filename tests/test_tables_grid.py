@@ -38,9 +38,7 @@ def mae_3d(embed_dim: int, t: int, hw: tuple[int, int]) -> np.ndarray:
     """The 3-D form of MAE-ST / CogVideoX: a quarter of the columns for time, then MAE's 2-D."""
     temporal = mae_1d(embed_dim // 4, np.arange(t, dtype=np.float32))
     spatial = mae_2d(embed_dim // 4 * 3, hw)
-    return np.concatenate(
-        [np.repeat(temporal, hw[0] * hw[1], axis=0), np.tile(spatial, (t, 1))], axis=1
-    )
+    return np.concatenate([np.repeat(temporal, hw[0] * hw[1], axis=0), np.tile(spatial, (t, 1))], axis=1)
 
 
 def timm_2d(feat_shape: list[int], dim: int, interleave_sin_cos: bool = False) -> torch.Tensor:
@@ -66,10 +64,14 @@ def test_3d_table_equals_mae_st():
 
 @pytest.mark.parametrize("interleave", [False, True])
 def test_2d_table_equals_timm(interleave):
-    ours = grid.sincos_nd((6, 10), (32, 32), layout="per_axis" if interleave else "sin_cos", dtype=torch.float64)
+    ours = grid.sincos_nd(
+        (6, 10), (32, 32), layout="per_axis" if interleave else "sin_cos", dtype=torch.float64
+    )
     theirs = timm_2d([6, 10], 64, interleave_sin_cos=interleave)
     assert (ours - theirs.double()).abs().max() < 5e-6  # timm's float32 angles, up to 9·ω
-    assert torch.equal(ours.float(), grid.sincos_nd((6, 10), (32, 32), layout="per_axis" if interleave else "sin_cos"))
+    assert torch.equal(
+        ours.float(), grid.sincos_nd((6, 10), (32, 32), layout="per_axis" if interleave else "sin_cos")
+    )
 
 
 def test_installed_timm_if_any():

@@ -399,10 +399,14 @@ def sincos_nd(
         raise TypeError(f"shape must be a non-empty tuple of grid sizes, got {shape!r}")
     sizes = [validate.positive_int("shape", n) for n in shape]
     if not isinstance(axis_dims, (tuple, list)) or len(axis_dims) != len(sizes):
-        raise ValueError(f"axis_dims must give one column count per axis of shape {tuple(sizes)}, got {axis_dims!r}")
+        raise ValueError(
+            f"axis_dims must give one column count per axis of shape {tuple(sizes)}, got {axis_dims!r}"
+        )
     dims = [validate.positive_int("axis_dims", n) for n in axis_dims]
     if any(n % 2 for n in dims):
-        raise ValueError(f"axis_dims must all be even (a sine and a cosine per frequency), got {list(axis_dims)}")
+        raise ValueError(
+            f"axis_dims must all be even (a sine and a cosine per frequency), got {list(axis_dims)}"
+        )
     validate.choice("layout", layout, GRID_LAYOUTS)
     order = list(range(len(sizes))) if column_order is None else list(column_order)
     if sorted(order) != list(range(len(sizes))):

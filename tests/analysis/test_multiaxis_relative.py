@@ -31,7 +31,9 @@ def rotation(g: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_exp(torch.einsum("a,aij->ij", p.to(F64), g))
 
 
-def score(g: torch.Tensor, q: torch.Tensor, k: torch.Tensor, p: torch.Tensor, p2: torch.Tensor) -> torch.Tensor:
+def score(
+    g: torch.Tensor, q: torch.Tensor, k: torch.Tensor, p: torch.Tensor, p2: torch.Tensor
+) -> torch.Tensor:
     return (rotation(g, p) @ q) @ (rotation(g, p2) @ k)
 
 
@@ -39,11 +41,15 @@ coordinates = st.lists(st.integers(-50, 50), min_size=2, max_size=2).map(torch.t
 
 
 def test_the_generators_reproduce_posencs_rotation():
-    rope = MultiAxisRotary(8, torch.tensor([[1.0, 0.3, 0.0, 0.02], [0.0, 0.5, 0.7, 0.01]]), layout="half_split")
+    rope = MultiAxisRotary(
+        8, torch.tensor([[1.0, 0.3, 0.0, 0.02], [0.0, 0.5, 0.7, 0.01]]), layout="half_split"
+    )
     x = torch.randn(8, dtype=F64, generator=torch.Generator().manual_seed(0))
     p = torch.tensor([[3], [-5]])
     cos, sin = rope.cos_sin(p, dtype=F64)
-    assert torch.allclose(rope.rotate(x[None], cos, sin)[0], rotation(generators(rope), p[:, 0]) @ x, atol=1e-12)
+    assert torch.allclose(
+        rope.rotate(x[None], cos, sin)[0], rotation(generators(rope), p[:, 0]) @ x, atol=1e-12
+    )
 
 
 @given(p=coordinates, p2=coordinates, shift=coordinates)

@@ -34,7 +34,10 @@ def qwen_rotary(version: int, head_dim: int, sections: list[int], theta: float =
     if version == 3:
         rope["mrope_interleaved"] = True
     config = Config(
-        hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim, rope_parameters=rope,
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        head_dim=head_dim,
+        rope_parameters=rope,
         max_position_embeddings=4096,
     )
     return Rotary(config), config
@@ -45,7 +48,9 @@ def grid_positions(b: int, s: int, start: int, seed: int) -> torch.Tensor:
     return start + torch.randint(0, 500, (3, b, s), generator=g)
 
 
-@pytest.mark.parametrize(("version", "head_dim", "sections"), [(2, 128, [16, 24, 24]), (3, 128, [24, 20, 20])])
+@pytest.mark.parametrize(
+    ("version", "head_dim", "sections"), [(2, 128, [16, 24, 24]), (3, 128, [24, 20, 20])]
+)
 def test_mrope_equals_transformers_qwen_vl_rotary(version, head_dim, sections):
     theirs, config = qwen_rotary(version, head_dim, sections)
     ours = MultiAxisRotary.from_hf(config)
@@ -68,7 +73,9 @@ def test_mrope_angles_are_the_float64_definition_at_far_positions():
     theta = 1e6 ** (-torch.arange(0, 128, 2, dtype=F64) / 128)
     axis = torch.tensor(np.repeat([0, 1, 2], sections))
     exact = positions.to(F64)[axis].permute(1, 2, 0) * theta  # [b, s, 64]: pair i at its axis' coordinate
-    torch.testing.assert_close(ours.angles(positions), exact, rtol=4e-15, atol=0)  # θ written as a power, posenc forms exp(−(2i/r)·ln ρ): a few ulp
+    torch.testing.assert_close(
+        ours.angles(positions), exact, rtol=4e-15, atol=0
+    )  # θ written as a power, posenc forms exp(−(2i/r)·ln ρ): a few ulp
     our_error = (ours.cos_sin(positions)[0][..., :64].to(F64) - exact.cos()).abs().max()
     their_error = (theirs(torch.zeros(1), positions)[0][..., :64].to(F64) - exact.cos()).abs().max()
     assert our_error < 1e-7 and their_error > 100 * our_error
@@ -154,15 +161,29 @@ def test_mrope_position_ids_equal_transformers_get_rope_index_on_text_image_vide
     except (ImportError, RuntimeError) as error:
         pytest.skip(f"transformers' Qwen2-VL cannot be imported here: {error}")
     config = config_class(
-        text_config={"hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1, "intermediate_size": 32,
-                     "vocab_size": 50, "rope_parameters": {"rope_type": "mrope", "mrope_section": [2, 3, 3]}},
-        vision_config={"depth": 1, "embed_dim": 16, "num_heads": 2, "hidden_size": 32, "spatial_merge_size": 2},
+        text_config={
+            "hidden_size": 32,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 1,
+            "intermediate_size": 32,
+            "vocab_size": 50,
+            "rope_parameters": {"rope_type": "mrope", "mrope_section": [2, 3, 3]},
+        },
+        vision_config={
+            "depth": 1,
+            "embed_dim": 16,
+            "num_heads": 2,
+            "hidden_size": 32,
+            "spatial_merge_size": 2,
+        },
     )
     model = model_class(config).eval()
     # row 0: text, image (1×4×6 → 6 tokens), text, video (3×4×4 → 12 tokens), text; row 1: left-padded
     types = torch.tensor(
-        [[0] * 3 + [1] * 6 + [0] * 2 + [2] * 12 + [0] * 4,
-         [0] * 2 + [0] * 3 + [1] * 12 + [0] * 5 + [2] * 3 + [0] * 2],
+        [
+            [0] * 3 + [1] * 6 + [0] * 2 + [2] * 12 + [0] * 4,
+            [0] * 2 + [0] * 3 + [1] * 12 + [0] * 5 + [2] * 3 + [0] * 2,
+        ]
     )
     mask = torch.ones_like(types)
     mask[1, :2] = 0
@@ -178,12 +199,16 @@ def test_mrope_position_ids_equal_transformers_get_rope_index_on_text_image_vide
 
 
 def test_bad_input_is_refused_naming_the_parameter():
-    with pytest.raises(ValueError, match=r"sections must sum to the number of rotary pairs \(rotary_dim / 2 = 32\)"):
+    with pytest.raises(
+        ValueError, match=r"sections must sum to the number of rotary pairs \(rotary_dim / 2 = 32\)"
+    ):
         MultiAxisRotary.mrope(64, [8, 12, 8])
     with pytest.raises(TypeError, match="sections must be a non-empty list"):
         MultiAxisRotary.mrope(64, 32)
     rope = MultiAxisRotary.mrope(64, [8, 12, 12])
-    with pytest.raises(ValueError, match=r"positions must be \[axes=3, s\] or \[axes=3, b, s\].*got shape \[2, 5\]"):
+    with pytest.raises(
+        ValueError, match=r"positions must be \[axes=3, s\] or \[axes=3, b, s\].*got shape \[2, 5\]"
+    ):
         rope.cos_sin(torch.zeros(2, 5))
     with pytest.raises(TypeError, match="positions must be integers, float32 or float64"):
         rope.cos_sin(torch.zeros(3, 5, dtype=torch.float16))
@@ -207,4 +232,6 @@ def test_every_pair_follows_exactly_its_sections_axis(sections, seed):
     p = torch.randint(0, 1000, (len(sections), 7), generator=torch.Generator().manual_seed(seed))
     theta = torch.from_numpy(100.0 ** (-np.arange(pairs) * 2.0 / (2 * pairs)))
     axis = torch.from_numpy(np.repeat(np.arange(len(sections)), sections))
-    torch.testing.assert_close(rope.angles(p), p.to(F64)[axis].T * theta, rtol=4e-15, atol=0)  # θ written as a power, posenc forms exp(−(2i/r)·ln ρ): a few ulp
+    torch.testing.assert_close(
+        rope.angles(p), p.to(F64)[axis].T * theta, rtol=4e-15, atol=0
+    )  # θ written as a power, posenc forms exp(−(2i/r)·ln ρ): a few ulp

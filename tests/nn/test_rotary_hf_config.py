@@ -27,22 +27,34 @@ def test_a_zero_original_context_is_refused_not_replaced(name, where):
         "yarn": {"factor": 4.0},
         "longrope": {"short_factor": [1.0] * 4, "long_factor": [2.0] * 4},
     }[name]
-    config = {"head_dim": 8, "max_position_embeddings": 4096, "rope_parameters": {"rope_type": name, **parameters}}
+    config = {
+        "head_dim": 8,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": name, **parameters},
+    }
     if where == "parameters":
         config["rope_parameters"]["original_max_position_embeddings"] = 0
     else:
         config["original_max_position_embeddings"] = 0
-    with pytest.raises(ValueError, match=r"original_max_position_embeddings must be a positive number.*got 0"):
+    with pytest.raises(
+        ValueError, match=r"original_max_position_embeddings must be a positive number.*got 0"
+    ):
         RotaryEmbedding.from_hf(config)
 
 
 def test_an_absent_original_context_still_means_max_position_embeddings():
-    config = {"head_dim": 8, "max_position_embeddings": 4096, "rope_parameters": {"rope_type": "yarn", "factor": 4.0}}
+    config = {
+        "head_dim": 8,
+        "max_position_embeddings": 4096,
+        "rope_parameters": {"rope_type": "yarn", "factor": 4.0},
+    }
     assert RotaryEmbedding.from_hf(config).scaling_parameters["original_max_position_embeddings"] == 4096
 
 
 def test_an_unknown_rope_type_is_refused_naming_it():
-    with pytest.raises(ValueError, match=r"config rope_type must be 'default' or one of .*got 'proportional'"):
+    with pytest.raises(
+        ValueError, match=r"config rope_type must be 'default' or one of .*got 'proportional'"
+    ):
         RotaryEmbedding.from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "proportional"}})
 
 

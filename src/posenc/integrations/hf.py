@@ -31,6 +31,7 @@ Nothing here imports transformers: the model is only walked and one attribute re
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,7 +79,9 @@ class HFRotary(nn.Module):
         ropes = rope if isinstance(rope, dict) else {"": rope}
         for r in ropes.values():
             if not isinstance(r, (RotaryEmbedding, MultiAxisRotary)):
-                raise TypeError(f"rope must be a posenc RotaryEmbedding or MultiAxisRotary, got {type(r).__name__}")
+                raise TypeError(
+                    f"rope must be a posenc RotaryEmbedding or MultiAxisRotary, got {type(r).__name__}"
+                )
             if getattr(r, "xpos_scale_base", None) is not None:
                 raise ValueError("transformers applies one (cos, sin) to q and k: rope must have no xPos")
             if form in ("half_split", "adjacent") and r.layout != form:
@@ -107,7 +110,10 @@ class HFRotary(nn.Module):
             return cls(rope, form=form, axes_last=True)
         layer_types = sorted(k for k, v in parameters.items() if isinstance(v, dict))
         if layer_types:
-            return cls({t: RotaryEmbedding.from_hf(config, layer_type=t, layout=layout) for t in layer_types}, form=form)
+            return cls(
+                {t: RotaryEmbedding.from_hf(config, layer_type=t, layout=layout) for t in layer_types},
+                form=form,
+            )
         if rope_types.hf_mrope(config)[0] is not None:
             if form != "half_split":
                 raise ValueError(f"M-RoPE tables are built in the half_split form only, got form={form!r}")
@@ -119,7 +125,7 @@ class HFRotary(nn.Module):
             if layer_type is None or layer_type not in self.ropes:
                 raise ValueError(f"layer_type must be one of {list(self.ropes)}, got {layer_type!r}")
             rope: Any = self.ropes[layer_type]
-            return rope  # type: ignore[no-any-return]
+            return rope
         assert self.rope is not None
         return self.rope
 
@@ -195,11 +201,16 @@ def _difference(theirs: object, ours: object, positions: torch.Tensor, *, axes_l
             f"it returns {[(list(x.shape), str(x.dtype)) for x in a]}, posenc's form "
             f"{[(list(y.shape), str(y.dtype)) for y in b]}"
         )
-    reach = positions.abs().amax(dim=-1 if axes_last else 0).to(torch.float64).reshape(-1)  # largest coordinate
+    reach = (
+        positions.abs().amax(dim=-1 if axes_last else 0).to(torch.float64).reshape(-1)
+    )  # largest coordinate
     for name, x, y in zip(("cos", "sin"), a, b):
         x64 = torch.view_as_real(x).flatten(-2) if x.is_complex() else x
         y64 = torch.view_as_real(y).flatten(-2) if y.is_complex() else y
-        x64, y64 = x64.to(torch.float64).reshape(reach.numel(), -1), y64.to(torch.float64).reshape(reach.numel(), -1)
+        x64, y64 = (
+            x64.to(torch.float64).reshape(reach.numel(), -1),
+            y64.to(torch.float64).reshape(reach.numel(), -1),
+        )
         scale = max(float(y64.abs().max()), 1.0)
         allowed = scale * (1e-5 + _ROUNDING * reach)[:, None]
         bad = (x64 - y64).abs() > allowed
@@ -213,9 +224,13 @@ def _difference(theirs: object, ours: object, positions: torch.Tensor, *, axes_l
     return None
 
 
+def _posenc_rotary(config: object, form: str) -> HFRotary:
+    return HFRotary.from_config(config, form=form)
+
+
 def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotary | None, list[str]]:
     """The first form whose posenc rotary gives ``module``'s tables on every probe, and why the others failed."""
-    config = module.config  # type: ignore[attr-defined]
+    config = module.config
     device = next((b.device for b in module.buffers()), torch.device("cpu"))
     reasons = []
     for form in FORMS:
@@ -269,8 +284,7 @@ def swap_rotary(model: nn.Module) -> list[str]:
             if not (type(child).__name__.endswith("RotaryEmbedding") and hasattr(child, "config")):
                 continue
             path = f"{name}.{child_name}" if name else child_name
-            config = child.config
-            replacement, reasons = _verify(child, lambda form, c=config: HFRotary.from_config(c, form=form))
+            replacement, reasons = _verify(child, functools.partial(_posenc_rotary, child.config))
             if replacement is None:
                 refusals.append(f"{path} ({type(child).__name__}): " + "; ".join(reasons))
             else:

@@ -16,6 +16,7 @@ from posenc.nn.contracts import (
     ScoreBiasContract,
 )
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
+from posenc.nn.multiaxis import MultiAxisRotary
 from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "InputContract",
     "LearnableFrequencyEncoding",
     "LearnedEncoding",
+    "MultiAxisRotary",
     "MultiHeadAttention",
     "PositionContext",
     "QueryBiasContract",

@@ -140,9 +140,7 @@ class MultiAxisRotary(nn.Module):
             raise ValueError("frequencies must be finite")
         self.rotary_dim = 2 * matrix.shape[-1]
         if self.rotary_dim > self.head_dim:
-            raise ValueError(
-                f"frequencies rotate {self.rotary_dim} dims, more than head_dim={self.head_dim}"
-            )
+            raise ValueError(f"frequencies rotate {self.rotary_dim} dims, more than head_dim={self.head_dim}")
         self.n_axes = matrix.shape[-2]
         self.learnable = validate.boolean("learnable", learnable)
         if self.learnable:
@@ -205,13 +203,7 @@ class MultiAxisRotary(nn.Module):
 
     @classmethod
     def mixed(
-        cls,
-        head_dim: int,
-        num_heads: int,
-        *,
-        base: float = 10.0,
-        seed: int = 0,
-        layout: str = "adjacent",
+        cls, head_dim: int, num_heads: int, *, base: float = 10.0, seed: int = 0, layout: str = "adjacent"
     ) -> MultiAxisRotary:
         """RoPE-Mixed (Heo et al. 2024, eq. 9): learnable 2-D ``F [h, 2, d_h/2]``, initialised as the
         paper's ``init_2d_freqs``: magnitudes ``m_j = base^(−4j/d_h)``, ``j < d_h/4``, along a random
@@ -221,7 +213,9 @@ class MultiAxisRotary(nn.Module):
         """
         d = validate.positive_int("head_dim", head_dim)
         if d % 4:
-            raise ValueError(f"head_dim must be a multiple of 4 for RoPE-Mixed (two directions of pairs), got {d}")
+            raise ValueError(
+                f"head_dim must be a multiple of 4 for RoPE-Mixed (two directions of pairs), got {d}"
+            )
         h = validate.positive_int("num_heads", num_heads)
         magnitude = validate.positive_float("base", base) ** (-np.arange(0, d, 4) / d)
         phase = np.random.default_rng(seed).uniform(0.0, 2.0 * np.pi, size=(h, 1))
@@ -239,7 +233,9 @@ class MultiAxisRotary(nn.Module):
         """
         sections, interleaved = rope_types.hf_mrope(config, layer_type=layer_type)
         if sections is None:
-            raise ValueError("config has no mrope_section in its rope parameters: use RotaryEmbedding.from_hf")
+            raise ValueError(
+                "config has no mrope_section in its rope parameters: use RotaryEmbedding.from_hf"
+            )
         settings = rope_types.hf_settings(config, layer_type=layer_type, multi_axis=True)
         settings.pop("max_position_embeddings")
         rope = RotaryEmbedding(**settings, max_len=1)
@@ -263,7 +259,9 @@ class MultiAxisRotary(nn.Module):
 
     def _check_positions(self, positions: object) -> torch.Tensor:
         if not isinstance(positions, torch.Tensor):
-            raise TypeError(f"positions must be a torch.Tensor [axes, s] or [axes, b, s], got {type(positions).__name__}")
+            raise TypeError(
+                f"positions must be a torch.Tensor [axes, s] or [axes, b, s], got {type(positions).__name__}"
+            )
         if positions.dim() not in (2, 3) or positions.shape[0] != self.n_axes:
             raise ValueError(
                 f"positions must be [axes={self.n_axes}, s] or [axes={self.n_axes}, b, s] (one row per position "
@@ -310,7 +308,12 @@ class MultiAxisRotary(nn.Module):
         return out.reshape(x.shape)
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, *, positions: torch.Tensor, k_positions: torch.Tensor | None = None
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        *,
+        positions: torch.Tensor,
+        k_positions: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q [b, h, s_q, d_h]`` at ``positions`` and ``k [b, h, s_k, d_h]`` at ``k_positions``
         (default: ``positions``); positions ``[A, s]`` or ``[A, b, s]``."""
@@ -350,7 +353,9 @@ def mrope_position_ids(
     This is transformers' ``Qwen2VLModel.get_rope_index`` (5.x) written as the definition.
     """
     if not isinstance(token_types, torch.Tensor) or token_types.dim() != 2:
-        raise ValueError(f"token_types must be a [b, s] tensor of 0 (text), 1 (image), 2 (video), got {token_types!r}")
+        raise ValueError(
+            f"token_types must be a [b, s] tensor of 0 (text), 1 (image), 2 (video), got {token_types!r}"
+        )
     merge = validate.positive_int("spatial_merge_size", spatial_merge_size)
     grids = {1: _grid_rows("image_grid_thw", image_grid_thw), 2: _grid_rows("video_grid_thw", video_grid_thw)}
     used = {1: 0, 2: 0}
@@ -372,7 +377,9 @@ def mrope_position_ids(
             elif kind in grids:
                 if used[kind] >= len(grids[kind]):
                     name = "image_grid_thw" if kind == 1 else "video_grid_thw"
-                    raise ValueError(f"{name} has {len(grids[kind])} rows, fewer than the runs of type {kind} in token_types")
+                    raise ValueError(
+                        f"{name} has {len(grids[kind])} rows, fewer than the runs of type {kind} in token_types"
+                    )
                 t, h, w = grids[kind][used[kind]]
                 used[kind] += 1
                 gh, gw = h // merge, w // merge

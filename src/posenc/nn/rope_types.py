@@ -305,7 +305,14 @@ def _require_factor(name: str, parameters: dict[str, Any]) -> None:
         )
 
 
-_HF_GLOBAL_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor", "mrope_section", "mrope_interleaved")
+_HF_GLOBAL_KEYS = (
+    "rope_type",
+    "type",
+    "rope_theta",
+    "partial_rotary_factor",
+    "mrope_section",
+    "mrope_interleaved",
+)
 """Rope-parameter keys that are not options of the rope type (M-RoPE's are read by :func:`hf_mrope`)."""
 
 
@@ -331,7 +338,12 @@ def _hf_parameters(config: Any, layer_type: str | None) -> dict[str, Any]:
 
 
 def _positive_count(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+        and float(value) > 0
+    )
 
 
 def hf_mrope(config: Any, *, layer_type: str | None = None) -> tuple[list[int] | None, bool]:
