@@ -171,6 +171,32 @@ def test_a_rotary_that_differs_only_far_away_is_refused_and_the_model_is_left_al
     assert isinstance(model.model.rotary_emb, ClampedRotary)  # nothing replaced
 
 
+class EarlySwitchRotary(ClampedRotary):
+    """LongRoPE switching to its long factors one position early (a call ending at L − 1 gets them)."""
+
+    def forward(self, x, position_ids):
+        original = self.config.rope_parameters["original_max_position_embeddings"]
+        if int(position_ids.max()) + 1 == original:  # transformers switches only beyond: seq_len > original
+            extended = torch.cat([position_ids, torch.full_like(position_ids[..., :1], original)], dim=-1)
+            cos, sin = self.original(x, extended)
+            return cos[..., :-1, :], sin[..., :-1, :]
+        return self.original(x, position_ids)
+
+
+def test_longropes_switch_off_by_one_is_refused():
+    from test_integrations_hf import ROPE_PARAMETERS, tiny_llama
+
+    model = tiny_llama(ROPE_PARAMETERS["longrope"])  # original_max_position_embeddings = 32
+    assert swap_rotary(tiny_llama(ROPE_PARAMETERS["longrope"])) == ["model.rotary_emb"]
+    model.model.rotary_emb = EarlySwitchRotary(model.model.rotary_emb)
+    type(model.model.rotary_emb).__name__ = "EarlySwitchRotaryEmbedding"
+    try:
+        with pytest.raises(RotaryMismatch, match=r"LlamaForCausalLM.*differ first at position"):
+            swap_rotary(model)
+    finally:
+        type(model.model.rotary_emb).__name__ = "EarlySwitchRotary"
+
+
 def test_cohere_tables_in_the_half_split_form_would_move_the_logits():
     """Why the swap must verify: Cohere's interleaved tables replaced by half-split ones (the old swap)
     change the logits; the verified swap installs the adjacent form instead (test above)."""

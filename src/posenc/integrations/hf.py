@@ -15,8 +15,8 @@ in float32, off by up to ``t·2^−24`` radians (0.06 at ``t = 10^6``); :class:`
 interface and forms them in float64.
 
 :func:`swap_rotary` proves each replacement before it makes it: it calls the model's own rotary and
-posenc's on the same probe positions (near ones, and far ones up to 16× ``max_position_embeddings``,
-which also cross the switches of ``dynamic`` and ``longrope``) and replaces nothing unless every
+posenc's on the same probe positions (near ones, calls ending on either side of the context lengths where
+``dynamic`` and ``longrope`` switch, and far ones up to 16× ``max_position_embeddings``) and replaces nothing unless every
 table agrees within float32 round-off of the angles. Usage::
 
     from transformers import LlamaForCausalLM
@@ -168,13 +168,23 @@ class RotaryMismatch(ValueError):
 
 
 def _probe_positions(config: object, axes: int, axes_last: bool) -> list[torch.Tensor]:
-    """Three calls' position ids: near (0 … 63), far (around and up to 16× ``max_position_embeddings``,
-    and 10^5), near again (``dynamic`` returns to its original frequencies); ``[1, n]``, ``[A, 1, n]``
-    or, ``axes_last``, ``[n, A]``."""
+    """The position ids of the probe calls: near (0 … 63); for each context length ``L`` of the
+    config (``max_position_embeddings``, ``original_max_position_embeddings``), calls ending at
+    ``L − 1`` and at ``L`` (LongRoPE switches, dynamic NTK starts growing, between the two); far
+    (around ``max_position_embeddings``, up to 16× it and 10^5); near again (dynamic returns to its
+    original frequencies). Shaped ``[1, n]``, ``[A, 1, n]`` or, ``axes_last``, ``[n, A]``."""
     longest = int(getattr(config, "max_position_embeddings", None) or 2048)
+    parameters = getattr(config, "rope_parameters", None) or {}
+    original = getattr(config, "original_max_position_embeddings", None) or (
+        parameters.get("original_max_position_embeddings") if isinstance(parameters, dict) else None
+    )
     near = torch.arange(64)
+    calls = [near]
+    for length in sorted({longest, int(original or longest)}):
+        edge = torch.arange(max(length - 64, 0), length)
+        calls += [edge, edge + 1]
     far = torch.tensor([0, 1, longest - 1, longest, longest + 1, 2 * longest, 16 * longest + 3, 100_003])
-    calls = [near, far, near]
+    calls += [far, near]
     if axes == 1:
         return [p[None] for p in calls]
     # distinct coordinates per axis, so that a wrong section assignment shows

@@ -219,7 +219,10 @@ class MultiAxisRotary(nn.Module):
         h = validate.positive_int("num_heads", num_heads)
         magnitude = validate.positive_float("base", base) ** (-np.arange(0, d, 4) / d)
         phase = np.random.default_rng(seed).uniform(0.0, 2.0 * np.pi, size=(h, 1))
-        directions = np.concatenate([phase + 0.0 * magnitude, phase + np.pi / 2 + 0.0 * magnitude], axis=1)
+        m = magnitude.size
+        directions = np.concatenate(
+            [np.repeat(phase, m, axis=1), np.repeat(phase + np.pi / 2, m, axis=1)], axis=1
+        )
         magnitudes = np.concatenate([magnitude, magnitude])
         matrix = np.stack([magnitudes * np.cos(directions), magnitudes * np.sin(directions)], axis=1)
         return cls(d, matrix, layout=layout, learnable=True)
