@@ -166,7 +166,7 @@ def test_bad_files_and_configs_are_one_line_errors(config_path, tmp_path, capsys
     assert main(["check", str(config_path), "--against", str(corrupt)]) == 2
     assert "not a readable .npz file" in capsys.readouterr().err
     unknown = tmp_path / "unknown.json"
-    unknown.write_text(json.dumps({**CONFIG, "rope_parameters": {"rope_type": "proportional"}}))
+    unknown.write_text(json.dumps({**CONFIG, "rope_parameters": {"rope_type": "quadratic"}}))
     assert main(["check", str(unknown)]) == 2
     assert "config rope_type must be 'default' or one of" in capsys.readouterr().err
     assert main(["check", str(tmp_path / "missing.json")]) == 2

@@ -66,6 +66,15 @@ def build(family: str) -> torch.nn.Module:
             **TOKENS,
         )
         return peer_class("Qwen3VLForConditionalGeneration")(config).eval()
+    if family == "gemma4":  # sliding layers: default rope; full layers: proportional, their own head_dim
+        config = peer_class("Gemma4TextConfig")(
+            **TEXT,
+            head_dim=16,
+            global_head_dim=32,
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        return peer_class("Gemma4ForCausalLM")(config).eval()
     extra = {
         "llama": ("Llama", {}),
         "cohere": ("Cohere", {}),
@@ -92,7 +101,17 @@ def build(family: str) -> torch.nn.Module:
     return peer_class(f"{prefix}ForCausalLM")(peer_class(config_name)(**TEXT, **options)).eval()
 
 
-FAMILIES = ["llama", "cohere", "cohere2", "gpt_oss", "llama4", "deepseek_v2", "qwen2_vl", "qwen3_vl"]
+FAMILIES = [
+    "llama",
+    "cohere",
+    "cohere2",
+    "gpt_oss",
+    "llama4",
+    "deepseek_v2",
+    "gemma4",
+    "qwen2_vl",
+    "qwen3_vl",
+]
 EXPECTED_FORM = {"cohere": "adjacent", "cohere2": "adjacent", "gpt_oss": "pairs", "llama4": "complex"}
 EXPECTED_FORM["deepseek_v2"] = "complex"
 
@@ -219,8 +238,6 @@ def test_hf_rotary_refuses_mrope_position_ids_for_a_1d_rope():
 
 def test_an_unknown_rope_type_is_refused_at_swap_time_naming_it():
     model = build("llama")
-    model.model.rotary_emb.config.rope_parameters = {"rope_type": "proportional", "rope_theta": 1e4}
-    with pytest.raises(
-        RotaryMismatch, match=r"LlamaForCausalLM.*posenc cannot read its config.*'proportional'"
-    ):
+    model.model.rotary_emb.config.rope_parameters = {"rope_type": "quadratic", "rope_theta": 1e4}
+    with pytest.raises(RotaryMismatch, match=r"LlamaForCausalLM.*posenc cannot read its config.*'quadratic'"):
         swap_rotary(model)

@@ -3,6 +3,7 @@ original context, a rope type it does not know, an M-RoPE config read as 1-D).""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from posenc.nn import RotaryEmbedding
@@ -51,11 +52,28 @@ def test_an_absent_original_context_still_means_max_position_embeddings():
     assert RotaryEmbedding.from_hf(config).scaling_parameters["original_max_position_embeddings"] == 4096
 
 
+def test_proportional_rope_turns_the_first_pairs_over_the_whole_head():
+    """Gemma 4's ``proportional``: ``ρ^(−2i/d_h)/f`` for ``i < ⌊p·d_h/2⌋``, the other pairs still."""
+    rope = RotaryEmbedding.from_hf(
+        {
+            "head_dim": 32,
+            "rope_parameters": {
+                "rope_type": "proportional",
+                "partial_rotary_factor": 0.25,
+                "factor": 2.0,
+                "rope_theta": 1e6,
+            },
+        }
+    )
+    assert rope.rotary_dim == 32
+    theta = 1e6 ** (-np.arange(0, 32, 2) / 32) / 2.0
+    theta[4:] = 0.0
+    np.testing.assert_allclose(rope.frequencies.numpy(), theta, rtol=1e-14, atol=0)
+
+
 def test_an_unknown_rope_type_is_refused_naming_it():
-    with pytest.raises(
-        ValueError, match=r"config rope_type must be 'default' or one of .*got 'proportional'"
-    ):
-        RotaryEmbedding.from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "proportional"}})
+    with pytest.raises(ValueError, match=r"config rope_type must be 'default' or one of .*got 'quadratic'"):
+        RotaryEmbedding.from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "quadratic"}})
 
 
 def test_an_mrope_config_is_refused_as_1d_and_read_by_multiaxis():

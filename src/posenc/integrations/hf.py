@@ -109,9 +109,15 @@ class HFRotary(nn.Module):
             )
             return cls(rope, form=form, axes_last=True)
         layer_types = sorted(k for k, v in parameters.items() if isinstance(v, dict))
-        if layer_types:
+        if layer_types:  # Gemma 4 keeps a config per layer type (its own head_dim) in per_layer_config
+            per_layer = getattr(config, "per_layer_config", None)
             return cls(
-                {t: RotaryEmbedding.from_hf(config, layer_type=t, layout=layout) for t in layer_types},
+                {
+                    t: RotaryEmbedding.from_hf(
+                        config if per_layer is None else per_layer[t], layer_type=t, layout=layout
+                    )
+                    for t in layer_types
+                },
                 form=form,
             )
         if rope_types.hf_mrope(config)[0] is not None:
@@ -246,8 +252,8 @@ def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotar
     for form in FORMS:
         try:
             ours = make(form).to(device)
-        except (ValueError, TypeError) as error:
-            return None, [f"posenc cannot read its config: {error}"]
+        except Exception as error:  # a config posenc cannot read (or that refuses to be read): a refusal
+            return None, [f"posenc cannot read its config: {type(error).__name__}: {error}"]
         theirs = copy.deepcopy(module)  # probing may change a dynamic rope's state: never the model's own
         layer_types = list(ours.ropes) if ours.ropes is not None else [None]
         axes = ours.rope.n_axes if isinstance(ours.rope, MultiAxisRotary) else 1

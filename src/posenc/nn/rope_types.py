@@ -297,6 +297,17 @@ register(
 )
 
 
+def _proportional(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    """Gemma 4's proportional rope (transformers' ``_compute_proportional_rope_parameters``): the first
+    ``⌊p·r/2⌋`` pairs turn at ``ρ^(−2i/r)/f`` over the whole head (``r = d_h``), the others not at all."""
+    theta = _plain(r, base)
+    theta[int(p["partial_rotary_factor"] * r // 2) :] = 0.0
+    return theta / p["factor"], 1.0
+
+
+register("proportional", RopeType(_proportional, defaults={"factor": 1.0, "partial_rotary_factor": 1.0}))
+
+
 def _require_factor(name: str, parameters: dict[str, Any]) -> None:
     if parameters.get("factor") is None:
         raise ValueError(
@@ -409,6 +420,8 @@ def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool 
     if name in ("dynamic", "yarn", "longrope"):
         options.setdefault("max_position_embeddings", longest)
     fraction = 1.0 if fraction is None else float(fraction)
+    if name == "proportional":  # the fraction picks the turning pairs; the table spans the whole head
+        options["partial_rotary_factor"], fraction = fraction, 1.0
     return {
         "head_dim": int(head_dim),
         "base": 10000.0 if theta is None else theta,
