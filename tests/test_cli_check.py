@@ -69,6 +69,15 @@ def test_resolved_scaling_names_longropes_switch(tmp_path, capsys):
     assert re.search(r"attention factor \(resolved\): 1\.0954", out)  # sqrt(1 + ln 4 / ln 1024)
 
 
+def test_an_mrope_config_is_checked_with_its_frequencies(tmp_path, capsys):
+    path = tmp_path / "qwen2vl.json"
+    path.write_text(
+        json.dumps({"text_config": {**CONFIG, "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}}})
+    )
+    assert main(["check", str(path), "--max-position", "1000"]) == 0
+    assert "rope_type: default" in capsys.readouterr().out
+
+
 def dump(path, positions, **arrays):
     np.savez(path, positions=np.asarray(positions), **arrays)
     return str(path)

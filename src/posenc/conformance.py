@@ -46,7 +46,8 @@ class Truth:
 
     @classmethod
     def from_config(cls, config: Any, *, layer_type: str | None = None) -> Truth:
-        settings = rope_types.hf_settings(config, layer_type=layer_type)
+        # M-RoPE configs: each axis turns with these same frequencies (the sections only assign pairs to axes)
+        settings = rope_types.hf_settings(config, layer_type=layer_type, multi_axis=True)
         name = settings["scaling"] or "default"
         options = dict(settings["scaling_options"] or {})
         if settings["scaling_factor"] is not None:

@@ -133,6 +133,20 @@ def test_axial_dims_beyond_the_axes_pass_through_and_each_axis_is_1d_rope():
     )
 
 
+def test_per_head_frequencies_choose_which_heads_rotate_which_axes():
+    theta = torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=F64)
+    zero = torch.zeros(4, dtype=F64)
+    # head 0 rotates with the first axis only, head 1 with the second only
+    rope = MultiAxisRotary(8, torch.stack([torch.stack([theta, zero]), torch.stack([zero, theta])]))
+    x = torch.randn(2, 2, 5, 8, dtype=F64, generator=torch.Generator().manual_seed(0))
+    p = torch.stack([torch.arange(5), 10 * torch.arange(5)])
+    q, _ = rope(x, x, positions=p)
+    one_axis = MultiAxisRotary(8, theta[None])
+    for head, axis in ((0, 0), (1, 1)):
+        cos, sin = one_axis.cos_sin(p[axis : axis + 1], dtype=F64)
+        assert torch.allclose(q[:, head], one_axis.rotate(x[:, head], cos, sin), atol=1e-12)
+
+
 def test_rope_mixed_is_relative_and_learns_its_frequencies():
     torch.manual_seed(0)
     rope = MultiAxisRotary.mixed(16, 3, base=10.0)
