@@ -365,3 +365,62 @@ def tensor2tensor(
         w = spectrum.tensor2tensor(even, min_timescale=min_timescale, max_timescale=max_timescale)
         out[:, :even] = sinusoidal(t, even, layout="split", frequencies=w, dtype=dtype)
     return out
+
+
+GRID_LAYOUTS: tuple[str, ...] = ("per_axis", "sin_cos")
+
+
+def sincos_nd(
+    shape: tuple[int, ...] | list[int],
+    axis_dims: tuple[int, ...] | list[int],
+    *,
+    base: float = DEFAULT_BASE,
+    layout: str = "per_axis",
+    column_order: tuple[int, ...] | list[int] | None = None,
+    dtype: DTypeLike = np.float64,
+) -> NDArray[np.floating]:
+    """Fixed n-D sinusoidal table of a grid of ``shape`` (Dosovitskiy et al. 2021 / He et al. 2022, MAE).
+
+    Token ``n`` is grid point ``(c_0 … c_{A−1})`` in row-major order (the last axis fastest). Axis
+    ``a`` gets ``axis_dims[a]`` (even) columns, ``sin(c_a·ω_j)`` and ``cos(c_a·ω_j)`` with
+    ``ω_j = base^(−j/m)``, ``j < m = axis_dims[a]/2``: the 1-D encoding of MAE's
+    ``get_1d_sincos_pos_embed_from_grid``. The axes' blocks stand in ``column_order`` (default
+    ``0 … A−1``); ``layout`` ``"per_axis"`` puts each axis' sines then cosines together,
+    ``"sin_cos"`` all sines (in that order) then all cosines. Angles in float64 (:func:`angles`),
+    one rounding to ``dtype``. Returns ``(Π shape, Σ axis_dims)``. Recipes:
+
+    * MAE ``get_2d_sincos_pos_embed(D, (H, W))``: ``sincos_nd((H, W), (D/2, D/2), column_order=(1, 0))``
+    * timm ``build_sincos2d_pos_embed((H, W), D)``: ``sincos_nd((H, W), (D/2, D/2), layout="sin_cos")``;
+      with ``interleave_sin_cos=True``: ``layout="per_axis"``
+    * 3-D (video; MAE-ST, CogVideoX's ``get_3d_sincos_pos_embed``): ``sincos_nd((T, H, W), (D/4, 3D/8, 3D/8),
+      column_order=(0, 2, 1))``
+    """
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, (tuple, list)) or not shape:
+        raise TypeError(f"shape must be a non-empty tuple of grid sizes, got {shape!r}")
+    sizes = [validate.positive_int("shape", n) for n in shape]
+    if not isinstance(axis_dims, (tuple, list)) or len(axis_dims) != len(sizes):
+        raise ValueError(
+            f"axis_dims must give one column count per axis of shape {tuple(sizes)}, got {axis_dims!r}"
+        )
+    dims = [validate.positive_int("axis_dims", n) for n in axis_dims]
+    if any(n % 2 for n in dims):
+        raise ValueError(
+            f"axis_dims must all be even (a sine and a cosine per frequency), got {list(axis_dims)}"
+        )
+    validate.choice("layout", layout, GRID_LAYOUTS)
+    order = list(range(len(sizes))) if column_order is None else list(column_order)
+    if sorted(order) != list(range(len(sizes))):
+        raise ValueError(f"column_order must be a permutation of 0 … {len(sizes) - 1}, got {column_order!r}")
+    out_dtype = _float_dtype(dtype)
+    base = validate.positive_float("base", base)
+    coords = np.indices(sizes, dtype=np.float64).reshape(len(sizes), -1)
+    waves = []
+    for a in order:
+        m = dims[a] // 2
+        phase = angles(coords[a], base ** (-np.arange(m, dtype=np.float64) / m))
+        waves.append((np.sin(phase), np.cos(phase)))
+    if layout == "per_axis":
+        blocks = [block for pair in waves for block in pair]
+    else:
+        blocks = [s for s, _ in waves] + [c for _, c in waves]
+    return np.concatenate(blocks, axis=1).astype(out_dtype)

@@ -1,13 +1,23 @@
-"""Swap a Hugging Face ``transformers`` model's rotary embedding for posenc's float64-angle one.
+"""Swap a Hugging Face ``transformers`` model's rotary embedding for posenc's float64-angle one, verified.
 
-transformers' rotary modules (``LlamaRotaryEmbedding``, ``MistralRotaryEmbedding``, ``Qwen2…``,
-``GPTNeoXRotaryEmbedding`` …) share one interface: ``forward(x, position_ids) → (cos, sin)``,
-each ``[b, s, r]`` in the ``rotate_half`` layout, already multiplied by the rope type's attention
-factor, in ``x``'s dtype; the attention layers then apply them. They form the angles
-``position_ids · inv_freq`` in float32, which is off by up to ``t·2^−24`` radians (0.06 at
-``t = 10^6``). :class:`HFRotary` has the same interface and forms the angles in float64
-(:meth:`posenc.nn.RotaryEmbedding.cos_sin`), for every rope type :meth:`~posenc.nn.RotaryEmbedding.from_hf`
-reads. Usage::
+transformers' rotary modules share one interface, ``forward(x, position_ids)``, and return the
+tables their attention layers apply, in one of four *forms*::
+
+    half_split   (cos, sin) [b, s, r], cat(freqs, freqs)          Llama, Mistral, Qwen, GPT-NeoX, Gemma …
+    adjacent     (cos, sin) [b, s, r], repeat_interleave(freqs)   Cohere, Cohere2
+    pairs        (cos, sin) [b, s, r/2], one value per pair       gpt-oss
+    complex      freqs_cis  [b, s, r/2], cos + i·sin              Llama 4, DeepSeek-V2
+
+each already multiplied by the rope type's attention factor, in ``x``'s dtype (``complex``: complex64).
+Position ids are ``[b, s]``, or ``[3, b, s]`` for M-RoPE (Qwen2-VL, Qwen3-VL: time, height, width;
+:class:`posenc.nn.multiaxis.MultiAxisRotary`). transformers forms the angles ``position_ids · inv_freq``
+in float32, off by up to ``t·2^−24`` radians (0.06 at ``t = 10^6``); :class:`HFRotary` has the same
+interface and forms them in float64.
+
+:func:`swap_rotary` proves each replacement before it makes it: it calls the model's own rotary and
+posenc's on the same probe positions (near ones, calls ending on either side of the context lengths where
+``dynamic`` and ``longrope`` switch, and far ones up to 16× ``max_position_embeddings``) and replaces nothing unless every
+table agrees within float32 round-off of the angles. Usage::
 
     from transformers import LlamaForCausalLM
     from posenc.integrations.hf import swap_rotary
@@ -20,79 +30,290 @@ Nothing here imports transformers: the model is only walked and one attribute re
 
 from __future__ import annotations
 
-from typing import cast
+import copy
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
+from posenc.nn import rope_types
+from posenc.nn.multiaxis import MultiAxisRotary
 from posenc.nn.rotary import RotaryEmbedding
+
+FORMS: tuple[str, ...] = ("half_split", "adjacent", "pairs", "complex")
+
+_ROUNDING = 2.0**-21
+"""Allowed difference per radian of angle between transformers' float32 tables and posenc's: the
+product ``fl(t)·fl(θ)`` and ``θ``'s own rounding are ``≤ 2^−24`` relative each, kept with a margin of 8."""
 
 
 class HFRotary(nn.Module):
-    """A drop-in for a transformers rotary module: ``forward(x, position_ids) → (cos, sin)`` ``[b, s, r]``.
+    """A drop-in for a transformers rotary module: ``forward(x, position_ids)`` → the tables in ``form``.
 
     Args:
-        rope: a half-split :class:`posenc.nn.RotaryEmbedding` (e.g. ``RotaryEmbedding.from_hf(config)``),
-            or a dict ``{layer_type: RotaryEmbedding}`` for models with one rope per layer type
-            (Gemma 3), which call ``forward(x, position_ids, layer_type=…)``.
+        rope: a :class:`posenc.nn.RotaryEmbedding` without xPos; a dict ``{layer_type: RotaryEmbedding}``
+            for models with one rope per layer type (Gemma 3), called as ``forward(x, position_ids,
+            layer_type=…)``; or a half-split :class:`MultiAxisRotary` (M-RoPE), which takes
+            ``position_ids [A, b, s]`` (``[b, s]`` stands for all axes, as in Qwen2-VL).
+        form: the tables returned (module docstring); for a ``RotaryEmbedding`` ``half_split`` or
+            ``adjacent`` must equal its layout (``pairs``/``complex`` take any layout).
+        axes_last: position ids are ``[N, A]`` and the tables ``[N, r]`` (the vision towers' axial
+            rope of Qwen2-VL/Qwen3-VL, rope type ``axial``); only with a :class:`MultiAxisRotary`.
     """
 
-    def __init__(self, rope: RotaryEmbedding | dict[str, RotaryEmbedding]) -> None:
+    def __init__(
+        self,
+        rope: RotaryEmbedding | MultiAxisRotary | dict[str, RotaryEmbedding],
+        *,
+        form: str = "half_split",
+        axes_last: bool = False,
+    ) -> None:
         super().__init__()
+        if axes_last and not isinstance(rope, MultiAxisRotary):
+            raise ValueError("axes_last=True needs a MultiAxisRotary (positions [N, axes])")
+        self.axes_last = axes_last
+        if form not in FORMS:
+            raise ValueError(f"form must be one of {', '.join(map(repr, FORMS))}, got {form!r}")
         ropes = rope if isinstance(rope, dict) else {"": rope}
         for r in ropes.values():
-            if not isinstance(r, RotaryEmbedding):
-                raise TypeError(f"rope must be a posenc RotaryEmbedding, got {type(r).__name__}")
-            if r.layout != "half_split" or r.xpos_scale_base is not None:
-                raise ValueError(
-                    "transformers applies cos/sin with rotate_half to both q and k: rope must have "
-                    f"layout='half_split' and no xPos, got layout={r.layout!r}, xpos_scale_base={r.xpos_scale_base}"
+            if not isinstance(r, (RotaryEmbedding, MultiAxisRotary)):
+                raise TypeError(
+                    f"rope must be a posenc RotaryEmbedding or MultiAxisRotary, got {type(r).__name__}"
                 )
+            if getattr(r, "xpos_scale_base", None) is not None:
+                raise ValueError("transformers applies one (cos, sin) to q and k: rope must have no xPos")
+            if form in ("half_split", "adjacent") and r.layout != form:
+                raise ValueError(
+                    f"form={form!r} returns tables in that layout: rope must have layout={form!r}, "
+                    f"got layout={r.layout!r}"
+                )
+        self.form = form
         self.ropes = nn.ModuleDict(ropes) if "" not in ropes else None
         self.rope = ropes.get("")
 
     @classmethod
-    def from_config(cls, config: object) -> HFRotary:
-        """The posenc rotary for a transformers config, one per layer type when the config has several."""
+    def from_config(cls, config: object, *, form: str = "half_split") -> HFRotary:
+        """The posenc rotary for a transformers config: M-RoPE where it has ``mrope_section``, one per
+        layer type where it has several, else :meth:`RotaryEmbedding.from_hf`."""
+        layout = "adjacent" if form == "adjacent" else "half_split"
         parameters = getattr(config, "rope_parameters", None) or {}
+        if parameters.get("rope_type") == "axial":  # Qwen2-VL/Qwen3-VL vision: (h, w) over halves of d_h/2
+            head_dim = getattr(config, "head_dim", None) or (
+                (getattr(config, "embed_dim", None) or config.hidden_size) // config.num_attention_heads  # type: ignore[attr-defined]
+            )
+            half = 2 * (head_dim // 4)
+            rope = MultiAxisRotary.axial(
+                head_dim, [half, half], base=parameters.get("rope_theta", 10000.0), layout=layout
+            )
+            return cls(rope, form=form, axes_last=True)
         layer_types = sorted(k for k, v in parameters.items() if isinstance(v, dict))
-        if layer_types:
-            return cls({t: RotaryEmbedding.from_hf(config, layer_type=t) for t in layer_types})
-        return cls(RotaryEmbedding.from_hf(config))
+        if layer_types:  # Gemma 4 keeps a config per layer type (its own head_dim) in per_layer_config
+            per_layer = getattr(config, "per_layer_config", None)
+            return cls(
+                {
+                    t: RotaryEmbedding.from_hf(
+                        config if per_layer is None else per_layer[t], layer_type=t, layout=layout
+                    )
+                    for t in layer_types
+                },
+                form=form,
+            )
+        if rope_types.hf_mrope(config)[0] is not None:
+            if form != "half_split":
+                raise ValueError(f"M-RoPE tables are built in the half_split form only, got form={form!r}")
+            return cls(MultiAxisRotary.from_hf(config), form=form)
+        return cls(RotaryEmbedding.from_hf(config, layout=layout), form=form)
+
+    def _rope_for(self, layer_type: str | None) -> RotaryEmbedding | MultiAxisRotary:
+        if self.ropes is not None:
+            if layer_type is None or layer_type not in self.ropes:
+                raise ValueError(f"layer_type must be one of {list(self.ropes)}, got {layer_type!r}")
+            rope: Any = self.ropes[layer_type]
+            return rope
+        assert self.rope is not None
+        return self.rope
 
     @torch.no_grad()
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor, layer_type: str | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)`` ``[b, s, r]`` in ``x``'s dtype for ``position_ids [b, s]``."""
-        rope = self.rope
-        if self.ropes is not None:
-            if layer_type is None or layer_type not in self.ropes:
-                raise ValueError(f"layer_type must be one of {list(self.ropes)}, got {layer_type!r}")
-            rope = cast(RotaryEmbedding, self.ropes[layer_type])
-        rope = cast(RotaryEmbedding, rope)
-        positions = position_ids if position_ids.dim() == 2 else position_ids.reshape(1, -1)
-        return rope.cos_sin(positions.shape[-1], positions=positions, dtype=x.dtype, device=x.device)
+    ) -> tuple[torch.Tensor, torch.Tensor] | torch.Tensor:
+        """The tables in :attr:`form` for ``position_ids [b, s]`` (M-RoPE: ``[A, b, s]`` or ``[b, s]``)."""
+        rope = self._rope_for(layer_type)
+        if isinstance(rope, MultiAxisRotary):
+            if self.axes_last:
+                position_ids = position_ids.transpose(0, -1)
+            elif position_ids.dim() == 2:
+                position_ids = position_ids.expand(rope.n_axes, -1, -1)
+            cos, sin = rope.cos_sin(position_ids, dtype=torch.float64)
+        else:
+            if position_ids.dim() != 2:
+                raise ValueError(
+                    f"position_ids must be [b, s] for a 1-D rotary, got shape {list(position_ids.shape)}"
+                    + (
+                        " (3 axes of positions: an M-RoPE model; its config needs mrope_section)"
+                        if position_ids.dim() == 3
+                        else ""
+                    )
+                )
+            cos, sin = rope.cos_sin(
+                position_ids.shape[-1], positions=position_ids, dtype=torch.float64, device=x.device
+            )
+        if self.form in ("half_split", "adjacent"):
+            return cos.to(x.dtype), sin.to(x.dtype)
+        half = rope.rotary_dim // 2
+        pick = (lambda t: t[..., :half]) if rope.layout == "half_split" else (lambda t: t[..., 0::2])
+        if self.form == "pairs":
+            return pick(cos).to(x.dtype), pick(sin).to(x.dtype)
+        return torch.complex(pick(cos), pick(sin)).to(torch.complex64)
+
+
+class RotaryMismatch(ValueError):
+    """A model's rotary that posenc would not reproduce; the message names the model, module and difference."""
+
+
+def _probe_positions(config: object, axes: int, axes_last: bool) -> list[torch.Tensor]:
+    """The position ids of the probe calls: near (0 … 63); for each context length ``L`` of the
+    config (``max_position_embeddings``, ``original_max_position_embeddings``), calls ending at
+    ``L − 1`` and at ``L`` (LongRoPE switches, dynamic NTK starts growing, between the two); far
+    (around ``max_position_embeddings``, up to 16× it and 10^5); near again (dynamic returns to its
+    original frequencies). Shaped ``[1, n]``, ``[A, 1, n]`` or, ``axes_last``, ``[n, A]``."""
+    longest = int(getattr(config, "max_position_embeddings", None) or 2048)
+    parameters = getattr(config, "rope_parameters", None) or {}
+    original = getattr(config, "original_max_position_embeddings", None) or (
+        parameters.get("original_max_position_embeddings") if isinstance(parameters, dict) else None
+    )
+    near = torch.arange(64)
+    calls = [near]
+    for length in sorted({longest, int(original or longest)}):
+        edge = torch.arange(max(length - 64, 0), length)
+        calls += [edge, edge + 1]
+    far = torch.tensor([0, 1, longest - 1, longest, longest + 1, 2 * longest, 16 * longest + 3, 100_003])
+    calls += [far, near]
+    if axes == 1:
+        return [p[None] for p in calls]
+    # distinct coordinates per axis, so that a wrong section assignment shows
+    stacked = [torch.stack([p * (2 * a + 1) // (a + 1) + a for a in range(axes)]) for p in calls]
+    return [p.T.contiguous() if axes_last else p[:, None] for p in stacked]
+
+
+def _tables(out: object) -> list[torch.Tensor] | None:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
+        return list(out)
+    return None
+
+
+def _difference(theirs: object, ours: object, positions: torch.Tensor, *, axes_last: bool) -> str | None:
+    """``None`` when ``ours`` equals ``theirs`` within float32 angle round-off; else what differs."""
+    a, b = _tables(theirs), _tables(ours)
+    if a is None:
+        return f"it returns {type(theirs).__name__}, not tensors"
+    assert b is not None
+    if len(a) != len(b) or any(x.shape != y.shape or x.is_complex() != y.is_complex() for x, y in zip(a, b)):
+        return (
+            f"it returns {[(list(x.shape), str(x.dtype)) for x in a]}, posenc's form "
+            f"{[(list(y.shape), str(y.dtype)) for y in b]}"
+        )
+    reach = (
+        positions.abs().amax(dim=-1 if axes_last else 0).to(torch.float64).reshape(-1)
+    )  # largest coordinate
+    for name, x, y in zip(("cos", "sin"), a, b):
+        x64 = torch.view_as_real(x).flatten(-2) if x.is_complex() else x
+        y64 = torch.view_as_real(y).flatten(-2) if y.is_complex() else y
+        x64, y64 = (
+            x64.to(torch.float64).reshape(reach.numel(), -1),
+            y64.to(torch.float64).reshape(reach.numel(), -1),
+        )
+        scale = max(float(y64.abs().max()), 1.0)
+        allowed = scale * (1e-5 + _ROUNDING * reach)[:, None]
+        bad = (x64 - y64).abs() > allowed
+        if bool(bad.any()):
+            row, col = (int(i) for i in bad.nonzero()[0])
+            what = "tables" if x.is_complex() else name
+            return (
+                f"{what} differ first at position {int(reach[row])}, column {col}: theirs {float(x64[row, col]):.6g}, "
+                f"posenc's {float(y64[row, col]):.6g} (max |difference| {float((x64 - y64).abs().max()):.3g})"
+            )
+    return None
+
+
+def _posenc_rotary(config: object, form: str) -> HFRotary:
+    return HFRotary.from_config(config, form=form)
+
+
+def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotary | None, list[str]]:
+    """The first form whose posenc rotary gives ``module``'s tables on every probe, and why the others failed."""
+    config = module.config
+    device = next((b.device for b in module.buffers()), torch.device("cpu"))
+    reasons = []
+    for form in FORMS:
+        try:
+            ours = make(form).to(device)
+        except Exception as error:  # a config posenc cannot read (or that refuses to be read): a refusal
+            return None, [f"posenc cannot read its config: {type(error).__name__}: {error}"]
+        theirs = copy.deepcopy(module)  # probing may change a dynamic rope's state: never the model's own
+        layer_types = list(ours.ropes) if ours.ropes is not None else [None]
+        axes = ours.rope.n_axes if isinstance(ours.rope, MultiAxisRotary) else 1
+        axes_last = ours.axes_last
+        difference = None
+        for layer_type in layer_types:
+            kwargs = {} if layer_type is None else {"layer_type": layer_type}
+            for positions in _probe_positions(config, axes, axes_last):
+                x = torch.zeros(1, 1, 1, device=device)
+                p = positions.to(device)
+                try:
+                    expected = theirs(x, p, **kwargs)
+                except Exception as error:  # their module's own failure, reported, not ours
+                    return None, [f"it fails on position_ids of shape {list(p.shape)}: {error}"]
+                difference = _difference(expected, ours(x, p, **kwargs), positions, axes_last=axes_last)
+                if difference is not None:
+                    break
+            if difference is not None:
+                break
+        if difference is None:
+            return make(form).to(device), []
+        reasons.append(f"as {form}: {difference}")
+    return None, reasons
 
 
 def swap_rotary(model: nn.Module) -> list[str]:
-    """Replace every transformers rotary module inside ``model`` by an :class:`HFRotary`; return their names.
+    """Replace every transformers rotary module inside ``model`` by a verified :class:`HFRotary`; return their names.
 
     A rotary module is recognised by its class name ending in ``RotaryEmbedding`` and its ``config``
-    (the model config it was built from), from which :meth:`RotaryEmbedding.from_hf` reads the rope
-    type (one per layer type where the config has several). Raises ``ValueError`` if ``model`` has none.
+    (the model config it was built from), from which :meth:`RotaryEmbedding.from_hf` (or
+    :meth:`MultiAxisRotary.from_hf` for M-RoPE) reads the rope type. Before anything is replaced,
+    each module and its posenc replacement are called on the probe positions of the module
+    docstring, in each of the four forms; the first form that agrees everywhere is installed.
+    Raises :class:`RotaryMismatch` (a ``ValueError``), naming the model class, the module and the
+    first difference, and leaves the model untouched if any module cannot be reproduced; raises
+    ``ValueError`` if ``model`` has none.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    swapped = []
+    plan = []
+    refusals = []
     for name, module in list(model.named_modules()):
         for child_name, child in list(module.named_children()):
-            if type(child).__name__.endswith("RotaryEmbedding") and hasattr(child, "config"):
-                device = next((b.device for b in child.buffers()), torch.device("cpu"))
-                setattr(module, child_name, HFRotary.from_config(child.config).to(device))
-                swapped.append(f"{name}.{child_name}" if name else child_name)
-    if not swapped:
+            if not (type(child).__name__.endswith("RotaryEmbedding") and hasattr(child, "config")):
+                continue
+            path = f"{name}.{child_name}" if name else child_name
+            replacement, reasons = _verify(child, functools.partial(_posenc_rotary, child.config))
+            if replacement is None:
+                refusals.append(f"{path} ({type(child).__name__}): " + "; ".join(reasons))
+            else:
+                plan.append((module, child_name, path, replacement))
+    if refusals:
+        raise RotaryMismatch(
+            f"swap_rotary refused {type(model).__name__}: posenc's rotary would not give the same rotation, "
+            "so nothing was replaced. " + " | ".join(refusals)
+        )
+    if not plan:
         raise ValueError(
             f"{type(model).__name__} has no transformers rotary embedding (a *RotaryEmbedding with a config)"
         )
-    return swapped
+    for module, child_name, _, replacement in plan:
+        setattr(module, child_name, replacement)
+    return [path for *_, path, _ in plan]

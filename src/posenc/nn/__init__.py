@@ -17,6 +17,7 @@ from posenc.nn.contracts import (
     ScoreBiasContract,
 )
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
+from posenc.nn.multiaxis import MultiAxisRotary
 from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "InputContract",
     "LearnableFrequencyEncoding",
     "LearnedEncoding",
+    "MultiAxisRotary",
     "MultiHeadAttention",
     "PositionContext",
     "QueryBiasContract",

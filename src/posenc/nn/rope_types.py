@@ -297,6 +297,17 @@ register(
 )
 
 
+def _proportional(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    """Gemma 4's proportional rope (transformers' ``_compute_proportional_rope_parameters``): the first
+    ``⌊p·r/2⌋`` pairs turn at ``ρ^(−2i/r)/f`` over the whole head (``r = d_h``), the others not at all."""
+    theta = _plain(r, base)
+    theta[int(p["partial_rotary_factor"] * r // 2) :] = 0.0
+    return theta / p["factor"], 1.0
+
+
+register("proportional", RopeType(_proportional, defaults={"factor": 1.0, "partial_rotary_factor": 1.0}))
+
+
 def _require_factor(name: str, parameters: dict[str, Any]) -> None:
     if parameters.get("factor") is None:
         raise ValueError(
@@ -305,10 +316,55 @@ def _require_factor(name: str, parameters: dict[str, Any]) -> None:
         )
 
 
-_HF_GLOBAL_KEYS = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+_HF_GLOBAL_KEYS = (
+    "rope_type",
+    "type",
+    "rope_theta",
+    "partial_rotary_factor",
+    "mrope_section",
+    "mrope_interleaved",
+)
+"""Rope-parameter keys that are not options of the rope type (M-RoPE's are read by :func:`hf_mrope`)."""
 
 
-def hf_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any]:
+def _getter(config: Any) -> Callable[[str], Any]:
+    if isinstance(config, Mapping):
+        return config.get
+    return lambda key: getattr(config, key, None)
+
+
+def _hf_parameters(config: Any, layer_type: str | None) -> dict[str, Any]:
+    """The rope parameters of ``config`` (of ``layer_type`` where it has one set per layer type)."""
+    parameters = _getter(config)("rope_parameters") or _getter(config)("rope_scaling") or {}
+    if not isinstance(parameters, Mapping):
+        raise TypeError(f"config rope_parameters must be a dict, got {type(parameters).__name__}")
+    nested = sorted(k for k, v in parameters.items() if isinstance(v, Mapping))
+    if nested or layer_type is not None:
+        if layer_type not in nested:
+            raise ValueError(
+                f"layer_type must name one of the per-layer rope parameters {nested} of this config, got {layer_type!r}"
+            )
+        parameters = parameters[layer_type]
+    return dict(parameters)
+
+
+def _positive_count(value: object) -> bool:
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+        and float(value) > 0
+    )
+
+
+def hf_mrope(config: Any, *, layer_type: str | None = None) -> tuple[list[int] | None, bool]:
+    """``(mrope_section, mrope_interleaved)`` of a Hugging Face config (``(None, False)`` without M-RoPE)."""
+    parameters = _hf_parameters(config, layer_type)
+    sections = parameters.get("mrope_section")
+    return (None if sections is None else list(sections)), bool(parameters.get("mrope_interleaved", False))
+
+
+def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool = False) -> dict[str, Any]:
     """:class:`posenc.nn.RotaryEmbedding` arguments for a Hugging Face config (object or dict).
 
     Reads the keys as ``transformers.modeling_rope_utils`` does (5.x): ``rope_parameters`` or the
@@ -319,29 +375,25 @@ def hf_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any]
     the parameters, else ``max_position_embeddings``. Returns ``head_dim``, ``base``,
     ``rotary_dim``, ``scaling``, ``scaling_factor``, ``scaling_options`` and ``max_position_embeddings``.
     Models with one rope per layer type (``rope_parameters = {"full_attention": {…},
-    "sliding_attention": {…}}``, Gemma 3) need ``layer_type`` to pick one.
+    "sliding_attention": {…}}``, Gemma 3) need ``layer_type`` to pick one. M-RoPE configs (rope type
+    ``mrope`` or an ``mrope_section``, Qwen2-VL) are refused unless ``multi_axis`` (their frequencies
+    are the default ones; :func:`hf_mrope` reads the sections).
     """
-    if isinstance(config, Mapping):
-
-        def get(key: str) -> Any:
-            return config.get(key)
-    else:
-
-        def get(key: str) -> Any:
-            return getattr(config, key, None)
-
-    parameters = get("rope_parameters") or get("rope_scaling") or {}
-    if not isinstance(parameters, Mapping):
-        raise TypeError(f"config rope_parameters must be a dict, got {type(parameters).__name__}")
-    nested = sorted(k for k, v in parameters.items() if isinstance(v, Mapping))
-    if nested or layer_type is not None:
-        if layer_type not in nested:
-            raise ValueError(
-                f"layer_type must name one of the per-layer rope parameters {nested} of this config, got {layer_type!r}"
-            )
-        parameters = parameters[layer_type]
-    parameters = dict(parameters)
+    get = _getter(config)
+    parameters = _hf_parameters(config, layer_type)
     name = parameters.get("rope_type", parameters.get("type", "default"))
+    if (name == "mrope" or "mrope_section" in parameters) and not multi_axis:
+        raise ValueError(
+            f"config rope_type must be one of 'default', {', '.join(map(repr, ROPE_TYPES))} for a 1-D rotary; "
+            f"this config is M-RoPE (rope_type {name!r}, mrope_section {parameters.get('mrope_section')}), "
+            "whose positions have 3 axes: use posenc.nn.multiaxis.MultiAxisRotary.from_hf"
+        )
+    if name == "mrope":  # Qwen2-VL's legacy name: default frequencies, sections read by hf_mrope
+        name = "default"
+    if name != "default" and name not in ROPE_TYPES:
+        raise ValueError(
+            f"config rope_type must be 'default' or one of {', '.join(map(repr, ROPE_TYPES))}, got {name!r}"
+        )
     theta = parameters.get("rope_theta", get("rope_theta"))
     fraction = parameters.get("partial_rotary_factor", get("partial_rotary_factor"))
     head_dim = get("head_dim")
@@ -350,15 +402,26 @@ def hf_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any]
         if hidden is None or heads is None:
             raise ValueError("config needs head_dim, or hidden_size and num_attention_heads")
         head_dim = hidden // heads
+    if not _positive_count(head_dim) or not float(head_dim).is_integer():
+        raise ValueError(f"config head_dim must be a positive integer, got {head_dim!r}")
     longest = get("max_position_embeddings")
     options = {k: v for k, v in parameters.items() if k not in _HF_GLOBAL_KEYS}
     factor = options.pop("factor", None)
     if name in ("llama3", "yarn", "longrope"):
-        original = get("original_max_position_embeddings") or options.get("original_max_position_embeddings")
-        options["original_max_position_embeddings"] = original or longest
+        original = get("original_max_position_embeddings")
+        if original is None:
+            original = options.get("original_max_position_embeddings")
+        if original is not None and not _positive_count(original):
+            raise ValueError(
+                f"config original_max_position_embeddings must be a positive number of positions (or absent, "
+                f"meaning max_position_embeddings), got {original!r}"
+            )
+        options["original_max_position_embeddings"] = longest if original is None else original
     if name in ("dynamic", "yarn", "longrope"):
         options.setdefault("max_position_embeddings", longest)
     fraction = 1.0 if fraction is None else float(fraction)
+    if name == "proportional":  # the fraction picks the turning pairs; the table spans the whole head
+        options["partial_rotary_factor"], fraction = fraction, 1.0
     return {
         "head_dim": int(head_dim),
         "base": 10000.0 if theta is None else theta,

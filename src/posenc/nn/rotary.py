@@ -786,10 +786,13 @@ class RotaryEmbedding(RotaryContract):
         ``partial_rotary_factor``, ``head_dim`` (else ``hidden_size // num_attention_heads``) and
         ``max_position_embeddings``. Rope types ``default`` and every name of
         :data:`posenc.nn.rope_types.ROPE_TYPES` that transformers defines (``linear``, ``dynamic``,
-        ``yarn``, ``longrope``, ``llama3``) are read exactly as transformers reads them; the result
-        rotates like transformers' own rotary embedding, but forms its angles in float64.
+        ``yarn``, ``longrope``, ``llama3``, ``proportional``) are read exactly as transformers reads
+        them; the result rotates like transformers' own rotary embedding, but forms its angles in float64.
         ``layout`` is ``"half_split"`` for Hugging Face weights (``rotate_half``); ``layer_type`` picks
-        one rope of a config with one per layer type (Gemma 3's ``"sliding_attention"`` …).
+        one rope of a config with one per layer type (Gemma 3's ``"sliding_attention"`` …). Values it
+        would have to guess at are refused: a ``head_dim`` that is not a positive integer, an
+        ``original_max_position_embeddings`` that is not positive, an unknown rope type, and M-RoPE
+        configs (``mrope_section``: read them with :meth:`posenc.nn.MultiAxisRotary.from_hf`).
         """
         settings = rope_types.hf_settings(config, layer_type=layer_type)
         if max_len is None:

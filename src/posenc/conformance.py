@@ -1,0 +1,297 @@
+"""Hold a framework's rotary tables against the float64 truth of a Hugging Face rope config.
+
+The truth for a config is posenc's reading of it (:func:`posenc.nn.rope_types.hf_settings`, the
+registry of rope types): frequencies ``θ_i`` in float64 for a call of ``n`` positions, an attention
+factor ``a``, and at position ``t`` the tables ``a·cos(tθ_i)``, ``a·sin(tθ_i)`` and the rotated
+query ``R(t)q`` (Su et al. 2021, eq. 34). Against it:
+
+* :func:`decade_errors` measures, per decade of position, transformers' way of computing them
+  (``inv_freq`` and ``position · inv_freq`` in float32, then ``cos``/``sin`` in float32; the table
+  optionally cast to bfloat16) and posenc's (float64 angles, one rounding);
+* :func:`merge_positions` finds where adjacent positions get identical angles when the positions
+  and angles are formed in a given dtype (float16, bfloat16, float32, float64);
+* :func:`compare_dump` reads a framework's dump (the npz layout of ``docs/conventions.md``) and
+  reports, per array, the first position where it leaves the truth and the size of each disagreement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from posenc import spectrum
+from posenc.errors import UsageError
+from posenc.nn import rope_types
+
+DUMP_LAYOUTS: tuple[str, ...] = ("half_split", "adjacent", "pairs")
+"""Column layouts of dumped tables: ``cat(f, f)`` (Hugging Face), ``repeat_interleave(f, 2)``
+(Cohere, GPT-J), or one column per pair (``r/2``: gpt-oss, llama.cpp's per-pair caches)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Truth:
+    """The float64 rotary a config describes (see module docstring)."""
+
+    name: str
+    head_dim: int
+    rotary_dim: int
+    base: float
+    parameters: dict[str, Any]
+    original_length: float
+
+    @classmethod
+    def from_config(cls, config: Any, *, layer_type: str | None = None) -> Truth:
+        # M-RoPE configs: each axis turns with these same frequencies (the sections only assign pairs to axes)
+        settings = rope_types.hf_settings(config, layer_type=layer_type, multi_axis=True)
+        name = settings["scaling"] or "default"
+        options = dict(settings["scaling_options"] or {})
+        if settings["scaling_factor"] is not None:
+            options["factor"] = settings["scaling_factor"]
+        rotary_dim = settings["rotary_dim"]
+        parameters = (
+            rope_types.resolve_parameters(name, options, rotary_dim=rotary_dim) if name != "default" else {}
+        )
+        original = parameters.get("original_max_position_embeddings") or parameters.get(
+            "max_position_embeddings"
+        )
+        return cls(
+            name, settings["head_dim"], rotary_dim, float(settings["base"]), parameters, float(original or 0)
+        )
+
+    def frequencies(self, length: float) -> tuple[NDArray[np.float64], float]:
+        """``(θ [r/2], attention factor)`` for a call of ``length`` positions."""
+        if self.name == "default":
+            return spectrum.geometric(self.rotary_dim, self.base), 1.0
+        theta, factor = rope_types.ROPE_TYPES[self.name].compute(
+            self.rotary_dim,
+            self.base,
+            self.parameters,
+            max(length, self.original_length)
+            if rope_types.ROPE_TYPES[self.name].length_rule == "longest"
+            else length,
+        )
+        return np.asarray(theta, dtype=np.float64), float(factor)
+
+    def resolved(self) -> dict[str, Any]:
+        """The scaling as resolved: parameters, the attention factor, and where the frequencies switch."""
+        _, factor = self.frequencies(max(self.original_length, 1.0))
+        out: dict[str, Any] = {
+            "rope_type": self.name,
+            "head_dim": self.head_dim,
+            "rotary_dim": self.rotary_dim,
+            "base": self.base,
+        }
+        for key, value in self.parameters.items():
+            if value is not None:
+                out[key] = value.tolist() if isinstance(value, np.ndarray) else value
+        out["attention factor (resolved)"] = factor
+        rule = rope_types.ROPE_TYPES[self.name].length_rule if self.name != "default" else "static"
+        if rule == "current":
+            _, long_factor = self.frequencies(self.original_length + 1)
+            out["switch"] = (
+                f"short factors while a call's longest position is < {int(self.original_length)}, long factors "
+                f"from position {int(self.original_length)} (sequences longer than {int(self.original_length)}); "
+                f"attention factor there {long_factor:.6g}"
+            )
+        elif rule == "longest":
+            out["switch"] = (
+                f"base grows once a call reaches position {int(self.original_length)} (longest length seen)"
+            )
+        return out
+
+
+def _truth_tables(truth: Truth, t: NDArray[np.float64], length: float) -> tuple[NDArray[np.float64], ...]:
+    theta, factor = truth.frequencies(length)
+    phase = np.multiply.outer(t, theta)
+    return factor * np.cos(phase), factor * np.sin(phase), theta, np.asarray(factor)
+
+
+def _rotate(
+    q: NDArray[np.floating], cos: NDArray[np.floating], sin: NDArray[np.floating]
+) -> NDArray[np.floating]:
+    """``R q`` per row with half-split pairs from per-pair ``cos``, ``sin`` ``[n, r/2]`` (any float dtype)."""
+    half = cos.shape[-1]
+    q = np.broadcast_to(q, (*cos.shape[:-1], q.shape[-1]))
+    a, b = q[..., :half], q[..., half : 2 * half]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin, q[..., 2 * half :]], axis=-1)
+
+
+def decade_errors(truth: Truth, *, max_position: int, seed: int = 0) -> list[dict[str, float]]:
+    """Per decade ``[10^k, 10^(k+1))`` below ``max_position`` (``start``, ``end`` exclusive): max |error|
+    against the float64 truth of
+
+    ``hf_table``/``hf_rotated``: transformers' float32 tables and rotated queries (float32 ``inv_freq``,
+    float32 angles); ``hf_bf16_table``: those tables cast to bfloat16 (a bf16 model's); ``posenc_table``/
+    ``posenc_rotated``: float64 angles rounded once to float32. 64 positions per decade (its start
+    and random ones), one random unit-scale query.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    q = rng.standard_normal(truth.head_dim)
+    decade = 1
+    while decade < max_position:
+        end = min(10 * decade, max_position + 1)
+        t = np.unique(
+            np.concatenate([decade + np.arange(min(32, end - decade)), rng.integers(decade, end, 32)])
+        )
+        t = t.astype(np.float64)
+        cos, sin, theta, _ = _truth_tables(truth, t, float(end))
+        _, factor = truth.frequencies(float(end))
+        exact_q = _rotate(q, cos, sin)
+        angle32 = t.astype(np.float32)[:, None] * theta.astype(np.float32)  # transformers: float32 product
+        hf_cos = np.cos(angle32) * np.float32(factor)
+        hf_sin = np.sin(angle32) * np.float32(factor)
+        ours_cos, ours_sin = cos.astype(np.float32), sin.astype(np.float32)
+        q32 = q.astype(np.float32)
+        rows.append(
+            {
+                "start": float(decade),
+                "end": float(end),
+                "hf_table": float(max(np.abs(hf_cos - cos).max(), np.abs(hf_sin - sin).max())),
+                "hf_bf16_table": float(
+                    max(np.abs(_bf16(hf_cos) - cos).max(), np.abs(_bf16(hf_sin) - sin).max())
+                ),
+                "hf_rotated": float(np.abs(_rotate(q32, hf_cos, hf_sin) - exact_q).max()),
+                "posenc_table": float(max(np.abs(ours_cos - cos).max(), np.abs(ours_sin - sin).max())),
+                "posenc_rotated": float(np.abs(_rotate(q32, ours_cos, ours_sin) - exact_q).max()),
+            }
+        )
+        decade *= 10
+    return rows
+
+
+def _bf16(x: NDArray[np.float32]) -> NDArray[np.float64]:
+    """``x`` rounded to bfloat16 (round to nearest even on the top 16 bits of float32)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+MERGE_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
+
+
+def merge_positions(truth: Truth) -> dict[str, int]:
+    """Per dtype, the first position ``t`` whose angles ``fl(fl(t)·fl(θ_i))`` equal those of ``t + 1``
+    for every pair: beyond it, adjacent tokens get the same rotation when positions and angles are
+    formed in that dtype (transformers casts position ids to float32; a bf16 model that forms them
+    in bf16 merges them far earlier). Searched over ``2^k − 1 … 2^k + 1`` (the merges start at a
+    power of two, where the spacing of the dtype passes 1)."""
+    theta, _ = truth.frequencies(max(truth.original_length, 1.0))
+    out = {}
+    for name in MERGE_DTYPES:
+        bits = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}[name]
+        for k in range(1, 64):
+            t = 2.0**k
+            if _rounded(t, bits) == _rounded(t + 1, bits) and np.array_equal(
+                _rounded_angles(t, theta, bits), _rounded_angles(t + 1, theta, bits)
+            ):
+                out[name] = int(t)
+                break
+    return out
+
+
+def _rounded(x: float, bits: int) -> float:
+    """``x`` rounded to a binary float with ``bits`` significand bits (nearest, ties to even)."""
+    if x == 0:
+        return 0.0
+    exponent = np.floor(np.log2(abs(x))) - (bits - 1)
+    return float(np.round(x / 2.0**exponent) * 2.0**exponent)
+
+
+def _rounded_angles(t: float, theta: NDArray[np.float64], bits: int) -> NDArray[np.float64]:
+    return np.array([_rounded(_rounded(t, bits) * _rounded(w, bits), bits) for w in theta])
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement:
+    """One array of a dump that leaves the truth: where first, how far, over how many positions."""
+
+    array: str
+    first_position: float
+    max_error: float
+    positions: int
+    runs: list[tuple[float, float, float]]  # (first position, last position, max |error|) of each run
+
+
+def load_dump(path: Path | str) -> dict[str, NDArray[Any]]:
+    """The arrays of a dump, checked against the documented layout (``docs/conventions.md``)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: np.asarray(data[key]) for key in data.files}
+    except (ValueError, OSError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        raise UsageError(f"--against {path}: not a readable .npz file ({error})") from None
+    if "positions" not in arrays or not ({"cos", "sin"} <= set(arrays) or {"q", "q_rot"} <= set(arrays)):
+        raise UsageError(
+            f"--against {path}: the npz must hold 'positions' [n] and 'cos' and 'sin' [n, r] (tables) and/or "
+            f"'q' and 'q_rot' [n, d] (rotated queries); it holds {sorted(arrays) or 'nothing'}"
+        )
+    return arrays
+
+
+def compare_dump(truth: Truth, arrays: Mapping[str, NDArray[Any]], *, tolerance: float) -> list[Disagreement]:
+    """Compare dumped tables and/or rotated queries with the truth (see :func:`load_dump` for the arrays).
+
+    ``layout`` (a string array, default ``half_split``; one of :data:`DUMP_LAYOUTS`) says how the
+    dumped tables hold their pairs; ``length`` (default ``max(positions) + 1``) the call length
+    the framework used (it matters for ``dynamic`` and ``longrope``). Rows off by more than
+    ``tolerance`` are disagreements; each run of consecutive bad rows is reported.
+    """
+    positions = np.asarray(arrays["positions"], dtype=np.float64).reshape(-1)
+    n = positions.size
+    layout = str(arrays["layout"]) if "layout" in arrays else "half_split"
+    if layout not in DUMP_LAYOUTS:
+        raise UsageError(f"npz 'layout' must be one of {', '.join(DUMP_LAYOUTS)}, got {layout!r}")
+    length = float(arrays["length"]) if "length" in arrays else float(positions.max(initial=0.0)) + 1.0
+    cos, sin, _, _ = _truth_tables(truth, positions, length)
+    expected: dict[str, NDArray[np.float64]] = {}
+    if "cos" in arrays and "sin" in arrays:
+        expected["cos"], expected["sin"] = (_in_layout(v, layout) for v in (cos, sin))
+    if "q" in arrays and "q_rot" in arrays:
+        q = np.asarray(arrays["q"], dtype=np.float64)
+        if q.shape != (n, truth.head_dim):
+            raise UsageError(f"npz 'q' must be [n={n}, head_dim={truth.head_dim}], got {list(q.shape)}")
+        rotated = _rotate(q, cos, sin) if layout != "adjacent" else _adjacent_rotate(q, cos, sin)
+        expected["q_rot"] = np.asarray(rotated, dtype=np.float64)
+    found = []
+    for key, want in expected.items():
+        got = np.asarray(arrays[key], dtype=np.float64)
+        if got.shape != want.shape:
+            raise UsageError(
+                f"npz '{key}' must be {list(want.shape)} (positions × columns in layout {layout!r}), got {list(got.shape)}"
+            )
+        error = np.abs(got - want).max(axis=1, initial=0.0)
+        error[~np.isfinite(got).all(axis=1)] = np.inf
+        bad = np.flatnonzero(error > tolerance)
+        if bad.size:
+            runs = []
+            for run in np.split(bad, np.flatnonzero(np.diff(bad) != 1) + 1):
+                runs.append((float(positions[run[0]]), float(positions[run[-1]]), float(error[run].max())))
+            found.append(
+                Disagreement(key, float(positions[bad[0]]), float(error[bad].max()), int(bad.size), runs)
+            )
+    return found
+
+
+def _in_layout(values: NDArray[np.float64], layout: str) -> NDArray[np.float64]:
+    if layout == "half_split":
+        return np.concatenate([values, values], axis=1)
+    if layout == "adjacent":
+        return np.repeat(values, 2, axis=1)
+    return values
+
+
+def _adjacent_rotate(
+    q: NDArray[np.float64], cos: NDArray[np.float64], sin: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    r = 2 * cos.shape[-1]
+    a, b = q[:, 0:r:2], q[:, 1:r:2]
+    out = q.copy()
+    out[:, 0:r:2], out[:, 1:r:2] = a * cos - b * sin, b * cos + a * sin
+    return out

@@ -1,0 +1,243 @@
+"""swap_rotary on tiny random models of each rotary family transformers ships: same logits, or a refusal.
+
+Each model is built from a config here (random weights, no download). The swap verifies itself on
+probe positions before it replaces anything; these tests check that what it installs gives the model's
+own logits, near and far, and that what it cannot reproduce is refused with the model class, the module
+and the first difference named, leaving the model untouched.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from peers import import_peer
+
+from posenc.integrations.hf import HFRotary, RotaryMismatch, swap_rotary
+from posenc.nn import RotaryEmbedding
+
+transformers = import_peer("transformers", "transformers is the client these tests run")
+
+TEXT = {
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "vocab_size": 97,
+    "max_position_embeddings": 64,
+}
+VISION = {"patch_size": 2, "temporal_patch_size": 2, "spatial_merge_size": 2, "depth": 1, "num_heads": 2}
+TOKENS = {"image_token_id": 95, "video_token_id": 96, "vision_start_token_id": 94}
+
+
+def peer_class(name: str) -> type:
+    """A transformers class, or skip saying why it cannot be imported here (e.g. a broken torchvision)."""
+    try:
+        return getattr(transformers, name)
+    except (ImportError, RuntimeError) as error:
+        pytest.skip(f"transformers.{name} cannot be imported here: {error}")
+
+
+def build(family: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if family == "qwen2_vl":
+        config = peer_class("Qwen2VLConfig")(
+            text_config={**TEXT, "rope_parameters": {"rope_type": "mrope", "mrope_section": [2, 3, 3]}},
+            vision_config={**VISION, "embed_dim": 32, "hidden_size": 64, "mlp_ratio": 2},
+            **TOKENS,
+        )
+        return peer_class("Qwen2VLForConditionalGeneration")(config).eval()
+    if family == "qwen3_vl":
+        rope = {
+            "rope_type": "default",
+            "mrope_section": [4, 2, 2],
+            "mrope_interleaved": True,
+            "rope_theta": 1e3,
+        }
+        config = peer_class("Qwen3VLConfig")(
+            text_config={**TEXT, "head_dim": 16, "rope_parameters": rope},
+            vision_config={
+                **VISION,
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "out_hidden_size": 64,
+                "deepstack_visual_indexes": [0],
+            },
+            **TOKENS,
+        )
+        return peer_class("Qwen3VLForConditionalGeneration")(config).eval()
+    if family == "gemma4":  # sliding layers: default rope; full layers: proportional, their own head_dim
+        config = peer_class("Gemma4TextConfig")(
+            **TEXT,
+            head_dim=16,
+            global_head_dim=32,
+            sliding_window=8,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+        return peer_class("Gemma4ForCausalLM")(config).eval()
+    extra = {
+        "llama": ("Llama", {}),
+        "cohere": ("Cohere", {}),
+        "cohere2": ("Cohere2", {"sliding_window": 8}),
+        "gpt_oss": ("GptOss", {"num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16}),
+        "llama4": ("Llama4", {"head_dim": 16, "num_local_experts": 2, "intermediate_size_mlp": 96}),
+        "deepseek_v2": (
+            "DeepseekV2",
+            {
+                "kv_lora_rank": 16,
+                "q_lora_rank": 16,
+                "qk_rope_head_dim": 8,
+                "qk_nope_head_dim": 8,
+                "v_head_dim": 16,
+                "n_routed_experts": 4,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 32,
+                "first_k_dense_replace": 1,
+            },
+        ),
+    }
+    prefix, options = extra[family]
+    config_name = "Llama4TextConfig" if family == "llama4" else f"{prefix}Config"
+    return peer_class(f"{prefix}ForCausalLM")(peer_class(config_name)(**TEXT, **options)).eval()
+
+
+FAMILIES = [
+    "llama",
+    "cohere",
+    "cohere2",
+    "gpt_oss",
+    "llama4",
+    "deepseek_v2",
+    "gemma4",
+    "qwen2_vl",
+    "qwen3_vl",
+]
+EXPECTED_FORM = {"cohere": "adjacent", "cohere2": "adjacent", "gpt_oss": "pairs", "llama4": "complex"}
+EXPECTED_FORM["deepseek_v2"] = "complex"
+
+
+def logits(model: torch.nn.Module, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=ids, position_ids=positions).logits
+
+
+def position_sets(family: str, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Near and far positions; for M-RoPE, [3, b, s] with distinct time/height/width coordinates."""
+    b, s = ids.shape
+    sets = [torch.arange(start, start + s).expand(b, s) for start in (0, 60, 5000)]
+    if family in ("qwen2_vl", "qwen3_vl"):
+        sets = [torch.stack([p, p // 2 + 3, (p * 3) % 17]) for p in sets]
+    return sets
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_swap_gives_the_models_own_logits_in_every_family(family):
+    model = build(family)
+    ids = torch.randint(0, 90, (2, 24), generator=torch.Generator().manual_seed(1))
+    positions = position_sets(family, ids)
+    theirs = [logits(model, ids, p) for p in positions]
+    swapped = swap_rotary(model)
+    assert swapped
+    forms = {getattr(model.get_submodule(name), "form", None) for name in swapped}
+    assert forms == {EXPECTED_FORM.get(family, "half_split")}
+    ours = [logits(model, ids, p) for p in positions]
+    for near_or_far, (a, b) in enumerate(zip(theirs, ours)):
+        # float32 angles of transformers differ from float64 ones by t·2^-24 rad: ~3e-4 at t = 5000
+        tolerance = 1e-4 if near_or_far < 2 else 2e-3
+        assert (a - b).abs().max() < tolerance * a.abs().max(), near_or_far
+    # the positions matter to these models: shuffling them changes the logits
+    assert not torch.allclose(logits(model, ids, positions[0].flip(-1)), ours[0], atol=1e-4)
+
+
+def test_qwen_vision_rotary_is_swapped_for_an_axial_one_that_matches_on_image_grids():
+    model = build("qwen2_vl")
+    vision = model.model.visual.rotary_pos_emb
+    grid = torch.stack(torch.meshgrid(torch.arange(6), torch.arange(9), indexing="ij"), dim=-1).reshape(-1, 2)
+    x = torch.zeros(1)
+    cos, sin = vision(x, grid)
+    swap_rotary(model)
+    ours = model.model.visual.rotary_pos_emb
+    assert isinstance(ours, HFRotary) and ours.axes_last
+    our_cos, our_sin = ours(x, grid)
+    assert our_cos.shape == cos.shape
+    assert (our_cos - cos).abs().max() < 1e-6 and (our_sin - sin).abs().max() < 1e-6
+
+
+class ClampedRotary(torch.nn.Module):
+    """A rotary with a classic bug: positions clamped to the trained context (equal up to it, wrong after)."""
+
+    def __init__(self, original: torch.nn.Module) -> None:
+        super().__init__()
+        self.original, self.config = original, original.config
+
+    def forward(self, x, position_ids):
+        return self.original(x, position_ids.clamp(max=self.config.max_position_embeddings - 1))
+
+
+def test_a_rotary_that_differs_only_far_away_is_refused_and_the_model_is_left_alone():
+    model = build("llama")
+    original = model.model.rotary_emb
+    model.model.rotary_emb = ClampedRotary(original)
+    type(model.model.rotary_emb).__name__ = "ClampedRotaryEmbedding"  # recognised as a rotary module
+    try:
+        with pytest.raises(RotaryMismatch) as refusal:
+            swap_rotary(model)
+    finally:
+        type(model.model.rotary_emb).__name__ = "ClampedRotary"
+    message = str(refusal.value)
+    assert "LlamaForCausalLM" in message and "model.rotary_emb" in message
+    assert "first at position 64," in message  # max_position_embeddings = 64: the first clamped one
+    assert isinstance(model.model.rotary_emb, ClampedRotary)  # nothing replaced
+
+
+class EarlySwitchRotary(ClampedRotary):
+    """LongRoPE switching to its long factors one position early (a call ending at L − 1 gets them)."""
+
+    def forward(self, x, position_ids):
+        original = self.config.rope_parameters["original_max_position_embeddings"]
+        if int(position_ids.max()) + 1 == original:  # transformers switches only beyond: seq_len > original
+            extended = torch.cat([position_ids, torch.full_like(position_ids[..., :1], original)], dim=-1)
+            cos, sin = self.original(x, extended)
+            return cos[..., :-1, :], sin[..., :-1, :]
+        return self.original(x, position_ids)
+
+
+def test_longropes_switch_off_by_one_is_refused():
+    from test_integrations_hf import ROPE_PARAMETERS, tiny_llama
+
+    model = tiny_llama(ROPE_PARAMETERS["longrope"])  # original_max_position_embeddings = 32
+    assert swap_rotary(tiny_llama(ROPE_PARAMETERS["longrope"])) == ["model.rotary_emb"]
+    model.model.rotary_emb = EarlySwitchRotary(model.model.rotary_emb)
+    type(model.model.rotary_emb).__name__ = "EarlySwitchRotaryEmbedding"
+    try:
+        with pytest.raises(RotaryMismatch, match=r"LlamaForCausalLM.*differ first at position"):
+            swap_rotary(model)
+    finally:
+        type(model.model.rotary_emb).__name__ = "EarlySwitchRotary"
+
+
+def test_cohere_tables_in_the_half_split_form_would_move_the_logits():
+    """Why the swap must verify: Cohere's interleaved tables replaced by half-split ones (the old swap)
+    change the logits; the verified swap installs the adjacent form instead (test above)."""
+    model = build("cohere")
+    for parameter in model.parameters():  # larger weights than the default init, so that rotations matter
+        parameter.data.mul_(10.0)
+    ids = torch.randint(0, 90, (2, 24), generator=torch.Generator().manual_seed(1))
+    p = torch.arange(24).expand(2, 24)
+    before = logits(model, ids, p)
+    model.model.rotary_emb = HFRotary(RotaryEmbedding.from_hf(model.config))
+    wrong = logits(model, ids, p)
+    assert (wrong - before).abs().max() > 0.05 * before.abs().max()
+
+
+def test_hf_rotary_refuses_mrope_position_ids_for_a_1d_rope():
+    rope = HFRotary(RotaryEmbedding(16))
+    with pytest.raises(ValueError, match=r"position_ids must be \[b, s\].*\[3, 2, 5\].*M-RoPE"):
+        rope(torch.zeros(1), torch.zeros(3, 2, 5, dtype=torch.long))
+
+
+def test_an_unknown_rope_type_is_refused_at_swap_time_naming_it():
+    model = build("llama")
+    model.model.rotary_emb.config.rope_parameters = {"rope_type": "quadratic", "rope_theta": 1e4}
+    with pytest.raises(RotaryMismatch, match=r"LlamaForCausalLM.*posenc cannot read its config.*'quadratic'"):
+        swap_rotary(model)
