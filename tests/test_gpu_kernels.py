@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("triton", reason="Triton is not installed (it comes with PyTorch's CUDA wheels)")
+torch = pytest.importorskip("torch")
+if torch.cuda.is_available():
+    pytest.skip("a CUDA device runs the compiled kernels (tests/test_cuda.py)", allow_module_level=True)
 
 REL = {"float32": 2.0**-22, "float64": 2.0**-50, "bfloat16": 2.0**-7}
 """The error of one conversion to the dtype plus the float32/float64 work, relative to the terms' size: half

@@ -1014,7 +1014,7 @@ class RotaryEmbedding(RotaryContract):
                 s_q, s_k, q_positions=q_positions, k_positions=k_positions, offset=offset, device=q.device
             )
             batch = _positions.batch_size(qp, kp)
-            if batch is not None and (q.shape[0] != batch or k.shape[0] != batch):
+            if batch not in (None, 1) and (q.shape[0] != batch or k.shape[0] != batch):
                 raise ValueError(
                     f"q and k must be [b={batch}, h, s, d_h] to match positions of batch {batch}, got "
                     f"{list(q.shape)} and {list(k.shape)}"
