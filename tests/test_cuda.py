@@ -156,7 +156,7 @@ def test_sinusoidal_tables_on_cuda_are_correctly_rounded_at_ten_million(path, dt
 @pytest.mark.parametrize("kind", ["integer range", "fractional"])
 def test_tables_at_explicit_positions_on_cuda(path, kind):
     # explicit positions: every angle formed directly in float64 (detecting a range would read them on the host)
-    mode, calls = path
+    _, calls = path
     w = torch.from_numpy(spectrum.geometric(64))
     if kind == "integer range":
         t = torch.arange(10**7 - 300, 10**7, dtype=torch.float64)
