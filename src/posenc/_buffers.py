@@ -58,7 +58,9 @@ class Buffer:
     def require_unaliased(self) -> None:
         """``ValueError`` if two index tuples of the view address one element (a broadcast or
         overlapping output): sorted by stride, each dimension of size > 1 must step past all the
-        smaller ones."""
+        smaller ones. An empty view writes nothing."""
+        if self.numel == 0:
+            return
         reach = 1
         for st, n in sorted((abs(st), n) for n, st in zip(self.shape, self.strides, strict=True) if n > 1):
             if st < reach:
@@ -69,7 +71,10 @@ class Buffer:
             reach = st * n
 
     def require_contiguous(self) -> None:
-        """``ValueError`` unless the view is row-major contiguous (dimensions of size 1 may have any stride)."""
+        """``ValueError`` unless the view is row-major contiguous (dimensions of size 1 may have any stride,
+        an empty view is contiguous)."""
+        if self.numel == 0:
+            return
         expected = 1
         for n, st in zip(reversed(self.shape), reversed(self.strides), strict=True):
             if n > 1 and st != expected:
@@ -90,8 +95,8 @@ class Buffer:
             raise ValueError(f"{self.name}: {len(self.shape)} dimensions {self.shape}, expected {meaning}")
 
     def require_unit_stride(self) -> None:
-        """``ValueError`` unless the last dimension is contiguous (stride 1, or size ≤ 1)."""
-        if self.shape and self.shape[-1] > 1 and self.strides[-1] != 1:
+        """``ValueError`` unless the last dimension is contiguous (stride 1, size ≤ 1, or an empty view)."""
+        if self.numel and self.shape[-1] > 1 and self.strides[-1] != 1:
             raise ValueError(
                 f"{self.name}: stride {self.strides[-1]} along the last dimension, expected 1 (contiguous rows)"
             )
