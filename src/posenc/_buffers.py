@@ -11,44 +11,48 @@ a tensor is recognised by its methods.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
 
-@dataclass(frozen=True)
 class Buffer:
     """One argument of a compiled loop: ``name`` (for messages), its first element's address ``ptr``,
     ``shape``, ``strides`` in elements, ``dtype`` (NumPy's name, e.g. ``"float32"``, ``"bfloat16"``),
-    ``itemsize`` in bytes, and the storage's bytes ``[lo, hi)``."""
+    ``itemsize`` in bytes, the storage's bytes ``[lo, hi)``; derived: ``numel`` and the bytes
+    ``[first, last)`` the elements cover (``(0, 0)`` for an empty view)."""
 
-    name: str
-    ptr: int
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    dtype: str
-    itemsize: int
-    lo: int
-    hi: int
+    __slots__ = ("dtype", "first", "hi", "itemsize", "last", "lo", "name", "numel", "ptr", "shape", "strides")
 
-    @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    def span(self) -> tuple[int, int]:
-        """The bytes ``[first, last)`` the elements of this view cover (empty views: ``(ptr, ptr)``)."""
-        if self.numel == 0:
-            return self.ptr, self.ptr
-        low = sum(st * (n - 1) for n, st in zip(self.shape, self.strides, strict=True) if st < 0)
-        high = sum(st * (n - 1) for n, st in zip(self.shape, self.strides, strict=True) if st > 0)
-        return self.ptr + low * self.itemsize, self.ptr + (high + 1) * self.itemsize
+    def __init__(
+        self,
+        name: str,
+        ptr: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        dtype: str,
+        itemsize: int,
+        lo: int,
+        hi: int,
+    ) -> None:
+        self.name, self.ptr, self.shape, self.strides = name, ptr, shape, strides
+        self.dtype, self.itemsize, self.lo, self.hi = dtype, itemsize, lo, hi
+        numel, low, high = 1, 0, 0
+        for n, st in zip(shape, strides, strict=True):
+            numel *= n
+            if st < 0:
+                low += st * (n - 1)
+            else:
+                high += st * (n - 1)
+        self.numel = numel
+        self.first, self.last = (ptr + low * itemsize, ptr + (high + 1) * itemsize) if numel else (0, 0)
 
     def require_inside(self) -> None:
         """``ValueError`` unless every element of the view lies in the storage's bytes."""
-        first, last = self.span()
+        first, last = self.first, self.last
         if first < last and (first < self.lo or last > self.hi):
             raise ValueError(
                 f"{self.name}: shape {self.shape} with strides {self.strides} reaches bytes "
@@ -108,43 +112,45 @@ class Buffer:
 
 
 def buffer(name: str, array: Any) -> Buffer:
-    """The :class:`Buffer` of ``array``, a NumPy array or a CPU torch tensor; ``TypeError`` for anything
+    """The :class:`Buffer` of ``array``, a CPU torch tensor or a NumPy array; ``TypeError`` for anything
     else, ``ValueError`` for a tensor on another device or strides that are not whole elements."""
+    if hasattr(array, "untyped_storage") and hasattr(array, "data_ptr"):
+        torch = sys.modules["torch"]  # loaded: array is one of its tensors
+        if array.layout is not torch.strided:
+            raise TypeError(
+                f"{name}: a tensor of layout {array.layout}; the compiled loops take strided tensors"
+            )
+        if not array.is_cpu:
+            raise ValueError(f"{name}: a tensor on {array.device}; the compiled loops take CPU tensors")
+        storage = array.untyped_storage()
+        lo = storage.data_ptr()
+        dtype = str(array.dtype).removeprefix("torch.")
+        return Buffer(
+            name, array.data_ptr(), tuple(array.shape), array.stride(), dtype, array.itemsize, lo, lo + storage.nbytes()
+        )  # fmt: skip
     if isinstance(array, np.ndarray):
         itemsize = array.itemsize
         if any(st % itemsize for st in array.strides):
-            raise ValueError(f"{name}: byte strides {array.strides} are not multiples of the item size {itemsize}")
+            raise ValueError(
+                f"{name}: byte strides {array.strides} are not multiples of the item size {itemsize}"
+            )
         owner = array
         while isinstance(owner.base, np.ndarray):
             owner = owner.base
         lo, hi = byte_bounds(owner)
         strides = tuple(st // itemsize for st in array.strides)
         return Buffer(name, array.ctypes.data, array.shape, strides, array.dtype.name, itemsize, lo, hi)
-    if hasattr(array, "untyped_storage") and hasattr(array, "data_ptr"):
-        if str(array.layout) != "torch.strided":
-            raise TypeError(f"{name}: a tensor of layout {array.layout}; the compiled loops take strided tensors")
-        if array.device.type != "cpu":
-            raise ValueError(f"{name}: a tensor on {array.device}; the compiled loops take CPU tensors")
-        storage = array.untyped_storage()
-        lo = storage.data_ptr()
-        return Buffer(
-            name,
-            array.data_ptr(),
-            tuple(array.shape),
-            tuple(array.stride()),
-            str(array.dtype).removeprefix("torch."),
-            array.element_size(),
-            lo,
-            lo + storage.nbytes(),
-        )
     raise TypeError(f"{name}: {type(array).__name__}, expected a NumPy array or a torch tensor")
 
 
 def require_disjoint(out: Buffer, *inputs: Buffer) -> None:
     """``ValueError`` if the bytes ``out`` covers meet those of an input (the loops read their inputs
     while writing ``out``, through pointers declared not to alias)."""
-    first, last = out.span()
     for other in inputs:
-        o_first, o_last = other.span()
-        if first < last and o_first < o_last and first < o_last and o_first < last:
+        if (
+            out.first < out.last
+            and other.first < other.last
+            and out.first < other.last
+            and other.first < out.last
+        ):
             raise ValueError(f"{out.name} overlaps {other.name} in memory; the loop needs them apart")

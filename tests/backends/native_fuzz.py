@@ -84,7 +84,9 @@ def placed(
     strides = strides_for(shape, order, gap)
     extent = 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True)) if all(shape) else 0
     before, after = draw(st.integers(0, 8)), draw(st.integers(0, 8))
-    storage = Storage(before + extent + after, dtype, torch.Generator().manual_seed(draw(st.integers(0, 2**31))))
+    storage = Storage(
+        before + extent + after, dtype, torch.Generator().manual_seed(draw(st.integers(0, 2**31)))
+    )
     storages.append(storage)
     return storage.tensor.as_strided(shape, strides, before)
 
@@ -103,7 +105,21 @@ def mutate(draw: Any, args: dict[str, Any], arrays: list[str], storages: list[St
         if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
             continue
         kind = draw(
-            st.sampled_from(["dtype", "shape", "size", "size", "stride", "broadcast", "alias", "meta", "list", "numpy", "transpose"])
+            st.sampled_from(
+                [
+                    "dtype",
+                    "shape",
+                    "size",
+                    "size",
+                    "stride",
+                    "broadcast",
+                    "alias",
+                    "meta",
+                    "list",
+                    "numpy",
+                    "transpose",
+                ]
+            )
         )
         if kind == "dtype":
             args[name] = draw(placed(tuple(t.shape), draw(st.sampled_from(WRONG)), storages))
@@ -122,11 +138,15 @@ def mutate(draw: Any, args: dict[str, Any], arrays: list[str], storages: list[St
             args[name] = t.narrow(dim, 0, min(1, t.shape[dim])).expand(t.shape) if t.shape[dim] else t
         elif kind == "alias":  # t's shape and strides, placed over another argument's memory
             other = args[draw(st.sampled_from(arrays))]
-            if not (isinstance(other, torch.Tensor) and other.device.type == "cpu" and other.dtype == t.dtype):
+            if not (
+                isinstance(other, torch.Tensor) and other.device.type == "cpu" and other.dtype == t.dtype
+            ):
                 continue
             size = other.untyped_storage().nbytes() // other.element_size()
             offset = other.storage_offset() + draw(st.integers(-2, 2))
-            reach = sum((n - 1) * st_ for n, st_ in zip(t.shape, t.stride(), strict=True)) if t.numel() else -1
+            reach = (
+                sum((n - 1) * st_ for n, st_ in zip(t.shape, t.stride(), strict=True)) if t.numel() else -1
+            )
             if not 0 <= offset <= offset + reach < size:
                 continue
             flat = other.as_strided((size,), (1,), 0)
@@ -179,7 +199,9 @@ def run_case(
     for storage in storages:
         allowed = output_mask(args[output], storage) if written else torch.zeros((), dtype=torch.bool)
         stray = storage.changed() & ~allowed
-        assert not stray.any(), f"{label} {outcome}: wrote {int(stray.sum())} elements outside {output} ({mutations})"
+        assert not stray.any(), (
+            f"{label} {outcome}: wrote {int(stray.sum())} elements outside {output} ({mutations})"
+        )
     COUNTS[f"{label} {outcome}"] += 1
 
 
@@ -192,7 +214,12 @@ def rotate_case(draw: Any) -> tuple[dict[str, Any], list[Storage], list[str]]:
     dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
     work = torch.float64 if dtype == torch.float64 else torch.float32
     tdtype = draw(st.sampled_from([work, torch.bfloat16])) if dtype == torch.bfloat16 else work
-    n0, n1, s, h = draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(st.integers(1, 6)), draw(st.integers(0, 17))
+    n0, n1, s, h = (
+        draw(st.integers(0, 3)),
+        draw(st.integers(0, 3)),
+        draw(st.integers(1, 6)),
+        draw(st.integers(0, 17)),
+    )
     d = 2 * h + draw(st.integers(0, 3))
     paired = draw(st.booleans())
     cols = h if paired else 2 * h
@@ -216,7 +243,9 @@ def slots_case(draw: Any) -> tuple[dict[str, Any], list[Storage], list[str]]:
     nb, g, sq, k, n = (draw(st.integers(lo, 5)) for lo in (1, 0, 0, 0, 1))
     mode = draw(st.sampled_from(sorted(_native.SLOT_MODES)))
     width_src, width_dst = (k, n) if mode == "sum" else (n, k)
-    index = torch.randint(0, n, (nb, sq, k), generator=torch.Generator().manual_seed(draw(st.integers(0, 99))))
+    index = torch.randint(
+        0, n, (nb, sq, k), generator=torch.Generator().manual_seed(draw(st.integers(0, 99)))
+    )
     args: dict[str, Any] = {
         "src": draw(placed((nb, g, sq, width_src), dtype, storages, contiguous=True)),
         "dst": draw(placed((nb, g, sq, width_dst), dtype, storages, contiguous=True)),
@@ -226,7 +255,9 @@ def slots_case(draw: Any) -> tuple[dict[str, Any], list[Storage], list[str]]:
     mutations = draw(mutate(args, ["src", "dst", "index"], storages))
     if index.numel() and draw(st.integers(0, 5)) == 0:
         args["index"] = index.clone()
-        args["index"].view(-1)[draw(st.integers(0, index.numel() - 1))] = draw(st.sampled_from([-1, n, 2**40]))
+        args["index"].view(-1)[draw(st.integers(0, index.numel() - 1))] = draw(
+            st.sampled_from([-1, n, 2**40])
+        )
         mutations = [*mutations, "index:value"]
     if draw(st.integers(0, 9)) == 0:
         args["mode"], mutations = "scatter", [*mutations, "mode"]
