@@ -310,7 +310,33 @@ def fuzz(examples: int) -> None:
         test()
 
 
+def entry_points_recheck() -> None:
+    """The C entry points refuse, by themselves, sizes that contradict each other (pointers to a scratch
+    buffer large enough for every call; none is touched)."""
+    scratch = torch.zeros(4096)
+    p = scratch.data_ptr()
+    bad = {
+        "rotate: table rows overlap": lambda k: k.rotate(
+            p, p, p, p, 0, 0, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8, 8, 8, 3, 1
+        ),
+        "rotate: paired flag": lambda k: k.rotate(p, p, p, p, 0, 0, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2),
+        "rotate: r > d": lambda k: k.rotate(p, p, p, p, 0, 0, 1, 1, 1, 2, 8, 10, 8, 8, 8, 8, 8, 8, 8, 0),
+        "expi_rows: rows overlap": lambda k: k.expi_rows(p, 0, 0, 4, 2, 4, 7, p, 0.0, 1.0, 0),
+        "expi_rows: scratch overflow": lambda k: k.expi_rows(p, 0, 0, 4, 2**61, 4, 8, p, 0.0, 1.0, 0),
+        "slots: mode": lambda k: k.slots(p, p, p, 0, 3, 1, 1, 1, 1, 1),
+    }
+    for what, call in bad.items():
+        try:
+            call(_native.kernels)
+        except ValueError:
+            COUNTS["entry point refused"] += 1
+        else:
+            raise AssertionError(f"the C entry point accepted {what}")
+    assert not scratch.any(), "an entry point that refused wrote"
+
+
 if __name__ == "__main__":
     assert _native.kernels is not None, "posenc._kernels is not loaded"
+    entry_points_recheck()
     fuzz(int(sys.argv[1]) if len(sys.argv) > 1 else 300)
     print(json.dumps(dict(sorted(COUNTS.items()))))

@@ -23,3 +23,4 @@ def test_wrappers_refuse_wrong_arguments_and_never_write_out_of_bounds():
     counts = json.loads(run.stdout.strip().splitlines()[-1])
     for loop in ("rotate", "slots", "expi_rows"):  # both outcomes exercised, or the fuzzing proves little
         assert counts.get(f"{loop} ran", 0) >= 20 and counts.get(f"{loop} refused", 0) >= 20, counts
+    assert counts["entry point refused"] == 6, counts
