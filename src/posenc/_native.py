@@ -128,6 +128,8 @@ def rotate(x: Array, out: Array, cos: Array, sin: Array, layout: str, paired: bo
         raise ValueError(f"cos: {rows} rows for the s = {s} positions of x")
     if r % 2 or r > d:
         raise ValueError(f"cos: {cols} columns give r = {r} rotated dims; r must be even and at most d = {d}")
+    if s > 1 and cb.strides[0] < cols:
+        raise ValueError(f"cos: row stride {cb.strides[0]}, expected at least its {cols} columns")
     if s > 1 and cb.strides[0] != sb.strides[0]:
         raise ValueError(f"sin: row stride {sb.strides[0]}, expected cos's {cb.strides[0]}")
     ob.require_unaliased()
@@ -197,7 +199,8 @@ def expi_rows(out: Array, layout: str, w: NDArray[np.float64], start: float, ste
     ob.require_shape((n, 2 * f), "2f columns for the f frequencies of w")
     ob.require_unit_stride()
     ob.require_inside()
-    ob.require_unaliased()
+    if n > 1 and ob.strides[0] < 2 * f:
+        raise ValueError(f"out: row stride {ob.strides[0]}, expected at least its {2 * f} columns")
     if n == 0:
         return
     if block < 1:

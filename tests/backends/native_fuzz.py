@@ -117,6 +117,7 @@ def mutate(draw: Any, args: dict[str, Any], arrays: list[str], storages: list[St
                     "meta",
                     "list",
                     "numpy",
+                    "flip",
                     "transpose",
                 ]
             )
@@ -157,6 +158,8 @@ def mutate(draw: Any, args: dict[str, Any], arrays: list[str], storages: list[St
             args[name] = t.tolist() if t.dtype != torch.bfloat16 else 3
         elif kind == "numpy" and t.dtype != torch.bfloat16:
             args[name] = t.numpy()
+        elif kind == "flip" and t.dtype != torch.bfloat16 and t.dim():  # negative strides (NumPy only)
+            args[name] = np.flip(t.numpy(), draw(st.integers(0, t.dim() - 1)))
         elif kind == "transpose" and t.dim() > 1:
             args[name] = t.transpose(-1, -2)
         done.append(f"{name}:{kind}")
@@ -166,11 +169,17 @@ def mutate(draw: Any, args: dict[str, Any], arrays: list[str], storages: list[St
 def output_mask(out: Any, storage: Storage) -> torch.Tensor:
     """The elements of ``storage`` that ``out`` (a tensor or a NumPy array) covers."""
     mask = torch.zeros(storage.tensor.numel(), dtype=torch.bool)
-    if isinstance(out, np.ndarray):
-        out = torch.from_numpy(out)
+    base, item = storage.tensor.data_ptr(), storage.tensor.element_size()
+    if isinstance(out, np.ndarray):  # NumPy strides may be negative: the mask is built in NumPy
+        offset, rest = divmod(out.ctypes.data - base, item)
+        if out.size and rest == 0 and 0 <= offset < mask.numel() and out.itemsize == item:
+            flags = np.zeros(mask.numel(), dtype=bool)
+            strides = tuple(st // item for st in out.strides)
+            np.lib.stride_tricks.as_strided(flags[offset:], out.shape, strides)[...] = True
+            mask = torch.from_numpy(flags)
+        return mask
     if not isinstance(out, torch.Tensor) or out.device.type != "cpu" or not out.numel():
         return mask
-    base, item = storage.tensor.data_ptr(), storage.tensor.element_size()
     offset, rest = divmod(out.data_ptr() - base, item)
     if rest == 0 and 0 <= offset < storage.tensor.numel() and out.element_size() == item:
         mask.as_strided(out.shape, out.stride(), offset).fill_(True)
