@@ -21,10 +21,11 @@
  *            each, by doubling (rows m … 2m−1 are rows 0 … m−1 times the factor, which is then squared),
  *            real and imaginary parts in separate arrays so that the loads are contiguous.
  *
- * No Python objects cross the boundary: the caller validates shapes, strides and dtypes and passes
- * data pointers and sizes; the GIL is released while a loop runs. Loops run on the calling thread:
- * a second POSIX thread measured slower (its start-up, and the memory bandwidth both share). Hot loops are compiled for x86-64-v4/v3 and baseline, chosen at
- * load time, where GCC's target_clones is available.
+ * No Python objects cross the boundary: posenc._native's wrappers check shapes, strides, dtypes and
+ * that every addressed element lies in its array's storage, then pass data pointers and sizes; the
+ * entry points below re-check what they can see (codes, sizes, their relations). The GIL is released
+ * while a loop runs. Loops run on the calling thread (benchmarks/README.md says why). Hot loops are
+ * compiled for x86-64-v4/v3 and baseline, chosen at load time, where GCC's target_clones is available.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -124,13 +125,10 @@ static inline void prefetch_rows(const void *x, Py_ssize_t x_step, void *o, Py_s
 }
 
 /* Every row (i0, i1, t) of `a`, a local copy of the arguments (passed by value: the tail memcpy cannot
- * alias it, so its fields stay in registers and the branches on them leave the loop: float32
- * half_split (8, 8, 2048, 64) 1.08× a copy, against 1.32× reading them through a pointer): the body
+ * alias it, so its fields stay in registers and the branches on them leave the loop): the body
  * (the variadic part) runs with x, o (T *) and the table rows c, sn (const TT *) of position t; then the
- * dims r … d−1 are copied. The rows PREFETCH_BYTES ahead are prefetched first: with the hardware
- * prefetcher alone the loop's arithmetic waits on memory (same-process A/B, ratio to a copy:
- * bfloat16 1.00–1.04× with the hint against 1.50–1.58× without, float32 half_split 1.11–1.15×
- * against 1.35–1.41×). */
+ * dims r … d−1 are copied. The rows PREFETCH_BYTES ahead are prefetched first, so that the loop's
+ * arithmetic does not wait on memory (benchmarks/README.md has the A/B). */
 #define FOR_EACH_ROW(T, TT, a, ...)                                                                \
     const Py_ssize_t x_ahead = ahead_bytes((a).xs2 * (Py_ssize_t)sizeof(T));                       \
     const Py_ssize_t o_ahead = ahead_bytes((a).os2 * (Py_ssize_t)sizeof(T));                       \
@@ -150,8 +148,7 @@ static inline void prefetch_rows(const void *x, Py_ssize_t x_step, void *o, Py_s
 
 /* F(…, h) with the pair count h = r/2 a compile-time constant for the common head dims (r = 32, 64,
  * 128), else F(…, h) as it is: with a constant count the row loops are unrolled straight-line code
- * whose loads the CPU can issue ahead (float32 half_split (8, 8, 2048, 64): 1.08× a copy, against
- * 1.23× with the count in a register). */
+ * whose loads the CPU can issue ahead. */
 #define WITH_PAIRS(h, F, ...)                                                                     \
     switch (h) {                                                                                  \
     case 16: F(__VA_ARGS__, 16); break;                                                           \
@@ -583,8 +580,10 @@ static PyObject *py_rotate(PyObject *self, PyObject *args) {
         return NULL;
     /* tables: the work dtype (float32 for bfloat16 x), or bfloat16 beside bfloat16 x */
     const int tables_ok = tdtype == (dtype == F64 ? F64 : F32) || (dtype == BF16 && tdtype == BF16);
+    const Py_ssize_t table_cols = paired ? r / 2 : r;
     if (dtype < F32 || dtype > BF16 || !tables_ok || layout < ADJACENT || layout > HALF_SPLIT || r < 0 ||
-        r > d || r % 2 || n0 < 0 || n1 < 1 || s < 1) {
+        r > d || r % 2 || n0 < 0 || n1 < 1 || s < 1 || (paired != 0 && paired != 1) ||
+        (s > 1 && ts < table_cols)) {
         PyErr_SetString(PyExc_ValueError, "rotate: invalid dtype, table dtype, layout or sizes");
         return NULL;
     }
@@ -604,7 +603,10 @@ static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KiinnnnKddi", &out, &dtype, &layout, &n, &b, &f, &ld, &w, &start, &step,
                           &stream))
         return NULL;
-    if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 1 || b < 1 || f < 0) {
+    /* the scratch of expi_table holds 2(b + ⌈n/b⌉) + 10 rows of f doubles: its size must not overflow */
+    const Py_ssize_t most_rows = PY_SSIZE_T_MAX / 16 / (f > 0 ? f : 1) / 4;
+    if (dtype < F32 || dtype > F64 || layout < INTERLEAVED || layout > SPLIT || n < 1 || b < 1 || f < 0 ||
+        b > most_rows || n > most_rows || (n > 1 && ld < 2 * f) || (stream != 0 && stream != 1)) {
         PyErr_SetString(PyExc_ValueError, "expi_rows: invalid dtype, layout or sizes");
         return NULL;
     }

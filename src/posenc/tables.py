@@ -200,8 +200,8 @@ def _column_runs(out_cols: NDArray[np.intp], src_cols: NDArray[np.intp]) -> list
     return runs
 
 
-def _native_row_layout(sin_cols: NDArray[np.intp], cos_cols: NDArray[np.intp]) -> int | None:
-    """The ``expi_rows`` layout code (:data:`posenc._native.ROW_LAYOUTS`) placing the sines at ``sin_cols``
+def _native_row_layout(sin_cols: NDArray[np.intp], cos_cols: NDArray[np.intp]) -> str | None:
+    """The ``expi_rows`` layout (a key of :data:`posenc._native.ROW_LAYOUTS`) placing the sines at ``sin_cols``
     and the cosines at ``cos_cols``, or ``None`` if no code does (odd ``d``: one cosine fewer)."""
     f = sin_cols.size
     if cos_cols.size != f:
@@ -210,7 +210,7 @@ def _native_row_layout(sin_cols: NDArray[np.intp], cos_cols: NDArray[np.intp]) -
     places = {"interleaved": (even, odd), "interleaved_cos_first": (odd, even), "split": (lower, lower + f)}
     for name, (sines, cosines) in places.items():
         if np.array_equal(sin_cols, sines) and np.array_equal(cos_cols, cosines):
-            return _native.ROW_LAYOUTS[name]
+            return name
     return None
 
 
@@ -242,7 +242,7 @@ def _sinusoidal_range(
     native_dtype = _native.dtype_code(dtype, "expi_rows")
     if _native.kernels is not None and native_layout is not None and native_dtype is not None:
         out = np.empty((n, dim), dtype=dtype)
-        _native.expi_rows(out.ctypes.data, native_dtype, native_layout, n, dim, b, w, float(start), 1.0)
+        _native.expi_rows(out, native_layout, w, float(start), 1.0, b)
         return out
     fine, coarse = _expi_ranges(w, (0.0, 1.0, b, True), (float(start), float(b), n_blocks, False))
     src = np.empty(dim, dtype=np.intp)  # out[:, c] = v[:, src[c]]

@@ -250,8 +250,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads per process (default 1: on a loaded 2-core machine 2 threads ran 5-7× "
-        "slower; on an idle one they are ~1.2× faster)",
+        help="torch CPU threads per process (default 1: runs share the machine's cores; see "
+        "benchmarks/README.md for what more threads gave)",
     )
     p.add_argument("--no-shuffle-control", action="store_true", help="skip the time-shuffled test evaluation")
     p.add_argument(

@@ -50,14 +50,14 @@ def _native_shape(src: torch.Tensor, index: torch.Tensor) -> tuple[int, int] | N
     return None
 
 
-_GATHER, _SUM, _GATHER_ADD = (_native.SLOT_MODES[m] for m in ("gather", "sum", "gather_add"))
+_GATHER, _SUM, _GATHER_ADD = "gather", "sum", "gather_add"  # the modes of posenc._native.slots
 
 
 def _run(
     src: torch.Tensor,
     index: torch.Tensor,
     width: int,
-    mode: int,
+    mode: str,
     nb: int,
     g: int,
     out: torch.Tensor | None = None,
@@ -67,12 +67,10 @@ def _run(
     src, index = src.contiguous(), index.contiguous()
     if out is None:
         out = src.new_empty(*src.shape[:-1], width)
-    if out.numel():
-        assert _native.kernels is not None
-        _native.kernels.slots(
-            src.data_ptr(), out.data_ptr(), index.data_ptr(), _native.dtype_code(src.dtype, "slots"),
-            mode, nb, g, index.shape[-2], index.shape[-1], (width if mode == _SUM else src.shape[-1]),
-        )  # fmt: skip
+    sq, k = index.shape[-2:]
+    _native.slots(
+        src.view(nb, g, sq, src.shape[-1]), out.view(nb, g, sq, out.shape[-1]), index.view(nb, sq, k), mode
+    )
     return out
 
 

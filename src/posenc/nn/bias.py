@@ -191,7 +191,7 @@ class T5RelativeBias(AttentionBias):
 
     def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
         # index_select on the [h, num_buckets] transpose gives a contiguous [h, ...] bias, and its backward
-        # is an index_add (the Embedding lookup's backward sorts the s_q·s_k indices: ~3× slower here)
+        # is an index_add (the Embedding lookup's backward sorts the s_q·s_k indices first)
         buckets = self.buckets(distance)
         table = self.relative_attention_bias.weight.t()
         return table.index_select(1, buckets.reshape(-1)).view(self.n_heads, *buckets.shape).movedim(0, -3)

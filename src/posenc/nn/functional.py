@@ -297,12 +297,8 @@ def _range_interleaved(
     n_blocks = -(-n // b)
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
     if w.device.type == "cpu":  # posenc.sinusoidal's factors and loop: the two tables are equal bit for bit
-        native_dtype = _native.dtype_code(dtype, "expi_rows")
-        if _native.kernels is not None and native_dtype is not None:
-            _native.expi_rows(
-                out.data_ptr(), native_dtype, _native.ROW_LAYOUTS["interleaved"], n, 2 * f, b,
-                w.detach().numpy(), start, step,
-            )  # fmt: skip
+        if _native.kernels is not None and _native.dtype_code(dtype, "expi_rows") is not None:
+            _native.expi_rows(out, "interleaved", w.detach().numpy(), start, step, b)
             return out
         fine_np, coarse_np = tables._expi_ranges(
             w.detach().numpy(), (0.0, step, b, True), (start, step * b, n_blocks, False)

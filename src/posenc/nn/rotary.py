@@ -291,13 +291,7 @@ def _rotate_fused(
     if gpu is not None:
         gpu.rotate(xs, os_, c, s_, layout, cos.shape[-1], paired)
         return out
-    n0, n1, seq, d = xs.shape
-    assert _native.kernels is not None
-    _native.kernels.rotate(
-        xs.data_ptr(), os_.data_ptr(), c.data_ptr(), s_.data_ptr(), _native.dtype_code(x.dtype, "rotate"),
-        _native.dtype_code(table_dtype, "rotate"), _native.ROTARY_LAYOUTS[layout], n0, n1, seq, d,
-        cos.shape[-1], *xs.stride()[:3], *os_.stride()[:3], c.stride(0), int(paired),
-    )  # fmt: skip
+    _native.rotate(xs, os_, c, s_, layout, paired)
     return out
 
 

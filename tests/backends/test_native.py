@@ -195,8 +195,7 @@ def test_table_rows_round_each_product_once(layout, dtype, b, n):
     rng = np.random.default_rng(0)
     w, start, step = rng.uniform(0, 2, 37), 977.0, 1.5
     out = np.zeros((n, 2 * w.size), dtype=dtype)
-    _native.expi_rows(out.ctypes.data, _native.dtype_code(out.dtype, "expi_rows"),
-                      _native.ROW_LAYOUTS[layout], n, 2 * w.size, b, w, start, step)  # fmt: skip
+    _native.expi_rows(out, layout, w, start, step, b)
     # fine rows i·conj(e^(iθ)) from θ = 0·w, factor conj(e^(i·step·w)); coarse conj(e^(iθ)) from start·w,
     # factor conj(e^(i·step·b·w))
     fine_re, fine_im = _doubled(1j * np.conj(_unit(0.0 * w)), np.conj(_unit(step * w)), b)

@@ -1,6 +1,7 @@
 """Shaw et al.'s (2018) slot gather, its adjoint and the fused forms built on them (the gather added in
-place, attention with per-slot values): the compiled loop against ``torch.gather`` / ``scatter_add`` and
-against sums written out in the test, in float64; gradients by finite differences."""
+place, attention with per-slot values), the backends of :class:`posenc.nn.ShawRelativeBias`: the compiled
+loop against ``torch.gather`` / ``scatter_add`` and against sums written out in the test, in float64;
+gradients by finite differences. A backend test: it calls the private ``posenc.nn._slots`` directly."""
 
 from __future__ import annotations
 
