@@ -359,6 +359,12 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         )
     if args.task == "detect" and args.horizon >= window:
         raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
+    if args.task == "detect" and args.protocol != "blocked":
+        raise ValueError(
+            f"--protocol {args.protocol} applies to --task classify only: --task detect trains on each "
+            "series' nominal training array and tests on its test array, so it has no split protocol; "
+            "leave --protocol out (blocked)"
+        )
     if args.task == "detect" and spatiotemporal:
         raise ValueError("--model spatiotemporal is a classifier: it applies to --task classify only")
     options = dict(args.dataset_option)

@@ -25,6 +25,7 @@ from posenc_bench.experiment.compare import BASELINE, Record, compare, markdown,
 from posenc_bench.experiment.config import BenchPlan
 from posenc_bench.experiment.controls import order_free_baseline
 from posenc_bench.experiment.distributed import World, select_device
+from posenc_bench.experiment.environment import environment
 from posenc_bench.experiment.records import RunRecord, as_record
 from posenc_bench.experiment.runs import ClassifyTask, RunTask, execute
 from posenc_bench.experiment.train import EpochHook
@@ -329,6 +330,7 @@ def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> 
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "torch": torch.__version__,
+        "environment": environment(),
     }
 
 

@@ -54,6 +54,7 @@ from posenc_bench.data.containers import Splits
 from posenc_bench.experiment.config import RunConfig
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
+from posenc_bench.experiment.environment import environment
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
 from posenc_bench.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 from posenc_bench.experiment.records import RunRecord
@@ -432,6 +433,7 @@ def execute(
             "device": str(device),
             "world_size": world.size,
             "torch": torch.__version__,
+            "environment": environment(),
         }
         write_text_atomic(directory / CONFIG, json.dumps(resolved, indent=2, sort_keys=True))
 
