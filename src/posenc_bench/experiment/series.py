@@ -7,7 +7,8 @@ For every series with at least one anomalous point:
   (Paparrizos et al. 2022; :mod:`posenc_bench.experiment.vus`).
 
 The points are the test **steps** of a channel in the detect task (unscored steps — a
-forecaster's first ``window`` — get the series' lowest score, so they rank last; ``max_buffer``
+forecaster's first ``window`` — get the series' lowest score, so they rank last, and ``+inf`` ranks
+first; ``max_buffer``
 is the detector's window), and the test **windows** of a series in time order in the classify
 task (a run of positive windows is one range; ``max_buffer`` is the number of windows that
 share a step, ``⌈window / stride⌉``). A series without an anomalous point has no value (it is
@@ -33,11 +34,16 @@ SeriesScores = dict[str, dict[str, float]]
 
 
 def _filled(score: ArrayLike) -> NDArray[np.float64]:
-    """``score`` with unscored (``NaN``) points set to the lowest scored value (0 when none is scored)."""
+    """``score`` with unscored (``NaN``) points set to the lowest finite value and ``±inf`` kept in rank.
+
+    ``+inf`` (a calibrated score over a held-out maximum of 0) becomes one above the largest finite
+    value, ``−inf`` the lowest finite value: the order of the points is unchanged.
+    """
     s = np.asarray(score, dtype=np.float64)
     finite = np.isfinite(s)
     low = float(s[finite].min()) if finite.any() else 0.0
-    return np.where(finite, s, low)
+    high = float(s[finite].max()) + 1.0 if finite.any() else 1.0
+    return np.where(finite, s, np.where(s == np.inf, high, low))
 
 
 def score_one(labels: ArrayLike, score: ArrayLike, *, max_buffer: int) -> dict[str, float] | None:

@@ -40,6 +40,15 @@ def test_unscored_steps_rank_last_and_series_without_anomaly_are_left_out():
     assert out["a"]["auprc"] == pytest.approx(average_precision_score(a.labels, filled), abs=1e-15)
 
 
+def test_infinite_scores_keep_their_rank():
+    inf = float("inf")
+    a = _channel("a", [0, 1, 0, 0, 1, 0], [0.1, inf, 0.3, -inf, 0.2, float("nan")])
+    ranked = np.array([0.1, 1.3, 0.3, 0.1, 0.2, 0.1])
+    got = detect_series([a], max_buffer=2)["a"]
+    assert got["auprc"] == pytest.approx(average_precision_score(a.labels, ranked), abs=1e-15)
+    assert got["vus_pr"] == pytest.approx(vus_pr(a.labels, ranked, max_buffer=2), abs=1e-15)
+
+
 def test_flag_all_scores_the_prevalence():
     out = detect_series([_channel("a", [0, 1, 1, 0, 0, 0, 0, 0], [0.0] * 8)], max_buffer=0, flag_all=True)
     assert out["a"]["auprc"] == pytest.approx(0.25)
