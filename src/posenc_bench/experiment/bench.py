@@ -304,8 +304,9 @@ class DetectSource:
             )
         check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
         options = dict(base.dataset_options)
-        if base.dataset in NOMINAL_OPTIONS:
-            key, value = NOMINAL_OPTIONS[base.dataset]
+        kind = base.dataset.partition(":")[0] if ":" in base.dataset else base.dataset  # "ucr:PATH" → "ucr"
+        if kind in NOMINAL_OPTIONS:
+            key, value = NOMINAL_OPTIONS[kind]
             options.setdefault(key, value)
         dataset = cast("Dataset", load_dataset(base.dataset, **options))
         data = detection_data(dataset, window=base.window, horizon=base.horizon, holdout=base.holdout)
