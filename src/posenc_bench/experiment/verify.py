@@ -101,7 +101,11 @@ def report(deviations: list[Deviation], written_env: Mapping[str, Any] | None) -
     lines += [
         "",
         f"{same} of {len(deviations)} runs bit-identical"
-        + (f"; largest deviation {worst.largest:.3g} ({worst.run}, {worst.metric})." if worst else "."),
+        + (
+            f"; largest deviation {worst.largest:.3g} ({worst.run}, {worst.metric})."
+            if worst and worst.metric
+            else "."
+        ),
     ]
     now = environment()
     if written_env:
