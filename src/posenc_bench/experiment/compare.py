@@ -299,7 +299,8 @@ def compare(
     if flag_all_records:
         first = flag_all_records[0].test
         rows.append(_row(NO_SKILL, "-", flag_all_records, [m for m in metrics if m in first], (), None))
-    trained = {(m, e): rs for (m, e, s), rs in groups.items() if s in ("native", "")}
+    # per-series rows are named by encoding, "encoding (scale)" away from native scale
+    trained = {(m, e if s in ("native", "") else f"{e} ({s})"): rs for (m, e, s), rs in groups.items()}
     series_rows, series_paired = series_summary(
         trained, {**by_name, NO_SKILL: flag_all_records} if flag_all_records else by_name, REFERENCES
     )

@@ -126,3 +126,23 @@ def test_records_without_per_series_scores_give_no_section():
         }
     )
     assert "Per series" not in markdown(compare([r], metrics=("auprc",), paired_metrics=("auprc",)))
+
+
+def test_rows_away_from_native_scale_name_their_scale():
+    runs = []
+    for scale in ("native", "matched"):
+        for k in range(2):
+            r = _run("sinusoidal", k, {"a": 0.5, "b": 0.6})
+            runs.append(
+                RunRecord.from_json(
+                    {
+                        **r.to_json(),
+                        "scale": scale,
+                        "test_windows": 10,
+                        "test_positive_windows": 2,
+                        "test_events": 1,
+                    }
+                )
+            )
+    names = [row.name for row in compare(runs, metrics=("auprc",), paired_metrics=("auprc",)).series_rows]
+    assert names == ["sinusoidal", "sinusoidal (matched)"]
