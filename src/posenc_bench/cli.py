@@ -258,6 +258,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-baseline", action="store_true", help="skip the order-free gradient-boosting baseline"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--verify",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="re-run the runs of DIR/results.json (its grid; other grid flags are ignored) into --out "
+        "(default ./posenc-verify, must hold no runs) and report each run's largest deviation",
+    )
     p.set_defaults(func=run)
 
 
@@ -359,6 +367,12 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         )
     if args.task == "detect" and args.horizon >= window:
         raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
+    if args.task == "detect" and args.protocol != "blocked":
+        raise ValueError(
+            f"--protocol {args.protocol} applies to --task classify only: --task detect trains on each "
+            "series' nominal training array and tests on its test array, so it has no split protocol; "
+            "leave --protocol out (blocked)"
+        )
     if args.task == "detect" and spatiotemporal:
         raise ValueError("--model spatiotemporal is a classifier: it applies to --task classify only")
     options = dict(args.dataset_option)
@@ -430,6 +444,32 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     )
 
 
+def run_verify(args: argparse.Namespace) -> int:
+    """``--verify DIR``: re-run DIR's runs and print each one's largest deviation (:mod:`posenc_bench.experiment.verify`)."""
+    import torch
+
+    from posenc_bench.experiment.bench import run_bench
+    from posenc_bench.experiment.verify import verify
+
+    check_device(args.device)
+    torch.set_num_threads(args.threads)
+    out = validate.output_path(
+        "--out", args.out if args.out is not None else Path("posenc-verify"), folder=True
+    )
+    _, text = verify(
+        args.verify,
+        out=out,
+        run=lambda plan, where: (
+            run_bench(plan, out=where, device=args.device, progress=not args.no_progress).summary.runs
+        ),
+    )
+    print()
+    print(text)
+    (out / "verify.md").write_text(text, encoding="utf-8")
+    print(f"written: {out / 'verify.md'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -437,6 +477,8 @@ def run(args: argparse.Namespace) -> int:
     from posenc_bench.experiment.distributed import init_world, shutdown
     from posenc_bench.experiment.train import TrainingDiverged
 
+    if args.verify is not None:
+        return run_verify(args)
     try:
         plan = plan_from_args(args)
     except ValueError as exc:  # RunConfig and BenchPlan name their fields: say the flags the user typed

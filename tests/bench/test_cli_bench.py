@@ -108,6 +108,14 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
         (["--splits", "0"], "--splits must be >= 1, got 0"),
         (["--dataset", "probes", "--protocol", "random_windows"], "--protocol random_windows does not apply"),
         (["--seeds", "0"], "--seeds must be >= 1, got 0"),
+        (
+            ["--task", "detect", "--protocol", "dfstrans"],
+            "--protocol dfstrans applies to --task classify only",
+        ),
+        (
+            ["--task", "detect", "--protocol", "random_windows"],
+            "--protocol random_windows applies to --task classify only",
+        ),
         (["--window", "2000", "--encodings", "rope"], "window=2000 is longer than series"),
         (
             ["--window", "24", "--encodings", "dft"],
@@ -310,7 +318,15 @@ def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     ):
         assert row in out, row
     assert "event F1" in out and "point-adjusted F1 (inflated)" in out and "flags every test step" in out
+    # the per-series section comes first, the pooled table second
+    assert out.index("## Per series (the unit of replication)") < out.index("## Pooled over series")
+    for row in ("| forecast | rope | none | vus_pr | 2 |", "| reconstruct | rope | flag-all | auprc | 2 |"):
+        assert row in out, row
+    series_csv = (tmp_path / "results-series.csv").read_text().splitlines()
+    assert series_csv[0].startswith("kind,model,row,reference,metric,series")
     data = json.loads((tmp_path / "results.json").read_text())
+    assert all(set(r["series"]) == {"synthetic-0", "synthetic-1"} for r in data["runs"] + data["baseline"])
+    assert all(set(v) == {"auprc", "vus_pr"} for r in data["runs"] for v in r["series"].values())
     assert data["metrics"][:3] == ["event_precision", "event_recall", "event_f1"]
     runs = data["runs"]
     assert len(runs) == 12 and all(

@@ -9,6 +9,9 @@ Named datasets:
   relative to the repository holding this package (a source checkout). ``"msl"`` selects
   ``spacecraft="MSL"`` so the original telemanom layout (MSL and SMAP together) works too.
 
+Archives by prefix: ``"ucr:PATH"`` — the UCR Anomaly Archive's files, ``"tsb-ad:PATH"`` — TSB-AD's
+CSV files (:mod:`posenc_bench.data.archives`).
+
 Any other string is a path whose layout is detected, in this order: telemanom
 (``labeled_anomalies.csv`` with ``test.npz`` or ``test/*.npy``), SMD (``test/*.txt`` and
 ``test_label/``), a CSV/NPY file or a folder of them (:mod:`posenc_bench.data.generic`).
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from posenc.errors import UsageTypeError
+from posenc_bench.data.archives import load_tsb_ad, load_ucr
 from posenc_bench.data.containers import Dataset
 from posenc_bench.data.generic import load_table, table_files
 from posenc_bench.data.probes import ProbeSuite
@@ -32,6 +36,8 @@ from posenc_bench.data.synthetic import make_synthetic
 from posenc_bench.data.telemanom import LABELS_FILE, is_telemanom, load_telemanom
 
 DATASETS = ("synthetic", "probes", "msl", "smd")
+#: Archive prefixes ``"<prefix>:PATH"`` and their loaders.
+ARCHIVES: dict[str, Callable[..., Dataset]] = {"ucr": load_ucr, "tsb-ad": load_tsb_ad}
 REPOSITORY = Path(__file__).resolve().parents[3]
 
 
@@ -131,6 +137,11 @@ def load_dataset(spec: str | os.PathLike[str] = "synthetic", **options: Any) -> 
                 f"{root}: not a telemanom layout (labeled_anomalies.csv with test.npz or test/*.npy)"
             )
         return _call(load_telemanom, "the msl loader", root, **{"spacecraft": "MSL", **options})
+    prefix, colon, rest = str(spec).partition(":") if isinstance(spec, str) else ("", "", "")
+    if colon and prefix in ARCHIVES:
+        if not Path(rest).exists():
+            raise ValueError(f"{prefix}:{rest}: no such file or folder")
+        return _call(ARCHIVES[prefix], f"the {prefix} loader", Path(rest), **options)
     if not isinstance(spec, (str, os.PathLike)):
         raise TypeError(f"spec must be a dataset name or a path, got {type(spec).__name__}")
     if str(spec).strip() == "":

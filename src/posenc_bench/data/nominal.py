@@ -33,6 +33,8 @@ NOMINAL_OPTIONS = {
     "msl": ("include_train", True),
     "smd": ("include_train", True),
     "synthetic": ("nominal_length", 8192),
+    "ucr": ("include_train", True),
+    "tsb-ad": ("include_train", True),
 }
 
 

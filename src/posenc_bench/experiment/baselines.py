@@ -193,11 +193,25 @@ def classify_window_scores(name: str, splits: object) -> Callable[[Any], NDArray
     raise ValueError(f"baseline must be one of {', '.join(NAMES)}, got {name!r}")
 
 
-def classify_baseline(name: str, splits: object, *, families: NDArray | None = None) -> dict[str, float]:
-    """Metrics on test of baseline ``name``, thresholded at the F1-best validation score (as the models)."""
-    score = classify_window_scores(name, splits)
+WindowScorer = Callable[[Any], NDArray[np.float64]]
+"""Scores ``[n]`` of a window set (``X[n, W, F]``, ``series``, ``start``; higher = more anomalous)."""
+
+
+def scorer_metrics(
+    score: WindowScorer, splits: object, *, families: NDArray | None = None
+) -> tuple[dict[str, float], NDArray[np.float64]]:
+    """``(metrics on test, test scores)`` of a window scorer, thresholded at the F1-best validation score (as the models)."""
     val, test = splits.val, splits.test  # type: ignore[attr-defined]
     threshold = best_f1_threshold(val.y, score(val))
     scores = score(test)
     by_family = family_auprc(test.y, scores, families) if families is not None else {}
-    return {**binary_metrics(test.y, scores, threshold=threshold), **by_family, "threshold": threshold}
+    return {
+        **binary_metrics(test.y, scores, threshold=threshold),
+        **by_family,
+        "threshold": threshold,
+    }, scores
+
+
+def classify_baseline(name: str, splits: object, *, families: NDArray | None = None) -> dict[str, float]:
+    """Metrics on test of baseline ``name`` (:func:`scorer_metrics`)."""
+    return scorer_metrics(classify_window_scores(name, splits), splits, families=families)[0]

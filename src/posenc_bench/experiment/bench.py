@@ -23,8 +23,8 @@ import torch
 
 from posenc_bench.experiment.compare import BASELINE, Record, compare, markdown, write
 from posenc_bench.experiment.config import BenchPlan
-from posenc_bench.experiment.controls import order_free_baseline
 from posenc_bench.experiment.distributed import World, select_device
+from posenc_bench.experiment.environment import environment
 from posenc_bench.experiment.records import RunRecord, as_record
 from posenc_bench.experiment.runs import ClassifyTask, RunTask, execute
 from posenc_bench.experiment.train import EpochHook
@@ -229,25 +229,56 @@ class ClassifySource:
         return Prepared(
             dataset,
             {(k, ""): s for k, s in splits.items()},
-            ClassifyTask(self.families),
-            CompareReporter(self.baselines),
+            ClassifyTask(self.families, [s.name for s in dataset.series]),
+            CompareReporter(self.baselines, self.no_skill),
             metrics,
             PAIRED_METRICS,
             lines,
         )
 
     def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
-        from posenc_bench.experiment.baselines import NAMES, classify_baseline
+        """Per split: the order-free and the lagged gradient boosting, the matrix profile, max |x|;
+        on the built-in synthetic data also the oracle of its generating rule."""
+        from posenc_bench.experiment import lagged, oracle
+        from posenc_bench.experiment.baselines import (
+            NAMES,
+            WindowScorer,
+            classify_window_scores,
+            scorer_metrics,
+        )
+        from posenc_bench.experiment.controls import hgb_scorer, window_summary
+        from posenc_bench.experiment.runs import test_series
 
-        out = [
-            RunRecord("baseline", k, order_free_baseline(s, families=self.families[k]), name=BASELINE)
-            for (k, _), s in prepared.data.items()
-        ]
-        out += [
-            RunRecord("baseline", k, classify_baseline(name, s, families=self.families[k]), name=name)
-            for name in NAMES
-            for (k, _), s in prepared.data.items()
-        ]
+        names = [s.name for s in prepared.dataset.series]
+        out = []
+        for (k, _), s in prepared.data.items():
+            scorers: dict[str, WindowScorer] = {
+                BASELINE: hgb_scorer(window_summary, s),
+                lagged.NAME: lagged.lagged_scorer(s),
+                **{name: classify_window_scores(name, s) for name in NAMES},
+            }
+            if plan.base.dataset == "synthetic":
+                scorers[oracle.NAME] = oracle.synthetic_oracle(s)
+            for name, scorer in scorers.items():
+                metrics, scores = scorer_metrics(scorer, s, families=self.families[k])
+                series = {"series": test_series(s.test, scores, names, plan.base)}
+                out.append(RunRecord("baseline", k, metrics, name=name, extra=series))
+        return out
+
+    def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
+        """Flag-all per split: its metrics at the test prevalence, each series scored with a constant score."""
+        from posenc_bench.experiment.compare import no_skill_metrics
+        from posenc_bench.experiment.runs import test_series
+
+        names = [s.name for s in prepared.dataset.series]
+        out = []
+        for (k, _), s in prepared.data.items():
+            if not s.test.y.any():
+                continue
+            series = test_series(s.test, np.ones(len(s.test.y)), names, plan.base)
+            out.append(
+                RunRecord("no-skill", k, no_skill_metrics(float(s.test.y.mean())), extra={"series": series})
+            )
         return out
 
 
@@ -273,8 +304,9 @@ class DetectSource:
             )
         check_faithful_window(plan.encodings, window=base.window, d_model=base.d_model)
         options = dict(base.dataset_options)
-        if base.dataset in NOMINAL_OPTIONS:
-            key, value = NOMINAL_OPTIONS[base.dataset]
+        kind = base.dataset.partition(":")[0] if ":" in base.dataset else base.dataset  # "ucr:PATH" → "ucr"
+        if kind in NOMINAL_OPTIONS:
+            key, value = NOMINAL_OPTIONS[kind]
             options.setdefault(key, value)
         dataset = cast("Dataset", load_dataset(base.dataset, **options))
         data = detection_data(dataset, window=base.window, horizon=base.horizon, holdout=base.holdout)
@@ -329,6 +361,7 @@ def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> 
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "torch": torch.__version__,
+        "environment": environment(),
     }
 
 

@@ -38,12 +38,18 @@ from posenc_bench.experiment import stats
 from posenc_bench.experiment.files import write_text_atomic
 from posenc_bench.experiment.metrics import METRICS
 from posenc_bench.experiment.records import RunRecord, as_record
+from posenc_bench.experiment.series_compare import SeriesPaired, SeriesRow, series_markdown, series_summary
 
 #: The rows every other row is paired with, in table order: the standard encoding, the order-blind control.
 REFERENCES = ("sinusoidal", "none")
 BASELINE = "hgb-summary"
 NO_SKILL = "flag-all"
 PAIRED_METRICS = ("f1", "auprc")
+#: How each leaky protocol dealt windows to splits (the results heading says it).
+LEAKY_HOW = {
+    "random_windows": "windows were dealt to splits at random",
+    "dfstrans": "non-overlapping segments were dealt to splits at random, stratified by label",
+}
 #: Marks a metric whose 95% CI of (metric − flag-all) does not lie above 0.
 NOT_ABOVE_NO_SKILL = "‡"
 
@@ -111,6 +117,8 @@ class Comparison:
     metrics: tuple[str, ...] = METRICS
     paired_metrics: tuple[str, ...] = PAIRED_METRICS
     no_skill: list[RunRecord] = field(default_factory=list)
+    series_rows: list[SeriesRow] = field(default_factory=list)
+    series_paired: list[SeriesPaired] = field(default_factory=list)
 
 
 def _std(values: np.ndarray) -> float:
@@ -291,6 +299,11 @@ def compare(
     if flag_all_records:
         first = flag_all_records[0].test
         rows.append(_row(NO_SKILL, "-", flag_all_records, [m for m in metrics if m in first], (), None))
+    # per-series rows are named by encoding, "encoding (scale)" away from native scale
+    trained = {(m, e if s in ("native", "") else f"{e} ({s})"): rs for (m, e, s), rs in groups.items()}
+    series_rows, series_paired = series_summary(
+        trained, {**by_name, NO_SKILL: flag_all_records} if flag_all_records else by_name, REFERENCES
+    )
     return Comparison(
         rows,
         paired,
@@ -300,6 +313,8 @@ def compare(
         metrics=metrics,
         paired_metrics=paired_metrics,
         no_skill=flag_all_records,
+        series_rows=series_rows,
+        series_paired=series_paired,
     )
 
 
@@ -440,11 +455,14 @@ def markdown(comparison: Comparison) -> str:
     ]
     lines += ["", "mean ± std over split seeds × seeds (ddof=1). " + stats.METHOD_NOTE]
     meta = comparison.meta
-    if meta.get("hyperparameters", {}).get("protocol", "blocked") != "blocked":
+    lines[:0] = series_markdown(comparison.series_rows, comparison.series_paired)
+    hyper = meta.get("hyperparameters", {})
+    protocol = hyper.get("protocol", "blocked")
+    if protocol != "blocked" and hyper.get("task", "classify") == "classify":
+        dealt = LEAKY_HOW.get(protocol, "windows were dealt to splits at random")
         lines[:0] = [
-            f"**LEAKY split protocol `{meta['hyperparameters']['protocol']}`: windows were dealt to splits "
-            "at random, so training and test windows share time steps and events. These scores measure "
-            "leakage, not generalisation.**",
+            f"**LEAKY split protocol `{protocol}`: {dealt}, so training and test windows share "
+            "series, time steps or events. These scores measure leakage, not generalisation.**",
             "",
         ]
     if meta.get("notes"):
@@ -455,7 +473,12 @@ def markdown(comparison: Comparison) -> str:
             f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
             f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
             f"{meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads, {meta['platform']}, "
-            f"torch {meta['torch']}.",
+            f"torch {meta['torch']}"
+            + (
+                f", NumPy {meta['environment']['numpy']}, CPU {meta['environment']['cpu']}."
+                if "environment" in meta
+                else "."
+            ),
         ]
     return "\n".join(lines) + "\n"
 
@@ -491,6 +514,25 @@ def _csv(comparison: Comparison) -> str:
     return buf.getvalue()
 
 
+def _series_csv(comparison: Comparison) -> str:
+    """The per-series section: one line per row (``kind=row``) and per paired test (``kind=paired``)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(
+        ["kind", "model", "row", "reference", "metric", "series", "runs", "value", "wins", "ties", "losses"]
+        + ["ci_low", "ci_high", "p_wilcoxon"]
+    )
+    for r in comparison.series_rows:
+        for m, v in r.mean.items():
+            writer.writerow(["row", r.model, r.name, "", m, r.n_series, r.n_runs, v] + [""] * 6)
+    for t in comparison.series_paired:
+        writer.writerow(
+            ["paired", t.model, t.name, t.reference, t.metric, t.n_series, "", t.mean_diff]
+            + [t.wins, t.ties, t.losses, t.ci_low, t.ci_high, t.p_wilcoxon]
+        )
+    return buf.getvalue()
+
+
 def to_json(comparison: Comparison) -> str:
     """Everything, including every run's record, as JSON (NaN written as ``null``)."""
 
@@ -508,7 +550,7 @@ def to_json(comparison: Comparison) -> str:
         value = getattr(comparison, f.name)
         if f.name in ("runs", "baseline", "no_skill"):
             value = [r.to_json() for r in value]
-        elif f.name in ("rows", "paired"):
+        elif f.name in ("rows", "paired", "series_rows", "series_paired"):
             value = [asdict(item) for item in value]
         payload[f.name] = value
     return json.dumps(clean(payload), indent=2, allow_nan=False)
@@ -523,6 +565,9 @@ def write(comparison: Comparison, out: Path, *, stem: str = "results") -> dict[s
     paths = {ext: out / f"{stem}.{ext}" for ext in ("md", "csv", "json", "png")}
     write_text_atomic(paths["md"], markdown(comparison))
     write_text_atomic(paths["csv"], _csv(comparison))
+    if comparison.series_rows:
+        paths["series.csv"] = out / f"{stem}-series.csv"
+        write_text_atomic(paths["series.csv"], _series_csv(comparison))
     write_text_atomic(paths["json"], to_json(comparison))
     comparison_plot(comparison, paths["png"])
     return paths

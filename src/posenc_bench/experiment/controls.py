@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from posenc_bench.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
+from posenc_bench.experiment.baselines import WindowScorer, scorer_metrics
 
 
 def shuffle_time(X: np.ndarray, *, seed: int) -> np.ndarray:
@@ -34,26 +35,24 @@ def window_summary(X: np.ndarray) -> np.ndarray:
     )
 
 
-def order_free_baseline(
-    splits: Any, *, seed: int = 0, families: np.ndarray | None = None
-) -> dict[str, float]:
-    """Fit gradient boosting on summary statistics of ``splits.train``; threshold on val; metrics on test.
+def hgb_scorer(features: Callable[[np.ndarray], np.ndarray], splits: Any, *, seed: int = 0) -> WindowScorer:
+    """Gradient boosting fitted on ``features(splits.train.X)``: a scorer of window sets (its ``P(anomalous)``).
 
     Classes are balanced by ``class_weight="balanced"`` (the counterpart of the Transformer's
     ``pos_weight``); early stopping is off so the fit is deterministic.
+    """
+    clf = HistGradientBoostingClassifier(class_weight="balanced", early_stopping=False, random_state=seed)
+    clf.fit(features(splits.train.X), splits.train.y)
+    return lambda windows: clf.predict_proba(features(windows.X))[:, 1].astype(np.float64)
+
+
+def order_free_baseline(
+    splits: Any, *, seed: int = 0, families: np.ndarray | None = None
+) -> dict[str, float]:
+    """Gradient boosting on summary statistics (:func:`hgb_scorer` of :func:`window_summary`); threshold on val.
 
     Returns:
         ``precision``, ``recall``, ``f1``, ``auprc`` on test and the validation ``threshold``, and
         ``auprc:<family>`` when ``families`` names each test window's event family.
     """
-    clf = HistGradientBoostingClassifier(class_weight="balanced", early_stopping=False, random_state=seed)
-    clf.fit(window_summary(splits.train.X), splits.train.y)
-    val_scores = clf.predict_proba(window_summary(splits.val.X))[:, 1]
-    threshold = best_f1_threshold(splits.val.y, val_scores)
-    test_scores = clf.predict_proba(window_summary(splits.test.X))[:, 1]
-    by_family = family_auprc(splits.test.y, test_scores, families) if families is not None else {}
-    return {
-        **binary_metrics(splits.test.y, test_scores, threshold=threshold),
-        **by_family,
-        "threshold": threshold,
-    }
+    return scorer_metrics(hgb_scorer(window_summary, splits, seed=seed), splits, families=families)[0]

@@ -41,6 +41,7 @@ from posenc_bench.experiment.distributed import World
 from posenc_bench.experiment.events import ScoredChannel, detection_metrics, ewma
 from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.scale import run_encoding_options
+from posenc_bench.experiment.series import SeriesScores, detect_series
 from posenc_bench.experiment.train import epoch_seed
 
 MASK_EVERY = 4  # reconstruct: a pass masks every 4th step; training masks each step with probability 1/4
@@ -284,6 +285,14 @@ def evaluate_scores(
     )
 
 
+def evaluate_series(
+    data: DetectionData, scores: list[NDArray[np.float64]], config: RunConfig, *, flag_all: bool = False
+) -> SeriesScores:
+    """Per-channel AUPRC and VUS-PR of step scores, buffers up to ``window`` (:mod:`posenc_bench.experiment.series`)."""
+    chans = [scored_channel(c, s) for c, s in zip(data.channels, scores)]
+    return detect_series(chans, max_buffer=config.window, flag_all=flag_all)
+
+
 def detector_scores(
     model: SequenceDetector,
     data: DetectionData,
@@ -332,10 +341,12 @@ def evaluate_detector(
 ) -> dict[str, Any]:
     """The run record's metrics: ``test`` (and ``shuffled_test``) and the scoring throughput."""
     t0 = time.perf_counter()
-    record: dict[str, Any] = {
-        "test": evaluate_scores(data, detector_scores(model, data, config, device=device), config)
-    }
+    scores = detector_scores(model, data, config, device=device)
+    record: dict[str, Any] = {"test": evaluate_scores(data, scores, config)}
     record["score_seconds"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    record["series"] = evaluate_series(data, scores, config)
+    record["series_seconds"] = time.perf_counter() - t0
     if shuffle_control:
         shuffled = detector_scores(model, data, config, device=device, shuffle_seed=config.seed)
         record["shuffled_test"] = evaluate_scores(data, shuffled, config)
@@ -407,11 +418,14 @@ def baseline_records(data: DetectionData, config: RunConfig, *, names: tuple[str
         tests, holds = detect_step_scores(name, data, window=config.window)
         scores = [calibrated(t, h) for t, h in zip(tests, holds)]
         test = evaluate_scores(data, scores, config)
-        out.append(RunRecord("baseline", 0, test, name=name, seconds=time.perf_counter() - t0))
+        extra = {"series": evaluate_series(data, scores, config)}
+        out.append(RunRecord("baseline", 0, test, name=name, seconds=time.perf_counter() - t0, extra=extra))
     return out
 
 
 def no_skill_record(data: DetectionData, config: RunConfig) -> RunRecord:
     """Flagging every test step: the detect table's ``flag-all`` row."""
     flags = [np.zeros(len(c.test)) for c in data.channels]
-    return RunRecord("no-skill", 0, evaluate_scores(data, flags, config, flag_all=True))
+    test = evaluate_scores(data, flags, config, flag_all=True)
+    extra = {"series": evaluate_series(data, flags, config, flag_all=True)}
+    return RunRecord("no-skill", 0, test, extra=extra)

@@ -13,6 +13,7 @@ Keys of a trained run (``kind="model"``)::
     test_windows test_positive_windows test_events test_events_in_train    (TestSplit)
     best_epoch epochs_run stopped_early train_seconds windows_per_s        (Training)
     score_seconds skipped
+    series series_seconds           per-series scores (in ``extra``; :meth:`RunRecord.per_series`)
 
 A baseline (``kind="baseline"``) has ``name``, ``split_seed``, ``test`` (and ``seconds``); the
 no-skill row (``kind="no-skill"``) ``split_seed`` and ``test``.
@@ -140,6 +141,20 @@ class RunRecord:
     def per_family(self, metric: str = "auprc") -> dict[str, float]:
         """``{family: value}`` of the test metrics named ``"<metric>:<family>"``."""
         return {k.split(":", 1)[1]: v for k, v in self.test.items() if k.startswith(f"{metric}:")}
+
+    def per_series(self, metric: str) -> dict[str, float]:
+        """``{series: value}`` of a per-series metric (``extra["series"]``; :mod:`posenc_bench.experiment.series`).
+
+        Empty when the record has no per-series scores (files written before they existed); a value
+        stored as ``null`` (NaN) is left out.
+        """
+        table = self.extra.get("series") or {}
+        out = {}
+        for name, values in table.items():
+            v = values.get(metric) if isinstance(values, Mapping) else None
+            if v is not None and not (isinstance(v, float) and math.isnan(v)):
+                out[str(name)] = float(v)
+        return out
 
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON object ``metrics.json`` / ``results.json`` hold (NaN stays a float)."""

@@ -54,10 +54,12 @@ from posenc_bench.data.containers import Splits
 from posenc_bench.experiment.config import RunConfig
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
+from posenc_bench.experiment.environment import environment
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
 from posenc_bench.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.scale import build_classifier
+from posenc_bench.experiment.series import window_series
 from posenc_bench.experiment.train import (
     ClassifySteps,
     EpochHook,
@@ -320,10 +322,15 @@ class ClassifyTask(RunTask[Splits]):
 
     ``families[split seed]``, when given, names each test window's event family; the test metrics
     then include ``auprc:<family>`` (:func:`posenc_bench.experiment.metrics.family_auprc`).
+    ``series_names``, when given, names the dataset's series: the record then holds each test
+    series' own scores (``series``; :func:`posenc_bench.experiment.series.window_series`).
     """
 
-    def __init__(self, families: dict[int, np.ndarray] | None = None) -> None:
+    def __init__(
+        self, families: dict[int, np.ndarray] | None = None, series_names: list[str] | None = None
+    ) -> None:
         self.families = families or {}
+        self.series_names = series_names
 
     def fingerprint(self, data: Splits) -> str:
         return data_fingerprint(data)
@@ -359,8 +366,9 @@ class ClassifyTask(RunTask[Splits]):
             by_family = family_auprc(test.y, scores, families) if families is not None else {}
             return {**binary_metrics(test.y, scores, threshold=threshold), **by_family}
 
+        test_scores = predict_scores(model, test.X, device=device)
         record: dict[str, Any] = {
-            "test": metrics(predict_scores(model, test.X, device=device)),
+            "test": metrics(test_scores),
             "val": binary_metrics(
                 data.val.y, predict_scores(model, data.val.X, device=device), threshold=threshold
             ),
@@ -370,11 +378,22 @@ class ClassifyTask(RunTask[Splits]):
             "test_events": int(data.summary["test"]["events"]),
             "test_events_in_train": int(data.summary["test"].get("events_in_train", 0)),
         }
+        if self.series_names is not None:
+            record["series"] = test_series(test, test_scores, self.series_names, config)
         if shuffle_control:
             shuffled = shuffle_time(test.X, seed=config.seed)
             shuffled_scores = predict_scores(model, shuffled, device=device)
             record["shuffled_test"] = metrics(shuffled_scores)
         return record
+
+
+def test_series(
+    test: Any, scores: np.ndarray, names: list[str], config: RunConfig
+) -> dict[str, dict[str, float]]:
+    """Per-series AUPRC and VUS-PR of test window scores, buffers up to ``⌈window / stride⌉`` windows."""
+    return window_series(
+        test.series, test.start, test.y, scores, names, max_buffer=-(-config.window // config.stride)
+    )
 
 
 def execute(
@@ -432,6 +451,7 @@ def execute(
             "device": str(device),
             "world_size": world.size,
             "torch": torch.__version__,
+            "environment": environment(),
         }
         write_text_atomic(directory / CONFIG, json.dumps(resolved, indent=2, sort_keys=True))
 

@@ -91,17 +91,28 @@ def two_stage_bootstrap_ci(
 
     Each replicate draws ``K`` splits with replacement from the ``K`` groups, then within each
     drawn split its seeds' differences with replacement, and takes the mean of all drawn values.
-    With one split this is the ordinary bootstrap over seeds.
+    With one split this is the ordinary bootstrap over seeds. Replicates are drawn in blocks of
+    arrays (a split's draws are uniform integers below its size), not one at a time.
     """
     arrays = [_diffs(g) for g in groups]
     if not arrays:
         raise ValueError("groups must hold at least one split's differences")
     rng = np.random.default_rng(seed)
+    k = len(arrays)
+    sizes = np.array([a.size for a in arrays])
+    table = np.zeros((k, sizes.max()))  # group g's values in table[g, :sizes[g]]
+    for g, a in enumerate(arrays):
+        table[g, : a.size] = a
     means = np.empty(n_boot)
-    for b in range(n_boot):
-        picked = rng.integers(len(arrays), size=len(arrays))
-        draws = [arrays[k][rng.integers(arrays[k].size, size=arrays[k].size)] for k in picked]
-        means[b] = np.concatenate(draws).mean()
+    chunk = max(1, 2_000_000 // (k * sizes.max()))  # replicates per block: bounded memory
+    for start in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - start)
+        picked = rng.integers(k, size=(b, k))  # [b, K] splits drawn
+        n = sizes[picked]  # [b, K] their sizes
+        inner = (rng.random((b, k, sizes.max())) * n[..., None]).astype(np.int64)  # uniform in [0, n)
+        drawn = table[picked[..., None], inner]
+        used = np.arange(sizes.max()) < n[..., None]  # the first n draws of a split of n values
+        means[start : start + b] = (drawn * used).sum(axis=(1, 2)) / used.sum(axis=(1, 2))
     alpha = (1 - level) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha])
     return float(lo), float(hi)

@@ -62,3 +62,19 @@ def test_bootstrap_ci_is_seeded_and_covers_mean():
 def test_bad_differences(bad):
     with pytest.raises(ValueError, match="differences"):
         sign_flip_p(bad)
+
+
+def test_bootstrap_of_unequal_groups_matches_a_replicate_at_a_time():
+    """The block-drawn bootstrap has the distribution of the definition (one replicate at a time)."""
+    groups = [np.array([0.0, 1.0]), np.array([2.0, 3.0, 10.0]), np.array([-1.0])]
+    rng = np.random.default_rng(5)
+    means = []
+    for _ in range(20_000):
+        picked = rng.integers(3, size=3)
+        means.append(
+            np.concatenate(
+                [groups[k][rng.integers(groups[k].size, size=groups[k].size)] for k in picked]
+            ).mean()
+        )
+    expected = np.quantile(means, [0.025, 0.975])
+    assert two_stage_bootstrap_ci(groups, n_boot=20_000) == pytest.approx(tuple(expected), abs=0.15)

@@ -1,0 +1,144 @@
+"""Re-run a written result and say how far each run lands from it (``posenc bench --verify DIR``).
+
+``DIR/results.json`` holds the grid (``meta``: hyperparameters, encodings, scales, seeds, splits)
+and every trained run's record. :func:`verify` rebuilds that grid, trains every run again in a
+fresh output folder (no baselines), and compares each run with its written record: the largest
+absolute difference over its test metrics, its shuffled-test metrics and its per-series scores,
+and the metric where it occurs. A run is *bit-identical* when every one of those numbers is equal.
+
+What to expect: training is a function of ``(seed, epoch)`` and the checkpointed state, so on the
+same machine type and software a re-run gives the same bits; another CPU model (or another
+torch/NumPy build) may choose other kernels and round differently, and a first-epoch difference
+of one rounding grows over training. Each record names the CPU and versions it ran on
+(``environment`` in ``config.json`` and in ``meta``), so the report says whether they match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from posenc.errors import UsageError
+from posenc_bench.experiment.config import BenchPlan, RunConfig
+from posenc_bench.experiment.environment import environment
+from posenc_bench.experiment.records import RunRecord, as_record
+
+
+@dataclasses.dataclass(frozen=True)
+class Deviation:
+    """One run's largest ``|re-run − written|`` and the metric where it occurs (``""``: nothing compared)."""
+
+    run: str
+    largest: float
+    metric: str
+    compared: int
+
+    @property
+    def identical(self) -> bool:
+        return self.compared > 0 and self.largest == 0.0
+
+
+def _key(r: RunRecord) -> tuple[str, str, str, int, int]:
+    return (r.detector or "", r.encoding, r.scale or "", r.split_seed, r.seed or 0)
+
+
+def plan_of(results: Mapping[str, Any]) -> BenchPlan:
+    """The grid that wrote ``results`` (a ``results.json`` object), baselines off."""
+    try:
+        meta = results["meta"]
+        base = RunConfig(**meta["hyperparameters"])
+        runs = [as_record(r) for r in results["runs"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"--verify: not a results.json written by posenc bench ({exc})") from None
+    options = {r.encoding: dict(r.encoding_options) for r in runs if r.encoding_options}
+    return BenchPlan(
+        base,
+        tuple(meta["encodings"]),
+        tuple(meta["scales"]),
+        seeds=int(meta["seeds"]),
+        splits=int(meta["splits"]),
+        shuffle_control=any(r.shuffled_test is not None for r in runs),
+        baseline=False,
+        encoding_options=options,
+        detectors=tuple(dict.fromkeys(r.detector for r in runs if r.detector)),
+    )
+
+
+def _numbers(r: RunRecord) -> Iterator[tuple[str, float]]:
+    yield from ((f"test.{k}", v) for k, v in r.test.items())
+    yield from ((f"shuffled_test.{k}", v) for k, v in (r.shuffled_test or {}).items())
+    for metric in ("auprc", "vus_pr"):
+        yield from ((f"series.{name}.{metric}", v) for name, v in r.per_series(metric).items())
+
+
+def deviation(written: RunRecord, rerun: RunRecord) -> Deviation:
+    """The largest ``|rerun − written|`` over the numbers both records hold (module docstring)."""
+    mine = dict(_numbers(rerun))
+    largest, where, n = 0.0, "", 0
+    for name, v in _numbers(written):
+        if name not in mine:
+            continue
+        n += 1
+        a, b = mine[name], v
+        d = 0.0 if (math.isnan(a) and math.isnan(b)) or a == b else abs(a - b)
+        if d > largest or math.isnan(d):
+            largest, where = d, name
+    detector, encoding, scale, split, seed = _key(written)
+    label = f"{detector + ' ' if detector else ''}{encoding}/{scale} split {split} seed {seed}"
+    return Deviation(label, largest, where, n)
+
+
+def report(deviations: list[Deviation], written_env: Mapping[str, Any] | None) -> str:
+    """The verification as Markdown: one line per run, a summary, and the two environments."""
+    lines = ["| run | largest abs deviation | where | numbers compared |", "|---|---|---|---|"]
+    lines += [f"| {d.run} | {d.largest:.3g} | {d.metric or '—'} | {d.compared} |" for d in deviations]
+    same = sum(d.identical for d in deviations)
+    worst = max(deviations, key=lambda d: d.largest) if deviations else None
+    lines += [
+        "",
+        f"{same} of {len(deviations)} runs bit-identical"
+        + (
+            f"; largest deviation {worst.largest:.3g} ({worst.run}, {worst.metric})."
+            if worst and worst.metric
+            else "."
+        ),
+    ]
+    now = environment()
+    if written_env:
+        keys = ("cpu", "numpy", "torch", "python")
+        differ = [k for k in keys if written_env.get(k) != now.get(k)]
+        lines.append(
+            "Written on: "
+            + ", ".join(f"{k} {written_env.get(k)}" for k in keys)
+            + ". Re-run on: "
+            + ", ".join(f"{k} {now.get(k)}" for k in keys)
+            + (f" (differs in {', '.join(differ)})." if differ else " (the same).")
+        )
+    else:
+        lines.append(f"The written result does not record its CPU and versions; re-run on CPU {now['cpu']}.")
+    return "\n".join(lines) + "\n"
+
+
+def verify(
+    folder: Path, *, out: Path, run: Callable[[BenchPlan, Path], list[RunRecord]]
+) -> tuple[list[Deviation], str]:
+    """Re-run ``folder/results.json``'s runs into ``out`` with ``run(plan, out)``; each run's :class:`Deviation` and the report."""
+    path = Path(folder) / "results.json"
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--verify {folder}: cannot read {path} ({exc})") from None
+    plan = plan_of(results)
+    if (Path(out) / "runs").exists():
+        raise UsageError(
+            f"--verify: --out {out} already holds runs, which would be reused; use an empty folder"
+        )
+    rerun = {_key(r): r for r in run(plan, Path(out))}
+    deviations = [
+        deviation(w, rerun[_key(w)]) for w in (as_record(r) for r in results["runs"]) if _key(w) in rerun
+    ]
+    return deviations, report(deviations, results["meta"].get("environment"))
