@@ -41,7 +41,7 @@ class Section:
         key: the anchor (``[a-z0-9-]+``); title: its heading.
         html: the body (trusted HTML: the plugin escapes what it shows).
         figures: HTML of figures appended to the report's figure section.
-        records: JSON-serialisable data stored under ``key`` in ``scorecards.json``.
+        records: JSON-serialisable data stored in ``scorecards.json`` under ``records_key`` (default ``key``).
     """
 
     key: str
@@ -49,6 +49,7 @@ class Section:
     html: str
     figures: str = ""
     records: Any = None
+    records_key: str | None = None
 
 
 @functools.cache

@@ -566,7 +566,7 @@ def write_report(
                 "parameters": params,
                 "scorecards": [c.to_dict() for c in cards],
                 "not_measured": failed,
-                **{s.key: s.records for s in sections if s.records is not None},
+                **{s.records_key or s.key: s.records for s in sections if s.records is not None},
             },
             indent=2,
             allow_nan=False,

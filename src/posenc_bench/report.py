@@ -1,7 +1,7 @@
 """The report section of ``posenc bench`` runs: each run's encoding at initialisation and as trained.
 
-``posenc report --out DIR --runs RUNS`` adds it (through :mod:`posenc_bench.plugin`); its records
-go into ``scorecards.json`` under ``runs``.
+``posenc report --out DIR --runs RUNS`` adds it (through :mod:`posenc_bench.plugin`) as the section
+``#trained``; its records go into ``scorecards.json`` under ``runs``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from posenc import analysis, plugins, report
 
-KEY, TITLE = "runs", "Trained encodings: initial vs trained"
+KEY, TITLE = "trained", "Trained encodings: initial vs trained"
 
 TRAINED_KEYS: tuple[str, ...] = (
     "min_distance",
@@ -52,6 +52,7 @@ def trained_section(runs_dir: Path) -> plugins.Section:
             f"<p>No analysable run directory (config.json + checkpoint.pt) under "
             f"{html.escape(str(runs_dir))}.</p>{listed}",
             records=[],
+            records_key="runs",
         )
     rows = []
     for r in results:
@@ -131,4 +132,6 @@ def trained_section(runs_dir: Path) -> plugins.Section:
                 },
             )
             break
-    return plugins.Section(KEY, TITLE, text + table, figure, [r.to_dict() for r in results])
+    return plugins.Section(
+        KEY, TITLE, text + table, figure, [r.to_dict() for r in results], records_key="runs"
+    )
