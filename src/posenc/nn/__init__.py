@@ -15,6 +15,9 @@ from posenc.nn.contracts import (
     RotaryContract,
     ScoreBiasContract,
 )
+from posenc.nn.prope import PartialRotary
+from posenc.nn.randomized import RandomizedPositions, randomized_positions
+from posenc.nn.relative import FIREBias, KerpleBias, KerplePowerBias, SandwichBias
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
@@ -22,14 +25,20 @@ __all__ = [
     "ALiBiBias",
     "DFTEncoding",
     "EncodingContract",
+    "FIREBias",
     "InputContract",
+    "KerpleBias",
+    "KerplePowerBias",
     "LearnableFrequencyEncoding",
     "LearnedEncoding",
     "MultiHeadAttention",
+    "PartialRotary",
     "PositionContext",
     "QueryBiasContract",
+    "RandomizedPositions",
     "RotaryContract",
     "RotaryEmbedding",
+    "SandwichBias",
     "ScoreBiasContract",
     "ShawRelativeBias",
     "SinusoidalEncoding",
@@ -41,4 +50,5 @@ __all__ = [
     "available_encodings",
     "build_encoding",
     "permute_rotary_weights",
+    "randomized_positions",
 ]
