@@ -15,10 +15,10 @@ from posenc.nn.contracts import (
     RotaryContract,
     ScoreBiasContract,
 )
+from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.prope import PartialRotary
 from posenc.nn.randomized import RandomizedPositions, randomized_positions
 from posenc.nn.relative import FIREBias, KerpleBias, KerplePowerBias, SandwichBias
-from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
 __all__ = [

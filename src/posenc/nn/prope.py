@@ -53,7 +53,9 @@ class PartialRotary(RotaryEmbedding):
         head_dim = validate.positive_int("head_dim", head_dim)
         base = validate.positive_float("base", base)
         n = kept_pairs(head_dim, p)
-        super().__init__(head_dim, base=base ** (2 * n / head_dim), rotary_dim=2 * n, layout=layout, max_len=max_len)
+        super().__init__(
+            head_dim, base=base ** (2 * n / head_dim), rotary_dim=2 * n, layout=layout, max_len=max_len
+        )
         self.p = float(p)
 
     def extra_repr(self) -> str:

@@ -46,7 +46,9 @@ class RandomizedPositions(nn.Module):
         generator: optional RNG for the draws.
     """
 
-    def __init__(self, model: nn.Module, max_position: int, *, generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self, model: nn.Module, max_position: int, *, generator: torch.Generator | None = None
+    ) -> None:
         super().__init__()
         self.model = model
         self.max_position = validate.positive_int("max_position", max_position)

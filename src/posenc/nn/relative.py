@@ -190,8 +190,8 @@ class FIREBias(AttentionBias):
         qp, kp = qp.to(where), kp.to(where)
         distance = kp.unsqueeze(-2) - qp.unsqueeze(-1)
         x = self.normalized_distance(distance, qp.unsqueeze(-1))
-        out = self.mlp(x.unsqueeze(-1)).movedim(-1, -3)  # [..., s_q, s_k, h] → [..., h, s_q, s_k]
-        return out.to(dtype)
+        out: torch.Tensor = self.mlp(x.unsqueeze(-1))
+        return out.movedim(-1, -3).to(dtype)  # [..., s_q, s_k, h] → [..., h, s_q, s_k]
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, width={self.width}, init_l={self.init_l}"

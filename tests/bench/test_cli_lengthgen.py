@@ -1,0 +1,81 @@
+"""``posenc bench --task lengthgen`` end to end: records, resume, tables with the no-skill line, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posenc.cli import main
+from posenc_bench.experiment import lengthgen as lg
+
+TINY = ["bench", "--task", "lengthgen", "--lengthgen-tasks", "passkey,parity", "--encodings", "none,rope,fire",
+        "--seeds", "2", "--steps", "6", "--train-length", "4", "--vocab", "8", "--d-model", "16", "--heads", "2",
+        "--layers", "1", "--n-test", "4", "--passkey-lengths", "1,2", "--test-lengths", "1,2",
+        "--passkey-depths", "0,1", "--no-progress"]  # fmt: skip
+
+
+def test_runs_records_and_tables(tmp_path, capsys):
+    assert main([*TINY, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| *no skill (chance)* | 12.5 | 12.5 |" in out  # passkey: 1/8 at each length
+    assert "| *no skill (chance)* | 50 | 50 |" in out  # parity
+    assert "Paired against `none`" in out and "Paired against `rope`" in out
+    runs = sorted((tmp_path / "runs" / "lengthgen").rglob("metrics.json"))
+    assert len(runs) == 2 * 3 * 2  # tasks × encodings × seeds
+    metrics = json.loads(runs[0].read_text())
+    assert set(metrics["accuracy"]) in ({"4", "8"},) and metrics["tokens_per_s"] > 0
+    passkey = json.loads((tmp_path / "runs/lengthgen/passkey-L4/fire/seed0/metrics.json").read_text())
+    assert set(passkey["depths"]["8"]) == {"0", "1"}
+    config = json.loads((tmp_path / "runs/lengthgen/passkey-L4/fire/seed0/config.json").read_text())
+    assert config["encoding"] == "fire" and config["steps"] == 6
+    table = json.loads((tmp_path / "lengthgen.json").read_text())
+    assert {r["reference"] for r in table["paired"]} == {"none", "rope"}
+    # a re-run trains nothing: every metrics.json is read back unchanged
+    stamps = {p: p.stat().st_mtime_ns for p in runs}
+    assert main([*TINY, "--out", str(tmp_path)]) == 0
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
+    base = lg.LengthgenConfig(task="passkey", encoding="alibi", seed=1, train_length=4, vocab=8, d_model=16,
+                              n_heads=2, n_layers=1, steps=8, checkpoint_every=2)  # fmt: skip
+    plan = lg.LengthgenPlan(base, tasks=("passkey",), encodings=("alibi",), seeds=1, n_test=8,
+                            passkey_multiples=(1.0, 2.0), depths=(0.5,))  # fmt: skip
+    import torch
+
+    cpu = torch.device("cpu")
+    whole = lg.train_run(base, plan, tmp_path / "a", device=cpu)
+    assert lg.train_run(base, plan, tmp_path / "b", device=cpu, stop_after=3) is None
+    assert (base.directory(tmp_path / "b") / "checkpoint.pt").exists()
+    resumed = lg.train_run(base, plan, tmp_path / "b", device=cpu)
+    assert whole is not None and resumed is not None
+    assert resumed["accuracy"] == whole["accuracy"] and resumed["final_loss"] == whole["final_loss"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--test-lengths", "0.5,1"], "--test-lengths must exceed the training length"),
+        (["--lengthgen-tasks", "copy,juggle"], "--lengthgen-tasks: unknown task 'juggle'"),
+        (["--lengthgen-tasks", "recall", "--vocab", "4"], "--vocab 4 is too small for task 'recall'"),
+        (["--passkey-depths", "0,1.5"], "--passkey-depths must lie in [0, 1]"),
+        (["--encodings", "none,ropee"], "--encodings: unknown 'ropee'"),
+        (["--no-rope-layers", "3"], "--no-rope-layers: [3] outside 0 … 0"),
+        (["--random-positions", "5"], "--random-positions 5 must be >="),
+    ],
+)
+def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
+    assert main([*TINY, "--out", str(tmp_path), *extra]) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_rope_scaling_reports_a_scaled_accuracy(tmp_path):
+    assert main([*TINY, "--out", str(tmp_path), "--encodings", "none,rope", "--lengthgen-tasks", "parity",
+                 "--rope-scaling", "yarn"]) == 0  # fmt: skip
+    metrics = json.loads((tmp_path / "runs/lengthgen/parity-L4/rope/seed0/metrics.json").read_text())
+    assert set(metrics["scaled"]) == {"4", "8"}
+    assert "scaled" not in json.loads(
+        (tmp_path / "runs/lengthgen/parity-L4/none/seed0/metrics.json").read_text()
+    )
