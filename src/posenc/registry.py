@@ -1,8 +1,9 @@
 """The registry of encodings: a name → where the encoding acts, its module, and what it can do.
 
 An encoding acts on the *input* tokens (added or concatenated), *rotates* queries and keys,
-adds a query-independent *bias* to the attention scores, or adds a *query_bias* (a score term
-that depends on the query, Shaw et al. 2018). Everything that takes an encoding by name —
+adds a query-independent *bias* to the attention scores, adds a *query_bias* (a score term
+that depends on the query, Shaw et al. 2018), or is *contextual* (positions computed from the
+queries and keys, Golovneva et al. 2024). Everything that takes an encoding by name —
 :func:`posenc.nn.build_encoding`, :class:`posenc.nn.TransformerEncoder`, the CLI, the analysis
 scorecard, the benchmark — looks it up here, so an encoding registered once works everywhere::
 
@@ -27,7 +28,7 @@ from typing import Any, Literal, Protocol, get_args
 import numpy as np
 from numpy.typing import NDArray
 
-Family = Literal["none", "input", "rotary", "bias", "query_bias"]
+Family = Literal["none", "input", "rotary", "bias", "query_bias", "contextual"]
 FAMILIES: tuple[str, ...] = get_args(Family)
 
 Rows = Callable[[int], NDArray[np.float64]]
@@ -195,7 +196,7 @@ def register(
         if own not in FAMILIES:
             raise TypeError(
                 f"{cls.__qualname__} has no family; subclass a contract of posenc.nn.contracts "
-                f"(InputContract, RotaryContract, ScoreBiasContract, QueryBiasContract)"
+                f"(InputContract, RotaryContract, ScoreBiasContract, QueryBiasContract, ContextualContract)"
             )
         if family is not None and family != own:
             raise ValueError(f"family={family!r} disagrees with {cls.__qualname__}.family = {own!r}")

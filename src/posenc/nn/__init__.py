@@ -8,6 +8,7 @@ from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, Transfor
 from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
 from posenc.nn.build import available_encodings, build_encoding
 from posenc.nn.contracts import (
+    ContextualContract,
     EncodingContract,
     InputContract,
     PositionContext,
@@ -23,6 +24,7 @@ from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weigh
 
 __all__ = [
     "ALiBiBias",
+    "ContextualContract",
     "DFTEncoding",
     "EncodingContract",
     "FIREBias",

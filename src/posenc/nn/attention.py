@@ -1,25 +1,24 @@
 """Multi-head attention and a pre-LN Transformer encoder that take any registered encoding.
 
-An encoding acts in one place (:mod:`posenc.nn.contracts`) and is asked only for that. Its
-position-only work — rotary cos/sin, an additive bias, Shaw's index — is a
-:class:`~posenc.nn.contracts.PositionContext` computed **once per forward** by the encoder and
-shared by every layer (as x-transformers shares its rotary tables):
+An encoding acts through the hooks of :class:`~posenc.nn.contracts.EncodingContract`, and attention
+calls them without knowing the encoding's family. Its position-only work — rotary cos/sin, an
+additive bias, Shaw's index — is a :class:`~posenc.nn.contracts.PositionContext` computed **once
+per forward** by the encoder and shared by every layer (as x-transformers shares its rotary tables).
+Per layer:
 
-==========  ===========================================  ==================================================
-family      once per forward (``encoding.context``)      in every layer (attention kernel)
-==========  ===========================================  ==================================================
-input       —  (``x ← enc(x)`` once, on the tokens)      fused ``scaled_dot_product_attention``
-rotary      ``cos, sin`` ``[s, r]``                      ``q, k ← enc.rotate(·, cos, sin)``; fused
-bias        ``enc.bias(s, s)`` ``[h, s, s]``             fused, the bias as an additive float mask
-query_bias  ``enc.index(s, s)`` ``[s, s]``               no gradient: ``enc.key_scores(q, index)`` as a
-                                                         float mask, fused; training or values: explicit,
-                                                         ``enc.add_key_scores_`` into the scores, then
-                                                         ``enc.attend(α, v, index)`` (the value term needs
-                                                         the weights ``α``, which fused kernels never return)
-==========  ===========================================  ==================================================
+1. ``q, k ← enc.transform_qk(q, k, context)`` (rotary);
+2. ``bias ← enc.score_bias(context)`` joins the additive mask with padding and causality (ALiBi, T5);
+3. an encoding with ``scores_qk`` adds its term to the scores: written out with
+   ``enc.add_scores_`` when a gradient flows through it, when it has no ``score_term`` (contextual
+   encodings) or when ``enc.needs_weights``; otherwise ``enc.score_term(q, context)`` joins the fused
+   kernel's mask (Shaw at inference);
+4. ``enc.combine_values(α, v, context)`` forms the output where the weights are written out (Shaw's
+   value term); otherwise ``scaled_dot_product_attention`` does.
 
-With ``[b, s]`` positions (left-padded batches, packed sequences) each context entry gains a
-leading batch dimension, broadcast against ``[b, h, s, s]`` scores.
+A learned bias (T5 while training) is also written out: the fused kernel would fall back to its
+general unfused form to return the mask's gradient. With ``[b, s]`` positions (left-padded batches,
+packed sequences) each context entry gains a leading batch dimension, broadcast against
+``[b, h, s, s]`` scores.
 
 The encoding is bound to :class:`MultiHeadAttention` at construction and checked there once.
 One encoding module is shared by all layers (as T5 shares its bias table); the encoder owns it,
@@ -32,7 +31,6 @@ Masks: ``key_padding_mask [b, s]`` (``True`` = padding, never attended to) and `
 from __future__ import annotations
 
 import math
-from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -40,13 +38,7 @@ from torch import nn
 
 from posenc import validate
 from posenc.nn.build import build_encoding, head_dim
-from posenc.nn.contracts import (
-    EncodingContract,
-    InputContract,
-    PositionContext,
-    QueryBiasContract,
-    RotaryContract,
-)
+from posenc.nn.contracts import EncodingContract, InputContract, PositionContext
 
 
 def _attention_encoding(
@@ -132,32 +124,31 @@ def _explicit_attention(
     dropout: float,
     *,
     may_hide: bool,
-    shaw: QueryBiasContract | None = None,
-    index: torch.Tensor | None = None,
+    encoding: EncodingContract | None = None,
+    context: PositionContext | None = None,
 ) -> torch.Tensor:
     """``softmax(q kᵀ + mask) v`` written out, for ``q`` already scaled by ``1/√d_h``.
 
-    With ``shaw`` (and its ``index``) the key term ``q_i·a^K_ij`` is added to the scores in place and
-    the output is ``shaw.attend(α, v, index)``, which adds its value term. With ``may_hide`` (the mask
-    may hold ``−inf``), rows whose keys are all hidden get weight 0. The mask is added in place: the
-    cheapest unfused form, used where a fused kernel cannot serve (the weights, or the mask's
-    gradient, needed).
+    With an ``encoding`` (and its ``context``) its ``add_scores_`` adds its term to the scores when it
+    has ``scores_qk``, and its ``combine_values`` forms the output. With ``may_hide`` (the mask may hold
+    ``−inf``), rows whose keys are all hidden get weight 0. The mask is added in place: the cheapest
+    unfused form, used where a fused kernel cannot serve (the weights, or the mask's gradient, needed).
     """
     # heads contiguous once: every batched product below (and its backward) then runs without a copy
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     scores = torch.matmul(q, k.transpose(-2, -1))
     if mask is not None:
         scores = scores.add_(mask)
-    if shaw is not None and index is not None:
-        scores = shaw.add_key_scores_(scores, q, index)
+    if encoding is not None and context is not None and encoding.scores_qk:
+        scores = encoding.add_scores_(scores, q, k, context)
     if may_hide:
         hidden = torch.isneginf(scores).all(dim=-1, keepdim=True)
         weights = torch.softmax(scores.masked_fill(hidden, 0.0), dim=-1).masked_fill(hidden, 0.0)
     else:
         weights = torch.softmax(scores, dim=-1)
     weights = F.dropout(weights, p=dropout, training=dropout > 0)
-    if shaw is not None and index is not None:
-        return shaw.attend(weights, v, index)
+    if encoding is not None and context is not None:
+        return encoding.combine_values(weights, v, context)
     return weights @ v
 
 
@@ -247,36 +238,38 @@ class MultiHeadAttention(nn.Module):
             )
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
-        if context.cos_sin is not None:
-            rotary = cast(RotaryContract, self.encoding)
-            k_cos, k_sin = context.cos_sin if context.key_cos_sin is None else context.key_cos_sin
-            q, k = rotary.rotate(q, *context.cos_sin), rotary.rotate(k, k_cos, k_sin)
-        if context.attn_bias is not None:
-            bias = _batched(context.attn_bias)
-            scores_bias = bias if scores_bias is None else scores_bias + bias
-        index = context.index
-        shaw = cast(QueryBiasContract, self.encoding) if index is not None else None
+        enc = self.encoding
+        if enc is not None:
+            q, k = enc.transform_qk(q, k, context)
+            bias = enc.score_bias(context)
+            if bias is not None:
+                bias = _batched(bias)
+                scores_bias = bias if scores_bias is None else scores_bias + bias
+        scorer = enc if enc is not None and enc.scores_qk else None
         p = self.dropout if self.training else 0.0
         may_hide = key_padding_mask is not None or causal or attn_bias is not None
         scale = 1.0 / math.sqrt(self.head_dim)
-        if shaw is not None:  # Shaw's terms are linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
+        if scorer is not None:  # its term is linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
             q = q * scale
-        # Shaw's key term joins the mask later (the scores, or the fused kernel's mask): causality goes in too
-        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, fused_causal=shaw is None)
-        if shaw is not None and (shaw.on_values or _grad_needed(q, mask, module=shaw)):
-            # the value term needs the weights, the key term's gradient the scores: written out
-            out = _explicit_attention(q, k, v, mask, p, may_hide=may_hide, shaw=shaw, index=index)
-        elif shaw is None and _grad_needed(mask):
+        # a score term joins the mask later (the scores, or the fused kernel's mask): causality goes in too
+        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, fused_causal=scorer is None)
+        term = None
+        if scorer is not None and not scorer.needs_weights and not _grad_needed(q, mask, module=scorer):
+            term = scorer.score_term(q, context)  # None: it needs q·kᵀ (contextual), written out below
+        if enc is not None and (enc.needs_weights or (scorer is not None and term is None)):
+            # the value term needs the weights; the score term its gradient, or q·kᵀ itself: written out
+            q = q if scorer is not None else q * scale
+            out = _explicit_attention(q, k, v, mask, p, may_hide=may_hide, encoding=enc, context=context)
+        elif scorer is None and _grad_needed(mask):
             # a learned mask (T5): scaled_dot_product_attention would leave its fused kernel for its
             # general unfused one to return the mask's gradient; the lean explicit form is faster
             out = _explicit_attention(q * scale, k, v, mask, p, may_hide=may_hide)
         else:
-            if shaw is not None and index is not None:  # no gradient: the key term as the fused kernel's mask
-                term = shaw.key_scores(q, index)
+            if term is not None:  # no gradient: the query-dependent term as the fused kernel's mask
                 mask = term if mask is None else mask + term
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None,
-                scale=None if shaw is None else 1.0,
+                scale=None if scorer is None else 1.0,
             )  # fmt: skip
         result: torch.Tensor = self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
         return result

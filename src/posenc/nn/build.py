@@ -64,7 +64,8 @@ def build_encoding(
         if name_or_module is not None and not isinstance(name_or_module, EncodingContract):
             raise TypeError(
                 f"{type(name_or_module).__name__} is not a positional encoding: subclass a contract of "
-                "posenc.nn.contracts (InputContract, RotaryContract, ScoreBiasContract, QueryBiasContract)"
+                "posenc.nn.contracts (InputContract, RotaryContract, ScoreBiasContract, QueryBiasContract, "
+                "ContextualContract)"
             )
         return name_or_module
     info = registry.get(name_or_module)

@@ -1,22 +1,26 @@
-"""One typed contract per encoding family: what the encoder and attention may ask of an encoding.
+"""What attention may ask of an encoding: optional hooks, and one typed contract per family.
 
-An encoding acts in exactly one place, named by its class attribute ``family``:
+An encoding acts on attention through **hooks** of :class:`EncodingContract`; each has a default
+that does nothing, so an encoding overrides only what it uses, and
+:class:`~posenc.nn.attention.MultiHeadAttention` calls them without knowing families:
 
-============  =====================================  =========================================
-family        contract                               what the stack asks of it
-============  =====================================  =========================================
-input         :class:`InputContract`                 ``x ← enc(x, positions=…)`` once, on tokens
-rotary        :class:`RotaryContract`                ``cos, sin ← enc.cos_sin(…)`` once per
-                                                     forward; ``enc.rotate(q|k, cos, sin)`` per layer
-bias          :class:`ScoreBiasContract`             ``enc.bias(s, s, …)`` ``[h, s, s]`` once per forward
-query_bias    :class:`QueryBiasContract`             ``enc.index(s, s, …)`` once per forward;
-                                                     ``key_scores`` / ``attend`` per layer
-============  =====================================  =========================================
+=======================  ============================================  ================================
+hook                     acts on                                       used by
+=======================  ============================================  ================================
+``context``              positions only, once per forward (all layers)  every encoding inside attention
+``transform_qk``         queries and keys                              rotary (:class:`RotaryContract`)
+``score_bias``           the scores: a position-only additive bias     ALiBi, T5 (:class:`ScoreBiasContract`)
+``add_scores_`` /        the scores: a term computed from ``q``        Shaw (:class:`QueryBiasContract`);
+``score_term``           (and ``k``)                                   CoPE (:class:`ContextualContract`)
+``combine_values``       the output from weights and values            Shaw on values (``needs_weights``)
+=======================  ============================================  ================================
 
-The registry (:mod:`posenc.registry`) reads ``family`` from the class, so a new encoding
-declares where it acts once, by subclassing. :meth:`EncodingContract.context` is the part of
-the work that depends on positions only; the encoder calls it once per forward and hands the
-resulting :class:`PositionContext` to every layer (as x-transformers hands its rotary tables).
+Input encodings (:class:`InputContract`) act on the tokens before the first layer instead.
+The class attribute ``family`` names where an encoding acts for the registry and the analysis
+(:mod:`posenc.registry` reads it from the class), so a new kind of encoding is one class and one
+``register`` call. :meth:`EncodingContract.context` is the part of the work that depends on
+positions only; the encoder calls it once per forward and hands the resulting
+:class:`PositionContext` to every layer (as x-transformers hands its rotary tables).
 
 Positions are ``[s]`` (shared by the batch) or ``[b, s]`` (left-padded batches, packed
 sequences); the context then carries a leading batch dimension that attention broadcasts.
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -46,12 +50,14 @@ class PositionContext:
             inversely); ``None``: keys use ``cos_sin``.
         attn_bias: additive score bias ``[h, s, s]`` (or ``[b, h, s, s]``).
         index: Shaw's clipped-distance rows ``[s, s]`` (or ``[b, s, s]``), long.
+        state: any other encoding's own per-forward data, read back by its hooks.
     """
 
     cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
     key_cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
     attn_bias: torch.Tensor | None = None
     index: torch.Tensor | None = None
+    state: Any = None
 
 
 def _numpy(tensor: torch.Tensor) -> NDArray[np.float64]:
@@ -59,15 +65,60 @@ def _numpy(tensor: torch.Tensor) -> NDArray[np.float64]:
 
 
 class EncodingContract(nn.Module, abc.ABC):
-    """Base of every positional-encoding module: ``family`` says where it acts."""
+    """Base of every positional-encoding module: ``family`` says where it acts, the hooks how.
+
+    Attention calls, per layer and in this order: :meth:`transform_qk`, :meth:`score_bias`, then —
+    when :attr:`scores_qk` — :meth:`add_scores_` (scores written out) or :meth:`score_term` (a fused
+    kernel's mask), and :meth:`combine_values`. Shapes: ``q, k, v [b, h, s, d_h]``, scores and
+    weights ``[b, h, s_q, s_k]``.
+    """
 
     family: ClassVar[Family]
+    scores_qk: ClassVar[bool] = False
+    """Whether the encoding adds a score term that depends on the queries (and keys)."""
 
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
     ) -> PositionContext:
         """The position-only work of one forward over ``length`` tokens (none for input encodings)."""
         return PositionContext()
+
+    def transform_qk(
+        self, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Queries and keys as the scores see them (default: unchanged)."""
+        return q, k
+
+    def score_bias(self, context: PositionContext) -> torch.Tensor | None:
+        """A position-only additive score bias ``[h, s, s]`` or ``[b, h, s, s]`` (default: the context's)."""
+        return context.attn_bias
+
+    def add_scores_(
+        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """Add the encoding's term to ``scores = q·kᵀ + mask`` (``q`` already scaled by ``1/√d_h``);
+        in place where possible; returns the scores. Called only when :attr:`scores_qk`."""
+        term = self.score_term(q, context)
+        if term is None:
+            raise NotImplementedError(f"{type(self).__name__} sets scores_qk but adds no score term")
+        return scores.add_(term)
+
+    def score_term(self, q: torch.Tensor, context: PositionContext) -> torch.Tensor | None:
+        """The term of :meth:`add_scores_` as a ``[b, h, s_q, s_k]`` tensor built from ``q`` alone, for a
+        fused kernel's mask when no gradient flows; ``None``: it needs the keys' scores (contextual
+        encodings), and attention writes the scores out."""
+        return None
+
+    @property
+    def needs_weights(self) -> bool:
+        """Whether :meth:`combine_values` needs the attention weights (which fused kernels never return)."""
+        return False
+
+    def combine_values(
+        self, weights: torch.Tensor, v: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """The attention output ``[b, h, s_q, d_h]`` for weights ``[b, h, s_q, s_k]`` (default ``weights·v``)."""
+        return weights @ v
 
     def check_attention(self, *, n_heads: int, head_dim: int) -> None:
         """Raise ``ValueError`` if this encoding was built for another attention shape."""
@@ -129,6 +180,15 @@ class RotaryContract(EncodingContract):
     @abc.abstractmethod
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``x [b, h, s, head_dim]`` rotated by precomputed tables from :meth:`cos_sin`."""
+
+    def transform_qk(
+        self, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q`` rotated by the context's tables, ``k`` by the keys' (xPos) or the same."""
+        if context.cos_sin is None:
+            raise ValueError(f"{type(self).__name__}: the context holds no rotary tables (use its context())")
+        k_cos, k_sin = context.cos_sin if context.key_cos_sin is None else context.key_cos_sin
+        return self.rotate(q, *context.cos_sin), self.rotate(k, k_cos, k_sin)
 
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
@@ -195,6 +255,7 @@ class QueryBiasContract(EncodingContract):
     """A relative encoding whose score term depends on the query (Shaw et al. 2018, eqs. 3–5)."""
 
     family: ClassVar[Family] = "query_bias"
+    scores_qk: ClassVar[bool] = True
     head_dim: int
 
     @property
@@ -235,6 +296,32 @@ class QueryBiasContract(EncodingContract):
         index = self.index(length, length, q_positions=positions, k_positions=positions, device=device)
         return PositionContext(index=index)
 
+    def _index(self, context: PositionContext) -> torch.Tensor:
+        if context.index is None:
+            raise ValueError(f"{type(self).__name__}: the context holds no index (use its context())")
+        return context.index
+
+    def add_scores_(
+        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """The key term ``q_i·a^K_ij`` added in place (:meth:`add_key_scores_`)."""
+        return self.add_key_scores_(scores, q, self._index(context))
+
+    def score_term(self, q: torch.Tensor, context: PositionContext) -> torch.Tensor:
+        """The key term ``q_i·a^K_ij`` (:meth:`key_scores`)."""
+        return self.key_scores(q, self._index(context))
+
+    @property
+    def needs_weights(self) -> bool:
+        """The value term needs the weights: :attr:`on_values`."""
+        return self.on_values
+
+    def combine_values(
+        self, weights: torch.Tensor, v: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """:meth:`attend`: ``weights·v`` plus the value term when :attr:`on_values`."""
+        return self.attend(weights, v, self._index(context))
+
     def check_attention(self, *, n_heads: int, head_dim: int) -> None:
         self._check_head_dim(head_dim)
 
@@ -257,3 +344,24 @@ class QueryBiasContract(EncodingContract):
             bias=bias,
             notes={"view": f"the key term q·a(clip(j-i))/sqrt(d_h) for one random probe query (seed {seed})"},
         )
+
+
+class ContextualContract(EncodingContract):
+    """An encoding whose positions are computed from the queries and keys (e.g. CoPE, Golovneva et al. 2024).
+
+    Subclasses implement :meth:`add_scores_`, which receives ``scores = q·kᵀ/√d_h + mask`` together with
+    ``q`` (scaled) and ``k``, and may override :meth:`combine_values`; attention always writes their scores
+    out (no fused kernel sees ``q·kᵀ`` before the softmax).
+    """
+
+    family: ClassVar[Family] = "contextual"
+    scores_qk: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def add_scores_(
+        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """``scores`` plus the term of positions computed from ``q`` and ``k``."""
+
+    def check_attention(self, *, n_heads: int, head_dim: int) -> None:
+        self._check_head_dim(head_dim)
