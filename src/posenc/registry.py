@@ -359,3 +359,11 @@ register(
     summary="rotary keeping only the fraction p of its highest frequencies",
     source="Barbero et al. 2024, §6",
 )
+register(
+    "cope",
+    "posenc.nn.contextual:CoPE",
+    family="contextual",
+    learned=True,
+    summary="contextual positions: gates σ(q·k) counted back from the query, interpolated embeddings",
+    source="Golovneva et al. 2024 (CoPE), eqs. 3–5",
+)

@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="depths in [0, 1] of the passkey in the filler (default 0,0.25,0.5,0.75,1)",
     )
     g.add_argument("--vocab", type=int, default=32, help="symbols of the tasks (default 32)")
-    g.add_argument("--steps", type=int, default=400, help="training steps per run (default 400)")
+    g.add_argument("--steps", type=int, default=800, help="training steps per run (default 800)")
     g.add_argument("--n-test", type=int, default=64, help="test examples per length and depth (default 64)")
     g.add_argument(
         "--rope-scaling",

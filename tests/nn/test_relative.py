@@ -21,7 +21,7 @@ from posenc.nn import (
     randomized_positions,
 )
 
-NEW = ("kerple", "kerple_power", "sandwich", "fire", "p_rope")
+NEW = ("kerple", "kerple_power", "sandwich", "fire", "p_rope", "cope")
 
 
 def test_kerple_log_and_power_follow_chi_et_al():

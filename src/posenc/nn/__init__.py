@@ -7,6 +7,7 @@ module implements one contract of :mod:`posenc.nn.contracts` (its ``family``).
 from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, TransformerEncoderLayer
 from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
 from posenc.nn.build import available_encodings, build_encoding
+from posenc.nn.contextual import CoPE
 from posenc.nn.contracts import (
     ContextualContract,
     EncodingContract,
@@ -24,6 +25,7 @@ from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weigh
 
 __all__ = [
     "ALiBiBias",
+    "CoPE",
     "ContextualContract",
     "DFTEncoding",
     "EncodingContract",

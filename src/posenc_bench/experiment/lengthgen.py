@@ -58,7 +58,7 @@ class LengthgenConfig:
     d_model: int = 32
     n_heads: int = 4
     n_layers: int = 2
-    steps: int = 400
+    steps: int = 800
     batch_size: int = 32
     lr: float = 3e-3
     weight_decay: float = 0.0
