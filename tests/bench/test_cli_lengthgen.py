@@ -79,3 +79,36 @@ def test_rope_scaling_reports_a_scaled_accuracy(tmp_path):
     assert "scaled" not in json.loads(
         (tmp_path / "runs/lengthgen/parity-L4/none/seed0/metrics.json").read_text()
     )
+
+
+def test_criteria_are_rank_correlated_with_accuracy():
+    from posenc_bench.experiment import lengthgen_analysis as la
+
+    base = lg.LengthgenConfig(
+        task="passkey", encoding="none", seed=0, train_length=4, vocab=8, d_model=16, n_heads=2
+    )
+    plan = lg.LengthgenPlan(base, tasks=("passkey",), encodings=("none", "rope", "alibi", "kerple", "sandwich"),
+                            seeds=1, passkey_multiples=(1.0, 2.0, 4.0))  # fmt: skip
+    criteria = la.criteria_beyond_l(plan)
+    assert set(criteria) == {"rope", "alibi", "kerple", "sandwich"}  # none has no criteria
+    decay = {e: criteria[e]["long_range_decay"] for e in criteria}
+    # accuracies ranked exactly as the decay at 2L, reversed at 4L: ρ = +1 and −1
+    rows = [{"encoding": e, "length": 8, "mean": decay[e]} for e in decay]
+    rows += [{"encoding": e, "length": 16, "mean": -decay[e]} for e in decay]
+    rows += [{"encoding": "none", "length": 8, "mean": 0.9}]
+    table = {
+        r["criterion"] + str(r["multiple"]): r for r in la.rank_correlations(plan, {"rows": rows}, criteria)
+    }
+    assert table["long_range_decay2.0"]["rho"] == pytest.approx(1.0)
+    assert table["long_range_decay4.0"]["rho"] == pytest.approx(-1.0)
+    assert table["long_range_decay2.0"]["pairs"] == 4
+    assert "| long_range_decay | 2L | 4 | +1.00 |" in la.markdown(criteria, list(table.values()))
+
+
+def test_nope_layers_and_random_positions_run_from_the_cli(tmp_path):
+    args = [*TINY, "--out", str(tmp_path), "--encodings", "none,rope", "--lengthgen-tasks", "parity", "--layers", "2",
+            "--no-rope-layers", "0", "--random-positions", "40", "--seeds", "1"]  # fmt: skip
+    assert main(args) == 0
+    (config,) = (tmp_path / "runs/lengthgen/parity-L4").glob("rope-rand40-nope0/seed0/config.json")
+    settings = json.loads(config.read_text())
+    assert settings["no_rope_layers"] == [0] and settings["random_positions"] == 40

@@ -36,6 +36,7 @@ from posenc import registry
 from posenc.nn import randomized_positions
 from posenc_bench.data import lengthgen as data
 from posenc_bench.decoder import CausalDecoder
+from posenc_bench.experiment import lengthgen_analysis
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
 from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
 
@@ -96,7 +97,8 @@ class LengthgenPlan:
         passkey_multiples: the passkey task's multiples (Mohtashami & Jaggi test far beyond ``L``).
         depths: passkey key depths in ``[0, 1]``.
         n_test: test examples per (length, depth).
-        rope_scaling: a :data:`SCALINGS` type applied at test time to rotary encodings, or ``None``.
+        rope_scaling: a :data:`SCALINGS` type applied at test time to the encodings that take a
+            ``scaling`` option (``rope``), or ``None``.
     """
 
     base: LengthgenConfig
@@ -200,7 +202,8 @@ def build_model(config: LengthgenConfig, *, scaling: tuple[str, float] | None = 
         options.update(scaling=kind, scaling_factor=factor)
         if kind == "yarn":
             options["scaling_options"] = {"original_max_position_embeddings": train_tokens}
-    encoder_options = {"no_rope_layers": config.no_rope_layers} if config.no_rope_layers else {}
+    inside = registry.get(config.encoding).family not in ("none", "input")  # NoPE layers: attention-side only
+    encoder_options = {"no_rope_layers": config.no_rope_layers} if config.no_rope_layers and inside else {}
     return CausalDecoder(
         vocab_size(config),
         d_model=config.d_model,
@@ -352,7 +355,7 @@ def train_run(
         if stop_after is not None and done_here >= stop_after and step < config.steps:
             return None
     metrics = evaluate(model, config, plan, device)
-    if plan.rope_scaling is not None and registry.get(config.encoding).family == "rotary":
+    if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
         metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
     metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9),
                    final_loss=rows[-1]["loss"] if rows else None)  # fmt: skip
@@ -417,7 +420,14 @@ def run_lengthgen(
                      f"({time.perf_counter() - t0:.1f}s)")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
-    text = markdown(plan, tables, wall_seconds=wall)
+    criteria = lengthgen_analysis.criteria_beyond_l(plan)
+    tables["criteria"] = criteria
+    tables["correlations"] = lengthgen_analysis.rank_correlations(plan, tables, criteria)
+    text = (
+        markdown(plan, tables, wall_seconds=wall)
+        + "\n"
+        + lengthgen_analysis.markdown(criteria, tables["correlations"])
+    )
     paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json"}
     write_text_atomic(paths["md"], text)
     write_text_atomic(paths["csv"], _csv(tables))
