@@ -112,3 +112,18 @@ def test_nope_layers_and_random_positions_run_from_the_cli(tmp_path):
     (config,) = (tmp_path / "runs/lengthgen/parity-L4").glob("rope-rand40-nope0/seed0/config.json")
     settings = json.loads(config.read_text())
     assert settings["no_rope_layers"] == [0] and settings["random_positions"] == 40
+
+
+def test_the_classify_defaults_are_unchanged_and_lengthgen_has_its_own():
+    import argparse
+
+    from posenc_bench import lengthgen_cli
+    from posenc_bench.cli import plan_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    classify = plan_from_args(parser.parse_args(["bench"]))
+    assert classify.seeds == 5 and classify.encodings == ("none", "sinusoidal", "rope")
+    plan = lengthgen_cli.plan_from_args(parser.parse_args(["bench", "--task", "lengthgen"]))
+    assert plan.seeds == 3 and len(plan.encodings) >= 6 and len(plan.tasks) == 3
+    assert plan.test_lengths("passkey") == [8, 16, 32, 64] and plan.test_lengths("sort") == [8, 12, 16, 32]
