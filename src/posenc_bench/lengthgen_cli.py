@@ -11,6 +11,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +149,16 @@ def run(args: argparse.Namespace) -> int:
     plan = plan_from_args(args)
     import torch
 
-    from posenc_bench.experiment.lengthgen import run_lengthgen
+    from posenc_bench.experiment.lengthgen import build_model, run_lengthgen
 
+    for name in plan.encodings:  # every encoding at these sizes, before any training
+        config = dataclasses.replace(plan.base, task=plan.tasks[0], encoding=name)
+        try:
+            build_model(config)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(
+                f"--encodings {config.encoding} at --d-model {config.d_model} --heads {config.n_heads}: {exc}"
+            ) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     out = validate.output_path(
         "--out", args.out if args.out is not None else Path("posenc-bench"), folder=True

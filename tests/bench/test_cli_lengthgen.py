@@ -63,6 +63,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         (["--encodings", "none,ropee"], "--encodings: unknown 'ropee'"),
         (["--no-rope-layers", "3"], "--no-rope-layers: [3] outside 0 … 0"),
         (["--random-positions", "5"], "--random-positions 5 must be >="),
+        (["--heads", "3"], "--encodings none at --d-model 16 --heads 3: d_model=16 must be divisible by n_heads=3"),
     ],
 )
 def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
