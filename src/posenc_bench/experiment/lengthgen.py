@@ -279,6 +279,18 @@ def _log_csv(rows: list[dict[str, float]]) -> str:
     return buffer.getvalue()
 
 
+def _fresh(
+    config: LengthgenConfig, device: torch.device
+) -> tuple[CausalDecoder, torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """The run's initial model (seeded: every encoding of a seed starts from the same generator),
+    its AdamW optimiser and the linear decay of the learning rate to 0 over ``steps``."""
+    torch.manual_seed(config.seed)
+    model = build_model(config).to(device)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: 1.0 - s / config.steps)
+    return model, optimiser, schedule
+
+
 def train_run(
     config: LengthgenConfig,
     plan: LengthgenPlan,
@@ -304,10 +316,7 @@ def train_run(
         return metrics
     write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
-    torch.manual_seed(config.seed)
-    model = build_model(config).to(device)
-    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: 1.0 - s / config.steps)
+    model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
     checkpoint = folder / "checkpoint.pt"
     if checkpoint.exists():
@@ -319,10 +328,8 @@ def train_run(
             step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
         except Exception as exc:  # an unreadable checkpoint is retrained, not trusted
             print(f"{checkpoint}: unreadable ({exc}); training from the start")
-            torch.manual_seed(config.seed)
-            model = build_model(config).to(device)
-            optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-            schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: 1.0 - s / config.steps)
+            model, optimiser, schedule = _fresh(config, device)
+            step, rows, seconds, tokens = 0, [], 0.0, 0
     done_here = 0
     model.train()
     while step < config.steps:
