@@ -477,7 +477,10 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str,
                     p = sign_flip_p(diff) if np.any(diff != 0) else 1.0
                     paired.append({"task": t, "encoding": e, "reference": ref, "length": n,
                                    "diff": float(diff.mean()), "ci_low": lo, "ci_high": hi, "p": p})  # fmt: skip
-    return {"rows": rows, "paired": paired, "chance": chance}
+    runs = list(results.values())
+    return {"rows": rows, "paired": paired, "chance": chance,
+            "train_tokens": int(sum(m["train_tokens"] for m in runs)),
+            "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
 
 
 def _pct(x: float) -> str:
@@ -498,7 +501,9 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
             if "passkey" in plan.tasks
             else ""
         )
-        + f". Wall time {wall_seconds:.0f} s.",
+        + f". Training: {tables['train_tokens']} tokens in {tables['train_seconds']:.0f} s summed over the runs "
+        f"({tables['train_tokens'] / max(tables['train_seconds'], 1e-9):.0f} tokens/s); this invocation "
+        f"took {wall_seconds:.0f} s (runs found finished on disk are read back, not retrained).",
         "",
     ]
     for t in plan.tasks:

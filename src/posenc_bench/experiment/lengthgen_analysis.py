@@ -42,7 +42,11 @@ def criteria_beyond_l(plan: Any) -> dict[str, dict[str, float | None]]:
 
 
 def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A numeric criterion, with values below ``1e-12`` in magnitude (float64 round-off of an exact 0,
+    e.g. a Toeplitz error) set to 0 so that they tie instead of being ranked by their noise."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return 0.0 if abs(value) < 1e-12 else float(value)
 
 
 def rank_correlations(
