@@ -31,6 +31,7 @@ def test_runs_records_and_tables(tmp_path, capsys):
     assert config["encoding"] == "fire" and config["steps"] == 6
     table = json.loads((tmp_path / "lengthgen.json").read_text())
     assert {r["reference"] for r in table["paired"]} == {"none", "rope"}
+    assert (tmp_path / "lengthgen.png").stat().st_size > 1000
     # a re-run trains nothing: every metrics.json is read back unchanged
     stamps = {p: p.stat().st_mtime_ns for p in runs}
     assert main([*TINY, "--out", str(tmp_path)]) == 0
@@ -63,7 +64,10 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         (["--encodings", "none,ropee"], "--encodings: unknown 'ropee'"),
         (["--no-rope-layers", "3"], "--no-rope-layers: [3] outside 0 … 0"),
         (["--random-positions", "5"], "--random-positions 5 must be >="),
-        (["--heads", "3"], "--encodings none at --d-model 16 --heads 3: d_model=16 must be divisible by n_heads=3"),
+        (
+            ["--heads", "3"],
+            "--encodings none at --d-model 16 --heads 3: d_model=16 must be divisible by n_heads=3",
+        ),
     ],
 )
 def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):

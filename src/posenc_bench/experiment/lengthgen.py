@@ -37,6 +37,7 @@ from posenc.nn import randomized_positions
 from posenc_bench.data import lengthgen as data
 from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment import lengthgen_analysis
+from posenc_bench.experiment.figures import lengthgen_plot
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
 from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
 
@@ -435,9 +436,17 @@ def run_lengthgen(
         + "\n"
         + lengthgen_analysis.markdown(criteria, tables["correlations"])
     )
-    paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json"}
+    paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json",
+             "png": out / "lengthgen.png"}  # fmt: skip
     write_text_atomic(paths["md"], text)
     write_text_atomic(paths["csv"], _csv(tables))
+    accuracy: dict[str, dict[str, dict[int, float]]] = {}
+    for r in tables["rows"]:
+        accuracy.setdefault(r["task"], {}).setdefault(r["encoding"], {})[r["length"]] = r["mean"]
+    chance: dict[str, dict[int, float]] = {}
+    for c in tables["chance"]:
+        chance.setdefault(c["task"], {})[c["length"]] = c["accuracy"]
+    lengthgen_plot(accuracy, chance, paths["png"], train_length=plan.base.train_length)
     write_text_atomic(paths["json"], json.dumps({"plan": _plan_json(plan), "wall_seconds": wall, **tables},
                                                 indent=2, sort_keys=True) + "\n")  # fmt: skip
     return LengthgenResult(results, text, paths, wall)
