@@ -159,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--encodings {config.encoding} at --d-model {config.d_model} --heads {config.n_heads}: {exc}"
             ) from None
+    from posenc_bench.cli import check_device
+
+    check_device(args.device)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     out = validate.output_path(
         "--out", args.out if args.out is not None else Path("posenc-bench"), folder=True

@@ -7,6 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from posenc import analysis, registry
 from posenc.nn import (
@@ -173,3 +175,31 @@ def test_biases_compile_without_graph_breaks(name):
     module = build_encoding(name, d_model=16, n_heads=2, max_len=8)
     compiled = torch.compile(module.bias, fullgraph=True, backend="eager")
     torch.testing.assert_close(compiled(12, 12), module.bias(12, 12))
+
+
+@given(
+    heads=st.integers(1, 6),
+    q_len=st.integers(1, 12),
+    extra=st.integers(0, 6),
+    offset=st.integers(0, 50),
+    form=st.sampled_from(["kerple", "kerple_power", "sandwich"]),
+)
+def test_distance_biases_depend_on_the_distance_only_and_never_reward(heads, q_len, extra, offset, form):
+    torch.manual_seed(heads)
+    module = build_encoding(form, d_model=4 * heads, n_heads=heads, max_len=8)
+    k_len = q_len + extra
+    got = module.bias(q_len, k_len, offset=offset, dtype=torch.float64).detach()
+    assert got.shape == (heads, q_len, k_len)
+    i = torch.arange(offset + extra, offset + k_len)[:, None]  # end-aligned query positions
+    j = torch.arange(offset, offset + k_len)[None, :]
+    by_distance = module.bias(
+        1,
+        2 * k_len + 1,
+        q_positions=torch.tensor([k_len]),
+        k_positions=torch.arange(2 * k_len + 1),
+        dtype=torch.float64,
+    )
+    want = by_distance.detach()[:, 0, (j - i + k_len)]
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert float(got.max()) <= 1e-12
+    assert by_distance.detach()[:, 0, k_len].abs().max() < 1e-12  # distance 0: no penalty
