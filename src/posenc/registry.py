@@ -321,3 +321,49 @@ register(
     summary="learned embeddings of clipped relative distance on keys (and values)",
     source="Shaw et al. 2018, eqs. 3–5",
 )
+register(
+    "kerple",
+    "posenc.nn.relative:KerpleBias",
+    family="bias",
+    learned=True,
+    summary="learned logarithmic kernel −r1·log(1 + r2·|i−j|) per head (form='power': −r1·|i−j|^r2)",
+    source="Chi et al. 2022 (KERPLE), eqs. 5–6",
+)
+register(
+    "kerple_power",
+    "posenc.nn.relative:KerplePowerBias",
+    family="bias",
+    learned=True,
+    summary="learned power kernel −r1·|i−j|^r2 per head",
+    source="Chi et al. 2022 (KERPLE), eq. 5",
+)
+register(
+    "sandwich",
+    "posenc.nn.relative:SandwichBias",
+    family="bias",
+    summary="sinusoidal relative kernel Σ cos((i−j)ω_k) − d/2 as a bias, head factors 8h/H",
+    source="Chi et al. 2023 (Sandwich), §5",
+)
+register(
+    "fire",
+    "posenc.nn.relative:FIREBias",
+    family="bias",
+    learned=True,
+    summary="MLP of the interpolated distance log(c|i−j|+1)/log(c·max(i, L)+1)",
+    source="Li et al. 2023 (FIRE), eq. 3",
+)
+register(
+    "p_rope",
+    "posenc.nn.prope:PartialRotary",
+    family="rotary",
+    summary="rotary keeping only the fraction p of its highest frequencies",
+    source="Barbero et al. 2024, §6",
+)
+register(
+    "cope",
+    "posenc.nn.contextual:CoPE",
+    family="contextual",
+    learned=True,
+    summary="contextual positions: gates σ(q·k) counted back from the query, interpolated embeddings",
+    source="Golovneva et al. 2024 (CoPE), eqs. 3–5",
+)

@@ -26,6 +26,7 @@ from typing import Any
 
 from posenc import registry, validate
 from posenc.errors import UsageError
+from posenc_bench import lengthgen_cli
 from posenc_bench.data.splits import PROTOCOLS
 from posenc_bench.experiment.config import (
     DETECTORS,
@@ -77,9 +78,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--task",
         default=d.task,
-        choices=TASKS,
+        choices=(*TASKS, "lengthgen"),
         help="classify: supervised window classification on blocked splits (default); detect: train a "
-        "forecaster/reconstructor on the nominal training arrays only, score test steps by error",
+        "forecaster/reconstructor on the nominal training arrays only, score test steps by error; "
+        "lengthgen: a causal decoder on algorithmic tasks, trained short and tested long",
     )
     p.add_argument(
         "--detector",
@@ -118,8 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--encodings",
-        default=DEFAULT_ENCODINGS,
-        help=f"comma-separated registry names (default {DEFAULT_ENCODINGS}; "
+        default=None,
+        help=f"comma-separated registry names (default {DEFAULT_ENCODINGS}, --task lengthgen "
+        f"{lengthgen_cli.DEFAULT_ENCODINGS}; "
         f"{' and '.join(ALWAYS)} are always included); valid: {', '.join(registry.names())}",
     )
     p.add_argument(
@@ -147,9 +150,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seeds",
         type=int,
-        default=5,
+        default=None,
         help="training seeds per (encoding, scale, split) (default 5: the fewest for which a paired bootstrap "
-        "CI can exclude 0 with one seed that did not learn)",
+        "CI can exclude 0 with one seed that did not learn; --task lengthgen 3)",
     )
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
     p.add_argument(
@@ -266,6 +269,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="re-run the runs of DIR/results.json (its grid; other grid flags are ignored) into --out "
         "(default ./posenc-verify, must hold no runs) and report each run's largest deviation",
     )
+    lengthgen_cli.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -327,7 +331,7 @@ def _contextual(args: argparse.Namespace, window: int) -> dict[str, Any]:
 
 def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad option)."""
-    requested = _csv_list(args.encodings)
+    requested = _csv_list(args.encodings or DEFAULT_ENCODINGS)
     unknown = [e for e in requested if e not in registry.ENCODINGS]
     if unknown:
         raise ValueError(
@@ -349,7 +353,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         else (args.n_windows * args.window_length if spatiotemporal else RunConfig().window)
     )
     for flag, value in (
-        ("--seeds", args.seeds),
+        ("--seeds", 5 if args.seeds is None else args.seeds),
         ("--splits", args.splits),
         ("--window", window),
         ("--threads", args.threads),
@@ -435,7 +439,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         base,
         encodings,
         scales,
-        seeds=args.seeds,
+        seeds=5 if args.seeds is None else args.seeds,
         splits=args.splits,
         encoding_options=encoding_options,
         shuffle_control=not (args.no_shuffle_control or probes),
@@ -471,6 +475,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.task == "lengthgen":
+        return lengthgen_cli.run(args)
     import torch
 
     from posenc_bench.experiment.bench import run_bench

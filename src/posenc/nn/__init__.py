@@ -7,6 +7,7 @@ module implements one contract of :mod:`posenc.nn.contracts` (its ``family``).
 from posenc.nn.attention import MultiHeadAttention, TransformerEncoder, TransformerEncoderLayer
 from posenc.nn.bias import ALiBiBias, ShawRelativeBias, T5RelativeBias, alibi_slopes
 from posenc.nn.build import available_encodings, build_encoding
+from posenc.nn.contextual import CoPE
 from posenc.nn.contracts import (
     ContextualContract,
     EncodingContract,
@@ -18,22 +19,32 @@ from posenc.nn.contracts import (
 )
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.multiaxis import MultiAxisRotary
+from posenc.nn.prope import PartialRotary
+from posenc.nn.randomized import RandomizedPositions, randomized_positions
+from posenc.nn.relative import FIREBias, KerpleBias, KerplePowerBias, SandwichBias
 from posenc.nn.rotary import RotaryEmbedding, apply_rotary, permute_rotary_weights
 
 __all__ = [
     "ALiBiBias",
+    "CoPE",
     "ContextualContract",
     "DFTEncoding",
     "EncodingContract",
+    "FIREBias",
     "InputContract",
+    "KerpleBias",
+    "KerplePowerBias",
     "LearnableFrequencyEncoding",
     "LearnedEncoding",
     "MultiAxisRotary",
     "MultiHeadAttention",
+    "PartialRotary",
     "PositionContext",
     "QueryBiasContract",
+    "RandomizedPositions",
     "RotaryContract",
     "RotaryEmbedding",
+    "SandwichBias",
     "ScoreBiasContract",
     "ShawRelativeBias",
     "SinusoidalEncoding",
@@ -45,4 +56,5 @@ __all__ = [
     "available_encodings",
     "build_encoding",
     "permute_rotary_weights",
+    "randomized_positions",
 ]

@@ -31,6 +31,7 @@ Masks: ``key_padding_mask [b, s]`` (``True`` = padding, never attended to) and `
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -276,6 +277,16 @@ class MultiHeadAttention(nn.Module):
         return result
 
 
+def _layer_indices(name: str, value: Sequence[int], n_layers: int) -> tuple[int, ...]:
+    """``value`` as sorted distinct layer indices in ``0 … n_layers − 1``, else raise naming ``name``."""
+    if isinstance(value, str) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise TypeError(f"{name} must be a sequence of layer indices (ints), got {value!r}")
+    bad = [i for i in value if not 0 <= i < n_layers]
+    if bad:
+        raise ValueError(f"{name} must hold layer indices in 0…{n_layers - 1}, got {bad}")
+    return tuple(sorted(set(value)))
+
+
 def _batched(bias: torch.Tensor) -> torch.Tensor:
     """A context bias ``[h, s, s]`` or ``[b, h, s, s]`` as a 4-D tensor broadcastable to the scores."""
     return bias if bias.dim() == 4 else bias[None]
@@ -349,6 +360,9 @@ class TransformerEncoder(nn.Module):
         dim_feedforward: feed-forward width (default ``4·d_model``).
         dropout: dropout on attention weights, residual branches and the encoded input.
         max_len: longest sequence planned for; sizes learned tables and caches.
+        no_rope_layers: indices of layers whose attention runs without the encoding (NoPE layers
+            interleaved with encoded ones, as Llama 4 and SmolLM3 do with rotary); attention-side
+            encodings only.
 
     An input encoding is applied once to ``x``; when it widens the tokens (``out_features >
     d_model``, concat mode) a linear ``input_projection`` maps back to ``d_model``. Any other
@@ -367,15 +381,21 @@ class TransformerEncoder(nn.Module):
         dim_feedforward: int | None = None,
         dropout: float = 0.0,
         max_len: int = 512,
+        no_rope_layers: Sequence[int] = (),
     ) -> None:
         super().__init__()
         self.d_model = d_model
         n_layers = validate.positive_int("n_layers", n_layers)
+        self.no_rope_layers = _layer_indices("no_rope_layers", no_rope_layers, n_layers)
         self.encoding = build_encoding(
             encoding, d_model=d_model, n_heads=n_heads, max_len=max_len, **(encoding_options or {})
         )
         self.family = "none" if self.encoding is None else self.encoding.family
         inside = None if self.family in ("none", "input") else self.encoding
+        if self.no_rope_layers and inside is None:
+            raise ValueError(
+                f"no_rope_layers applies to encodings that act inside attention, not to {self.family!r} ones"
+            )
         width = self.encoding.out_features if isinstance(self.encoding, InputContract) else d_model
         self.input_projection = nn.Linear(width, d_model) if width != d_model else None
         self.input_dropout = nn.Dropout(dropout)
@@ -383,12 +403,12 @@ class TransformerEncoder(nn.Module):
             TransformerEncoderLayer(
                 d_model,
                 n_heads,
-                encoding=inside,
+                encoding=None if i in self.no_rope_layers else inside,
                 own_encoding=False,
                 dim_feedforward=dim_feedforward,
                 dropout=dropout,
             )
-            for _ in range(n_layers)
+            for i in range(n_layers)
         )
         self.norm = nn.LayerNorm(d_model)
 

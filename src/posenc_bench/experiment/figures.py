@@ -87,3 +87,34 @@ def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def lengthgen_plot(
+    accuracy: Mapping[str, Mapping[str, Mapping[int, float]]],
+    chance: Mapping[str, Mapping[int, float]],
+    path: Path,
+    *,
+    train_length: int,
+) -> None:
+    """Exact match against test length, one panel per task (``accuracy[task][encoding][n]``), one
+    line per encoding; dashed grey: the task's chance accuracy, dotted: the training length ``L``."""
+    tasks = list(accuracy)
+    fig = _figure((4.2 * len(tasks), 3.6))
+    axes = np.atleast_1d(fig.subplots(1, len(tasks), squeeze=False)[0])
+    for ax, task in zip(axes, tasks):
+        styles = itertools.cycle(zip(("o", "s", "^", "v", "D", "x", "P", "*"), ("-", "--", "-.", ":") * 2))
+        for (encoding, by_n), (marker, line) in zip(accuracy[task].items(), styles):
+            ns: Sequence[int] = sorted(by_n)
+            ax.plot(ns, [by_n[n] for n in ns], marker=marker, ls=line, ms=5, mfc="none", label=encoding)
+        ns = sorted(chance[task])
+        ax.plot(ns, [chance[task][n] for n in ns], color="grey", lw=0.8, ls="--", label="no skill")
+        ax.axvline(train_length, color="grey", lw=0.8, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("test length n (items)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(task)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("exact match")
+    axes[-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,569 @@
+"""``--task lengthgen``: train a causal decoder on lengths ``≤ L``, measure exact match at ``L … 4L``.
+
+One run is one ``(task, encoding, seed)``. Its training batches are a function of ``(seed, task,
+step)`` and its test sets of ``(seed, task, length, depth)``, so every encoding of a seed sees the
+same data (the comparison is paired) and a resumed run ends where an uninterrupted one would.
+
+Per run, under ``ROOT/runs/lengthgen/<task>-L<L>/<encoding>[_<option>_<value>…]/seed<s>/``
+(DESIGN "Conventions"; files written atomically): ``config.json`` (the resolved settings),
+``log.csv`` (loss and tokens/s per logged step), ``checkpoint.pt`` (model, optimiser, step;
+rewritten every ``checkpoint_every`` steps) and ``metrics.json`` (exact-match accuracy per test
+length, per passkey depth, and with rotary scaling when asked; its presence marks the run done).
+A re-run skips finished runs whose config matches and resumes the others from their checkpoint.
+
+Exact match under teacher forcing equals greedy decoding's: a sequence whose every answer token
+is the argmax given the true prefix is also the sequence greedy decoding writes.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from posenc import registry
+from posenc.nn import randomized_positions
+from posenc_bench.data import lengthgen as data
+from posenc_bench.decoder import CausalDecoder
+from posenc_bench.experiment import lengthgen_analysis
+from posenc_bench.experiment.figures import lengthgen_plot
+from posenc_bench.experiment.files import write_atomic, write_text_atomic
+from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
+
+SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
+"""Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
+
+REFERENCES: tuple[str, ...] = ("none", "rope")
+"""Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
+
+
+@dataclass(frozen=True)
+class LengthgenConfig:
+    """The settings of one run (its ``config.json``); every field is part of the run's identity."""
+
+    task: str
+    encoding: str
+    seed: int
+    train_length: int = 8
+    vocab: int = 16
+    d_model: int = 32
+    n_heads: int = 4
+    n_layers: int = 2
+    steps: int = 800
+    batch_size: int = 32
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    encoding_options: dict[str, Any] = field(default_factory=dict)
+    random_positions: int | None = None
+    no_rope_layers: tuple[int, ...] = ()
+    checkpoint_every: int = 100
+
+    def directory(self, root: Path) -> Path:
+        """``root/runs/lengthgen/<task>-L<L>/<encoding>[_<option>_<value>…][-rand<M>]/seed<s>``."""
+        name = self.encoding + "".join(
+            f"_{k}_{json.dumps(v, sort_keys=True)}" for k, v in sorted(self.encoding_options.items())
+        )
+        if self.random_positions:
+            name += f"-rand{self.random_positions}"
+        if self.no_rope_layers:
+            name += "-nope" + "_".join(map(str, self.no_rope_layers))
+        safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in name)
+        return root / "runs" / "lengthgen" / f"{self.task}-L{self.train_length}" / safe / f"seed{self.seed}"
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["no_rope_layers"] = list(self.no_rope_layers)
+        return out
+
+
+@dataclass(frozen=True)
+class LengthgenPlan:
+    """The whole grid: tasks × encodings × seeds, and where each run is tested.
+
+    Attributes:
+        base: the shared settings (``task``, ``encoding``, ``seed`` are replaced per run).
+        tasks, encodings, seeds: the grid.
+        test_multiples: test lengths as multiples of ``L`` (each must exceed 1, except 1 itself).
+        passkey_multiples: the passkey task's multiples (Mohtashami & Jaggi test far beyond ``L``).
+        depths: passkey key depths in ``[0, 1]``.
+        n_test: test examples per (length, depth).
+        rope_scaling: a :data:`SCALINGS` type applied at test time to the encodings that take a
+            ``scaling`` option (``rope``), or ``None``.
+    """
+
+    base: LengthgenConfig
+    tasks: tuple[str, ...]
+    encodings: tuple[str, ...]
+    seeds: int
+    test_multiples: tuple[float, ...] = (1.0, 1.5, 2.0, 4.0)
+    passkey_multiples: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
+    depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    n_test: int = 64
+    rope_scaling: str | None = None
+
+    def __post_init__(self) -> None:
+        check_plan(self)
+
+    def test_lengths(self, task: str) -> list[int]:
+        """The test lengths ``round(m·L)`` of ``task``, increasing and distinct."""
+        multiples = self.passkey_multiples if task == "passkey" else self.test_multiples
+        return sorted({max(1, round(m * self.base.train_length)) for m in multiples})
+
+    def configs(self) -> list[LengthgenConfig]:
+        return [
+            dataclasses.replace(self.base, task=t, encoding=e, seed=s)
+            for t in self.tasks
+            for e in self.encodings
+            for s in range(self.seeds)
+        ]
+
+
+def check_plan(plan: LengthgenPlan) -> None:
+    """Raise ``ValueError`` naming the option for a plan that cannot run (before any training)."""
+    base = plan.base
+    for t in plan.tasks:
+        data.task(t)  # unknown task: lists the known ones
+    unknown = [e for e in plan.encodings if e not in registry.ENCODINGS]
+    if unknown:
+        raise ValueError(
+            f"encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
+        )
+    for name, value in (("train_length", base.train_length), ("seeds", plan.seeds), ("steps", base.steps),
+                        ("n_test", plan.n_test), ("batch_size", base.batch_size), ("vocab", base.vocab)):  # fmt: skip
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    for name, multiples in (
+        ("test_multiples", plan.test_multiples),
+        ("passkey_multiples", plan.passkey_multiples),
+    ):
+        beyond = [m for m in multiples if m != 1.0]
+        bad = [m for m in beyond if not m > 1.0]
+        if bad or not beyond:
+            raise ValueError(
+                f"{name} must exceed the training length (multiples > 1 of L; 1 itself is also allowed), "
+                f"got {list(multiples)}"
+            )
+    bad_depths = [d for d in plan.depths if not 0.0 <= d <= 1.0]
+    if bad_depths or not plan.depths:
+        raise ValueError(f"passkey depths must lie in [0, 1], got {list(plan.depths)}")
+    for t in plan.tasks:
+        task = data.task(t)
+        longest = max(plan.test_lengths(t))
+        if base.vocab < task.min_vocab(longest):
+            raise ValueError(
+                f"vocab={base.vocab} is too small for task {t!r} at its longest test length {longest}: "
+                f"it needs >= {task.min_vocab(longest)} symbols"
+            )
+    if plan.rope_scaling is not None and plan.rope_scaling not in SCALINGS:
+        raise ValueError(f"rope_scaling must be one of {', '.join(SCALINGS)}, got {plan.rope_scaling!r}")
+    if base.random_positions is not None:
+        longest = max(data.sequence_length(t, max(plan.test_lengths(t))) for t in plan.tasks)
+        if base.random_positions < longest:
+            raise ValueError(
+                f"random_positions={base.random_positions} must be >= the longest test sequence ({longest} tokens)"
+            )
+
+
+# data ---------------------------------------------------------------------------------------------
+
+
+def _rng(*key: int | str) -> np.random.Generator:
+    words = [zlib.crc32(k.encode()) if isinstance(k, str) else int(k) for k in key]
+    return np.random.default_rng(words)
+
+
+def training_batch(config: LengthgenConfig, step: int) -> data.Batch:
+    """The batch of ``step``: a length drawn uniformly from ``1 … L`` (``[0, 1]`` depth for passkey)."""
+    rng = _rng(config.seed, config.task, "train", step)
+    n = int(rng.integers(1, config.train_length + 1))
+    return data.task(config.task).batch(rng, config.batch_size, n, config.vocab, float(rng.random()))
+
+
+def vocab_size(config: LengthgenConfig) -> int:
+    return data.SPECIAL + config.vocab
+
+
+def build_model(config: LengthgenConfig, *, scaling: tuple[str, float] | None = None) -> CausalDecoder:
+    """The decoder of ``config`` (``scaling``: a rotary ``(type, factor)`` for testing beyond ``L``)."""
+    options = dict(config.encoding_options)
+    train_tokens = data.sequence_length(config.task, config.train_length)
+    if scaling is not None:
+        kind, factor = scaling
+        options.update(scaling=kind, scaling_factor=factor)
+        if kind == "yarn":
+            options["scaling_options"] = {"original_max_position_embeddings": train_tokens}
+    inside = registry.get(config.encoding).family not in ("none", "input")  # NoPE layers: attention-side only
+    encoder_options = {"no_rope_layers": config.no_rope_layers} if config.no_rope_layers and inside else {}
+    return CausalDecoder(
+        vocab_size(config),
+        d_model=config.d_model,
+        n_heads=config.n_heads,
+        n_layers=config.n_layers,
+        encoding=None if config.encoding == "none" else config.encoding,
+        encoding_options=options,
+        max_len=train_tokens,
+        encoder_options=encoder_options,
+    )
+
+
+def _loss(
+    model: torch.nn.Module, batch: data.Batch, device: torch.device, positions: torch.Tensor | None
+) -> torch.Tensor:
+    tokens = torch.from_numpy(batch.tokens).to(device)
+    logits = model(tokens[:, :-1], positions=positions)
+    a = batch.answer
+    return F.cross_entropy(logits[:, -a:].reshape(-1, logits.shape[-1]), tokens[:, -a:].reshape(-1))
+
+
+@torch.no_grad()
+def exact_match(model: torch.nn.Module, batch: data.Batch, device: torch.device) -> float:
+    """Share of rows whose every answer token is the model's argmax given the true prefix."""
+    model.eval()
+    tokens = torch.from_numpy(batch.tokens).to(device)
+    logits = model(tokens[:, :-1])
+    a = batch.answer
+    hit = (logits[:, -a:].argmax(-1) == tokens[:, -a:]).all(dim=1)
+    return float(hit.float().mean())
+
+
+def evaluate(
+    model: torch.nn.Module,
+    config: LengthgenConfig,
+    plan: LengthgenPlan,
+    device: torch.device,
+    *,
+    lengths: list[int] | None = None,
+) -> dict[str, Any]:
+    """``{"accuracy": {n: acc}, "depths": {n: {depth: acc}}}`` on the test sets of ``config``'s seed
+    (at ``lengths``, default every test length of the plan)."""
+    task = data.task(config.task)
+    accuracy: dict[str, float] = {}
+    depths: dict[str, dict[str, float]] = {}
+    for n in plan.test_lengths(config.task) if lengths is None else lengths:
+        per_depth = {}
+        for d in plan.depths if task.uses_depth else (0.5,):
+            rng = _rng(config.seed, config.task, "test", n, int(round(d * 1000)))
+            per_depth[f"{d:g}"] = exact_match(model, task.batch(rng, plan.n_test, n, config.vocab, d), device)
+        accuracy[str(n)] = float(np.mean(list(per_depth.values())))
+        if task.uses_depth:
+            depths[str(n)] = per_depth
+    return {"accuracy": accuracy, "depths": depths}
+
+
+# one run --------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _log_csv(rows: list[dict[str, float]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["step", "loss", "tokens_per_s"])
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _fresh(
+    config: LengthgenConfig, device: torch.device
+) -> tuple[CausalDecoder, torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """The run's initial model (seeded: every encoding of a seed starts from the same generator),
+    its AdamW optimiser and the linear decay of the learning rate to 0 over ``steps``."""
+    torch.manual_seed(config.seed)
+    model = build_model(config).to(device)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: 1.0 - s / config.steps)
+    return model, optimiser, schedule
+
+
+def train_run(
+    config: LengthgenConfig,
+    plan: LengthgenPlan,
+    root: Path,
+    *,
+    device: torch.device,
+    stop_after: int | None = None,
+) -> dict[str, Any] | None:
+    """Train and test one run, resuming from its checkpoint; returns its metrics.
+
+    A finished run with the same config is read back, not retrained. ``stop_after`` (tests) stops
+    after that many steps of this call, leaving the checkpoint, and returns ``None``.
+    """
+    folder = config.directory(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {**config.to_json(), "test": _test_settings(plan)}
+    stored = _read_json(folder / "config.json")
+    if stored is not None and stored != settings:
+        for name in ("metrics.json", "checkpoint.pt", "log.csv"):
+            (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
+    metrics = _read_json(folder / "metrics.json")
+    if stored == settings and metrics is not None:
+        return metrics
+    write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+    model, optimiser, schedule = _fresh(config, device)
+    step, rows, seconds, tokens = 0, [], 0.0, 0
+    checkpoint = folder / "checkpoint.pt"
+    if checkpoint.exists():
+        try:
+            state = torch.load(checkpoint, map_location=device, weights_only=False)
+            model.load_state_dict(state["model"])
+            optimiser.load_state_dict(state["optimiser"])
+            schedule.load_state_dict(state["schedule"])
+            step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
+        except Exception as exc:  # an unreadable checkpoint is retrained, not trusted
+            print(f"{checkpoint}: unreadable ({exc}); training from the start")
+            model, optimiser, schedule = _fresh(config, device)
+            step, rows, seconds, tokens = 0, [], 0.0, 0
+    done_here = 0
+    model.train()
+    while step < config.steps:
+        start = time.perf_counter()
+        batch = training_batch(config, step)
+        positions = None
+        if config.random_positions:
+            g = torch.Generator().manual_seed(int(_rng(config.seed, "positions", step).integers(2**31)))
+            positions = randomized_positions(
+                batch.tokens.shape[1] - 1, config.random_positions, generator=g
+            ).to(device)
+        loss = _loss(model, batch, device, positions)
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        loss = loss.detach()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimiser.step()
+        schedule.step()
+        step += 1
+        done_here += 1
+        seconds += time.perf_counter() - start
+        tokens += batch.tokens.size
+        if step % config.checkpoint_every == 0 or step == config.steps:
+            rows.append({"step": step, "loss": float(loss), "tokens_per_s": tokens / max(seconds, 1e-9)})
+            state = {"model": model.state_dict(), "optimiser": optimiser.state_dict(),
+                     "schedule": schedule.state_dict(), "step": step, "log": rows,
+                     "seconds": seconds, "tokens": tokens}  # fmt: skip
+            _save(checkpoint, state)
+            write_text_atomic(folder / "log.csv", _log_csv(rows))
+        if stop_after is not None and done_here >= stop_after and step < config.steps:
+            return None
+    metrics = evaluate(model, config, plan, device)
+    if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
+        metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
+    metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9),
+                   final_loss=rows[-1]["loss"] if rows else None)  # fmt: skip
+    write_text_atomic(folder / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    checkpoint.unlink(missing_ok=True)  # the metrics are the record; the final weights are not kept
+    return metrics
+
+
+def _save(path: Path, state: dict[str, Any]) -> None:
+    write_atomic(path, lambda tmp: torch.save(state, tmp))
+
+
+def _test_settings(plan: LengthgenPlan) -> dict[str, Any]:
+    return {"multiples": list(plan.test_multiples), "passkey_multiples": list(plan.passkey_multiples),
+            "depths": list(plan.depths), "n_test": plan.n_test, "rope_scaling": plan.rope_scaling}  # fmt: skip
+
+
+def _scaled_accuracy(
+    model: torch.nn.Module, config: LengthgenConfig, plan: LengthgenPlan, device: torch.device
+) -> dict[str, float]:
+    """Accuracy per test length with the trained weights and rotary frequencies scaled by the
+    length ratio ``T_test / T_train`` (the trained tables are non-persistent: the state loads as is)."""
+    assert plan.rope_scaling is not None
+    train_tokens = data.sequence_length(config.task, config.train_length)
+    out = {}
+    for n in plan.test_lengths(config.task):
+        factor = max(1.0, data.sequence_length(config.task, n) / train_tokens)
+        scaled = build_model(config, scaling=(plan.rope_scaling, factor)).to(device)
+        scaled.load_state_dict(model.state_dict())
+        out[str(n)] = evaluate(scaled, config, plan, device, lengths=[n])["accuracy"][str(n)]
+    return out
+
+
+# the grid and its tables ----------------------------------------------------------------------------
+
+
+@dataclass
+class LengthgenResult:
+    """Every run's metrics by ``(task, encoding, seed)``, the tables, and the files written."""
+
+    metrics: dict[tuple[str, str, int], dict[str, Any]]
+    markdown: str
+    paths: dict[str, Path]
+    wall_seconds: float
+
+
+def run_lengthgen(
+    plan: LengthgenPlan, *, out: Path, device: torch.device, progress: Callable[[str], None] | None = print
+) -> LengthgenResult:
+    """Run (or resume) every run of ``plan`` under ``out`` and write ``lengthgen.{md,csv,json}``."""
+    start = time.perf_counter()
+    results: dict[tuple[str, str, int], dict[str, Any]] = {}
+    configs = plan.configs()
+    for i, config in enumerate(configs, 1):
+        t0 = time.perf_counter()
+        metrics = train_run(config, plan, out, device=device)
+        assert metrics is not None
+        results[(config.task, config.encoding, config.seed)] = metrics
+        if progress is not None:
+            acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
+            progress(f"[{i}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: {acc} "
+                     f"({time.perf_counter() - t0:.1f}s)")  # fmt: skip
+    wall = time.perf_counter() - start
+    tables = summarise(plan, results)
+    criteria = lengthgen_analysis.criteria_beyond_l(plan)
+    tables["criteria"] = criteria
+    tables["correlations"] = lengthgen_analysis.rank_correlations(plan, tables, criteria)
+    text = (
+        markdown(plan, tables, wall_seconds=wall)
+        + "\n"
+        + lengthgen_analysis.markdown(criteria, tables["correlations"])
+    )
+    paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json",
+             "png": out / "lengthgen.png"}  # fmt: skip
+    write_text_atomic(paths["md"], text)
+    write_text_atomic(paths["csv"], _csv(tables))
+    accuracy: dict[str, dict[str, dict[int, float]]] = {}
+    for r in tables["rows"]:
+        accuracy.setdefault(r["task"], {}).setdefault(r["encoding"], {})[r["length"]] = r["mean"]
+    chance: dict[str, dict[int, float]] = {}
+    for c in tables["chance"]:
+        chance.setdefault(c["task"], {})[c["length"]] = c["accuracy"]
+    lengthgen_plot(accuracy, chance, paths["png"], train_length=plan.base.train_length)
+    write_text_atomic(paths["json"], json.dumps({"plan": _plan_json(plan), "wall_seconds": wall, **tables},
+                                                indent=2, sort_keys=True) + "\n")  # fmt: skip
+    return LengthgenResult(results, text, paths, wall)
+
+
+def _plan_json(plan: LengthgenPlan) -> dict[str, Any]:
+    return {"base": plan.base.to_json(), "tasks": list(plan.tasks), "encodings": list(plan.encodings),
+            "seeds": plan.seeds, **_test_settings(plan)}  # fmt: skip
+
+
+def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+    """Mean ± std per (task, encoding, length), the no-skill line, and the paired differences
+    against each reference of :data:`REFERENCES` that was run (sign-flip p, bootstrap 95% CI over seeds)."""
+    rows, paired, chance = [], [], []
+    seeds = range(plan.seeds)
+    for t in plan.tasks:
+        lengths = plan.test_lengths(t)
+        task = data.task(t)
+        for n in lengths:
+            chance.append({"task": t, "length": n, "accuracy": task.chance(n, plan.base.vocab)})
+        for e in plan.encodings:
+            for n in lengths:
+                values = np.array([results[(t, e, s)]["accuracy"][str(n)] for s in seeds])
+                row = {"task": t, "encoding": e, "length": n, "mean": float(values.mean()),
+                       "std": float(values.std(ddof=1)) if values.size > 1 else 0.0, "seeds": values.tolist()}  # fmt: skip
+                scaled = [results[(t, e, s)].get("scaled", {}).get(str(n)) for s in seeds]
+                if all(v is not None for v in scaled):
+                    row["scaled_mean"] = float(np.mean(scaled))
+                rows.append(row)
+            for ref in REFERENCES:
+                if ref == e or ref not in plan.encodings:
+                    continue
+                for n in lengths:
+                    diff = np.array([results[(t, e, s)]["accuracy"][str(n)] - results[(t, ref, s)]["accuracy"][str(n)]
+                                     for s in seeds])  # fmt: skip
+                    lo, hi = two_stage_bootstrap_ci([diff]) if diff.size > 1 else (float(diff[0]),) * 2
+                    p = sign_flip_p(diff) if np.any(diff != 0) else 1.0
+                    paired.append({"task": t, "encoding": e, "reference": ref, "length": n,
+                                   "diff": float(diff.mean()), "ci_low": lo, "ci_high": hi, "p": p})  # fmt: skip
+    runs = list(results.values())
+    return {"rows": rows, "paired": paired, "chance": chance,
+            "train_tokens": int(sum(m["train_tokens"] for m in runs)),
+            "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float) -> str:
+    """The result tables: accuracy per task (with its no-skill line), then the paired differences."""
+    b = plan.base
+    lines = [
+        "# Length generalisation: exact-match accuracy (%) beyond the training length",
+        "",
+        f"Causal decoder d_model={b.d_model}, {b.n_heads} heads, {b.n_layers} layers; {b.steps} steps of "
+        f"{b.batch_size} examples at lengths 1…L={b.train_length}, vocab {b.vocab}, lr {b.lr:g}; "
+        f"{plan.seeds} seeds; {plan.n_test} test examples per length"
+        + (
+            f" and passkey depth ({', '.join(f'{d:g}' for d in plan.depths)})"
+            if "passkey" in plan.tasks
+            else ""
+        )
+        + f". Training: {tables['train_tokens']} tokens in {tables['train_seconds']:.0f} s summed over the runs "
+        f"({tables['train_tokens'] / max(tables['train_seconds'], 1e-9):.0f} tokens/s); this invocation "
+        f"took {wall_seconds:.0f} s (runs found finished on disk are read back, not retrained).",
+        "",
+    ]
+    for t in plan.tasks:
+        lengths = plan.test_lengths(t)
+        lines += [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
+                  "|---|" + "---:|" * len(lengths)]  # fmt: skip
+        for e in plan.encodings:
+            cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
+            text = []
+            for n in lengths:
+                r = cells[n]
+                cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
+                if "scaled_mean" in r:
+                    cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
+                text.append(cell)
+            lines.append(f"| {e} | " + " | ".join(text) + " |")
+        chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
+        lines.append(
+            "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |"
+        )
+        lines.append("")
+        for ref in REFERENCES:
+            pairs = [p for p in tables["paired"] if p["task"] == t and p["reference"] == ref]
+            if not pairs:
+                continue
+            lines += [f"Paired against `{ref}` (Δ points, 95% bootstrap CI over seeds, sign-flip p):", "",
+                      "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
+                      "|---|" + "---:|" * len(lengths)]  # fmt: skip
+            for e in plan.encodings:
+                mine = {p["length"]: p for p in pairs if p["encoding"] == e}
+                if not mine:
+                    continue
+                cells_ = [f"{100 * mine[n]['diff']:+.1f} [{100 * mine[n]['ci_low']:+.1f}, "
+                          f"{100 * mine[n]['ci_high']:+.1f}] p={mine[n]['p']:.2f}" for n in lengths]  # fmt: skip
+                lines.append(f"| {e} | " + " | ".join(cells_) + " |")
+            lines.append("")
+    lines.append(
+        f"With {plan.seeds} seeds the smallest attainable two-sided sign-flip p is {min(1.0, 2 / 2**plan.seeds):.3g}; "
+        "the CI is a percentile bootstrap over seeds."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _csv(tables: dict[str, Any]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["task", "encoding", "length", "mean", "std", "seeds"])
+    for r in tables["rows"]:
+        writer.writerow(
+            [r["task"], r["encoding"], r["length"], r["mean"], r["std"], ";".join(map(str, r["seeds"]))]
+        )
+    for c in tables["chance"]:
+        writer.writerow([c["task"], "no_skill", c["length"], c["accuracy"], 0.0, ""])
+    return buffer.getvalue()

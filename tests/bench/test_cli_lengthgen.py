@@ -1,0 +1,134 @@
+"""``posenc bench --task lengthgen`` end to end: records, resume, tables with the no-skill line, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from posenc.cli import main
+from posenc_bench.experiment import lengthgen as lg
+
+TINY = ["bench", "--task", "lengthgen", "--lengthgen-tasks", "passkey,parity", "--encodings", "none,rope,fire",
+        "--seeds", "2", "--steps", "6", "--train-length", "4", "--vocab", "8", "--d-model", "16", "--heads", "2",
+        "--layers", "1", "--n-test", "4", "--passkey-lengths", "1,2", "--test-lengths", "1,2",
+        "--passkey-depths", "0,1", "--no-progress"]  # fmt: skip
+
+
+def test_runs_records_and_tables(tmp_path, capsys):
+    assert main([*TINY, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| *no skill (chance)* | 12.5 | 12.5 |" in out  # passkey: 1/8 at each length
+    assert "| *no skill (chance)* | 50 | 50 |" in out  # parity
+    assert "Paired against `none`" in out and "Paired against `rope`" in out
+    runs = sorted((tmp_path / "runs" / "lengthgen").rglob("metrics.json"))
+    assert len(runs) == 2 * 3 * 2  # tasks × encodings × seeds
+    metrics = json.loads(runs[0].read_text())
+    assert set(metrics["accuracy"]) in ({"4", "8"},) and metrics["tokens_per_s"] > 0
+    passkey = json.loads((tmp_path / "runs/lengthgen/passkey-L4/fire/seed0/metrics.json").read_text())
+    assert set(passkey["depths"]["8"]) == {"0", "1"}
+    config = json.loads((tmp_path / "runs/lengthgen/passkey-L4/fire/seed0/config.json").read_text())
+    assert config["encoding"] == "fire" and config["steps"] == 6
+    table = json.loads((tmp_path / "lengthgen.json").read_text())
+    assert {r["reference"] for r in table["paired"]} == {"none", "rope"}
+    assert (tmp_path / "lengthgen.png").stat().st_size > 1000
+    # a re-run trains nothing: every metrics.json is read back unchanged
+    stamps = {p: p.stat().st_mtime_ns for p in runs}
+    assert main([*TINY, "--out", str(tmp_path)]) == 0
+    assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+
+
+def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
+    base = lg.LengthgenConfig(task="passkey", encoding="alibi", seed=1, train_length=4, vocab=8, d_model=16,
+                              n_heads=2, n_layers=1, steps=8, checkpoint_every=2)  # fmt: skip
+    plan = lg.LengthgenPlan(base, tasks=("passkey",), encodings=("alibi",), seeds=1, n_test=8,
+                            passkey_multiples=(1.0, 2.0), depths=(0.5,))  # fmt: skip
+    import torch
+
+    cpu = torch.device("cpu")
+    whole = lg.train_run(base, plan, tmp_path / "a", device=cpu)
+    assert lg.train_run(base, plan, tmp_path / "b", device=cpu, stop_after=3) is None
+    assert (base.directory(tmp_path / "b") / "checkpoint.pt").exists()
+    resumed = lg.train_run(base, plan, tmp_path / "b", device=cpu)
+    assert whole is not None and resumed is not None
+    assert resumed["accuracy"] == whole["accuracy"] and resumed["final_loss"] == whole["final_loss"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--test-lengths", "0.5,1"], "--test-lengths must exceed the training length"),
+        (["--lengthgen-tasks", "copy,juggle"], "--lengthgen-tasks: unknown task 'juggle'"),
+        (["--lengthgen-tasks", "recall", "--vocab", "4"], "--vocab 4 is too small for task 'recall'"),
+        (["--passkey-depths", "0,1.5"], "--passkey-depths must lie in [0, 1]"),
+        (["--encodings", "none,ropee"], "--encodings: unknown 'ropee'"),
+        (["--no-rope-layers", "3"], "--no-rope-layers: [3] outside 0 … 0"),
+        (["--random-positions", "5"], "--random-positions 5 must be >="),
+        (
+            ["--heads", "3"],
+            "--encodings none at --d-model 16 --heads 3: d_model=16 must be divisible by n_heads=3",
+        ),
+    ],
+)
+def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
+    assert main([*TINY, "--out", str(tmp_path), *extra]) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_rope_scaling_reports_a_scaled_accuracy(tmp_path):
+    assert main([*TINY, "--out", str(tmp_path), "--encodings", "none,rope", "--lengthgen-tasks", "parity",
+                 "--rope-scaling", "yarn"]) == 0  # fmt: skip
+    metrics = json.loads((tmp_path / "runs/lengthgen/parity-L4/rope/seed0/metrics.json").read_text())
+    assert set(metrics["scaled"]) == {"4", "8"}
+    assert "scaled" not in json.loads(
+        (tmp_path / "runs/lengthgen/parity-L4/none/seed0/metrics.json").read_text()
+    )
+
+
+def test_criteria_are_rank_correlated_with_accuracy():
+    from posenc_bench.experiment import lengthgen_analysis as la
+
+    base = lg.LengthgenConfig(
+        task="passkey", encoding="none", seed=0, train_length=4, vocab=8, d_model=16, n_heads=2
+    )
+    plan = lg.LengthgenPlan(base, tasks=("passkey",), encodings=("none", "rope", "alibi", "kerple", "sandwich"),
+                            seeds=1, passkey_multiples=(1.0, 2.0, 4.0))  # fmt: skip
+    criteria = la.criteria_beyond_l(plan)
+    assert set(criteria) == {"rope", "alibi", "kerple", "sandwich"}  # none has no criteria
+    decay = {e: criteria[e]["long_range_decay"] for e in criteria}
+    # accuracies ranked exactly as the decay at 2L, reversed at 4L: ρ = +1 and −1
+    rows = [{"encoding": e, "length": 8, "mean": decay[e]} for e in decay]
+    rows += [{"encoding": e, "length": 16, "mean": -decay[e]} for e in decay]
+    rows += [{"encoding": "none", "length": 8, "mean": 0.9}]
+    table = {
+        r["criterion"] + str(r["multiple"]): r for r in la.rank_correlations(plan, {"rows": rows}, criteria)
+    }
+    assert table["long_range_decay2.0"]["rho"] == pytest.approx(1.0)
+    assert table["long_range_decay4.0"]["rho"] == pytest.approx(-1.0)
+    assert table["long_range_decay2.0"]["pairs"] == 4
+    assert "| long_range_decay | 2L | 4 | +1.00 |" in la.markdown(criteria, list(table.values()))
+
+
+def test_nope_layers_and_random_positions_run_from_the_cli(tmp_path):
+    args = [*TINY, "--out", str(tmp_path), "--encodings", "none,rope", "--lengthgen-tasks", "parity", "--layers", "2",
+            "--no-rope-layers", "0", "--random-positions", "40", "--seeds", "1"]  # fmt: skip
+    assert main(args) == 0
+    (config,) = (tmp_path / "runs/lengthgen/parity-L4").glob("rope-rand40-nope0/seed0/config.json")
+    settings = json.loads(config.read_text())
+    assert settings["no_rope_layers"] == [0] and settings["random_positions"] == 40
+
+
+def test_the_classify_defaults_are_unchanged_and_lengthgen_has_its_own():
+    import argparse
+
+    from posenc_bench import lengthgen_cli
+    from posenc_bench.cli import plan_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    classify = plan_from_args(parser.parse_args(["bench"]))
+    assert classify.seeds == 5 and classify.encodings == ("none", "sinusoidal", "rope")
+    plan = lengthgen_cli.plan_from_args(parser.parse_args(["bench", "--task", "lengthgen"]))
+    assert plan.seeds == 3 and len(plan.encodings) >= 6 and len(plan.tasks) == 3
+    assert plan.test_lengths("passkey") == [8, 16, 32, 64] and plan.test_lengths("sort") == [8, 12, 16, 32]
