@@ -132,3 +132,14 @@ def test_training_defaults_follow_the_task_and_an_explicit_flag_wins():
     assert training("--task", "detect") == detect
     assert training("--task", "detect", "--batch-size", "8", "--lr", "0.01") == (detect[0], 8, 0.01)
     assert training("--patience", "2") == (2, d.batch_size, d.lr)
+
+
+@pytest.mark.parametrize("window", ["2", "4"])
+def test_classify_takes_windows_no_longer_than_the_detect_horizon(tmp_path, capsys, window):
+    """--horizon is a --task detect flag: --task classify with --window <= 4 trains (it was refused)."""
+    args = [*TINY, "--encodings", "none", "--out", str(tmp_path)]
+    args[args.index("--window") + 1] = window
+    assert main(["bench", *args, "--task", "classify"]) == 0
+    assert "| none | native | 1 |" in capsys.readouterr().out
+    assert main(["bench", *args, "--task", "detect"]) == 2
+    assert f"--horizon must be < --window, got --horizon 4 with --window {window}" in capsys.readouterr().err
