@@ -13,7 +13,8 @@ Examples::
     torchrun --nproc_per_node 2 -m posenc bench ...   # data parallel (gloo on CPU, NCCL on GPU)
 
 Runs are resumable: an interrupted benchmark re-run with the same ``--out`` skips finished
-runs and resumes the interrupted one from its last epoch.
+runs and resumes the interrupted one from its last epoch. Processes started together on one
+``--out`` share the runs: each run is trained by the process that claims it; the others wait for it.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ moved aside as corrupt).
 from __future__ import annotations
 
 import json
+import re
 import multiprocessing
 import os
 import signal
@@ -138,3 +139,35 @@ def test_sigkill_at_random_moments_loses_and_repeats_no_run(tmp_path):
     for name, record in runs.items():  # resumed runs end exactly where uninterrupted ones do
         assert {k: record[k] for k in RESULT} == {k: whole[name][k] for k in RESULT}, name
     assert time.perf_counter() - started < 120
+
+
+def _bench_to(out: str, log: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    sys.stdout = sys.stderr = open(fd, "w", buffering=1, closefd=False)  # pytest's capture is not fd 1
+    code = main([*TINY, "--out", out])
+    sys.stdout.flush()
+    os._exit(code)
+
+
+def test_concurrent_processes_on_one_out_share_the_runs(tmp_path):
+    """Three ``posenc bench`` processes started at once on one --out: each run is trained by exactly one
+    of them (the others skip it, or wait for it and read its result), all three end with the whole grid,
+    and no write collides (three used to fail on each other's ``checkpoint.pt.tmp``)."""
+    out = tmp_path / "out"
+    logs = [tmp_path / f"bench{k}.log" for k in range(3)]
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_bench_to, args=(str(out), str(log))) for log in logs]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    texts = [log.read_text() for log in logs]
+    assert [p.exitcode for p in processes] == [0, 0, 0], texts
+    reported = [re.findall(r"^\[\d+/\d+\] .*$", text, flags=re.M) for text in texts]
+    trained = [line for lines in reported for line in lines if "auprc" in line and "skipped" not in line]
+    assert len(trained) == RUNS, texts  # each run trained once, by one process
+    assert all(sum("auprc" in line for line in lines) == RUNS for lines in reported), texts
+    assert len(list((out / "runs").rglob("metrics.json"))) == RUNS
+    assert not list(out.rglob("*.tmp*")) and not list(out.rglob("*.corrupt-*"))

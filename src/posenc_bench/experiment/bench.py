@@ -367,36 +367,47 @@ def run_bench(
     for line in prepared.lines:
         say(line)
     shown = prepared.paired_metrics
-    records, trained = [], 0
+    trained = 0
     runs = [
         dataclasses.replace(config, subset=subset)
         for config in plan.runs()
         for split, subset in prepared.data
         if split == config.split_seed
     ]
-    for i, config in enumerate(runs, 1):
-        record = execute(
-            config,
-            prepared.data[config.split_seed, config.subset],
-            root=out,
-            device=torch_device,
-            world=world,
-            shuffle_control=plan.shuffle_control,
-            progress=progress,
-            on_epoch=on_epoch,
-            log=say,
-            task=prepared.task,
-        )
-        trained += not record.skipped
-        model = f"{config.detector} " if config.task == "detect" else ""
-        part = f" {config.subset}" if config.subset else ""
-        say(
-            f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} "
-            f"seed {config.seed}: "
-            + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
-            + (" (finished earlier, skipped)" if record.skipped else "")
-        )
-        records.append(record)
+    done: dict[int, RunRecord] = {}
+    # First every run no other process holds (a run held elsewhere is left for later), then the rest,
+    # waiting for their holders: concurrent processes on one --out share the grid and end with all of it.
+    for wait in (False, True):
+        for i, config in enumerate(runs, 1):
+            if i in done:
+                continue
+            record = execute(
+                config,
+                prepared.data[config.split_seed, config.subset],
+                root=out,
+                device=torch_device,
+                world=world,
+                shuffle_control=plan.shuffle_control,
+                progress=progress,
+                on_epoch=on_epoch,
+                log=say,
+                task=prepared.task,
+                wait=wait,
+            )
+            model = f"{config.detector} " if config.task == "detect" else ""
+            part = f" {config.subset}" if config.subset else ""
+            name = f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} seed {config.seed}"
+            if record is None:
+                say(f"{name}: being trained by another process; coming back to it after the others")
+                continue
+            trained += not record.skipped
+            say(
+                f"{name}: "
+                + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
+                + (" (finished earlier, skipped)" if record.skipped else "")
+            )
+            done[i] = record
+    records = [done[i] for i in sorted(done)]
     meta = {
         **_meta(plan, prepared.dataset, torch_device, world),
         "runs_trained": trained,

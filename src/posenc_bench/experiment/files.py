@@ -1,10 +1,12 @@
-"""Durable, atomic file writes: write ``NAME.tmp``, ``fsync`` it, ``os.replace`` it onto ``NAME``, ``fsync`` the folder.
+"""Durable, atomic file writes: write ``NAME.tmp-<pid>``, ``fsync`` it, ``os.replace`` it onto ``NAME``, ``fsync`` the folder.
 
 ``os.replace`` is atomic on POSIX (and on Windows within one volume), so a reader — or a
 re-run after an interruption — sees either the old file or the complete new one, never a
 half-written one. The ``fsync`` of the file before the rename makes its bytes reach the disk
 before its name does (otherwise a power loss can leave the new name on an empty file); the
-``fsync`` of the folder after it makes the rename itself durable.
+``fsync`` of the folder after it makes the rename itself durable. The temporary name carries the
+writer's process id, so that processes writing the same file at once never write into, or move,
+each other's temporary file.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` with a temporary sibling path, flush it to disk, then move it onto ``path``."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     write(tmp)
     _fsync(tmp)
     os.replace(tmp, path)
