@@ -11,9 +11,9 @@ moved aside as corrupt).
 from __future__ import annotations
 
 import json
-import re
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
@@ -145,7 +145,7 @@ def _bench_to(out: str, log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    sys.stdout = sys.stderr = open(fd, "w", buffering=1, closefd=False)  # pytest's capture is not fd 1
+XX
     code = main([*TINY, "--out", out])
     sys.stdout.flush()
     os._exit(code)

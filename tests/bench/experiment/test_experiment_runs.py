@@ -11,8 +11,8 @@ import torch
 
 from posenc_bench.data import Splits, WindowSet
 from posenc_bench.experiment import runs
-from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.claims import LOCK
+from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.runs import CHECKPOINT, CONFIG, LOG, METRICS, execute, run_dir
 
 CPU = torch.device("cpu")
