@@ -145,9 +145,9 @@ def _bench_to(out: str, log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-XX
-    code = main([*TINY, "--out", out])
-    sys.stdout.flush()
+    with open(fd, "w", buffering=1, closefd=False) as stream:  # pytest's capture is not fd 1
+        sys.stdout = sys.stderr = stream
+        code = main([*TINY, "--out", out])
     os._exit(code)
 
 
