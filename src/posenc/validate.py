@@ -155,6 +155,24 @@ def _exact(value: object, i: int) -> str:
         return "a value"
 
 
+def names(name: str, value: object) -> list[str]:
+    """``value`` as a non-empty list of names: a list/tuple of strings, or one string of comma-separated names.
+
+    ``"M-6"`` is ``["M-6"]`` and ``"M-6,M-1"`` is ``["M-6", "M-1"]`` (a bare string is never split into
+    its characters); anything else is refused saying how to write a list.
+    """
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise UsageTypeError(
+            f"{name} must be a list of names, got {value!r} ({type(value).__name__}); write one name, "
+            f'comma-separated names (a,b) or a JSON list (["a", "b"])'
+        )
+    if not value:
+        raise UsageError(f"{name} must name at least one, got an empty list")
+    return list(value)
+
+
 def boolean(name: str, value: object) -> bool:
     """Return ``value`` if it is a ``bool`` (or NumPy bool); refuse truthy stand-ins such as ``"yes"``, 1 or None."""
     if isinstance(value, (bool, np.bool_)):
