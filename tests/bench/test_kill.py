@@ -19,6 +19,11 @@ import sys
 import time
 from pathlib import Path
 
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
+
 import numpy as np
 import pytest
 import torch._dynamo  # noqa: F401 — imported by the first optimiser; here so that children need not
@@ -171,3 +176,29 @@ def test_concurrent_processes_on_one_out_share_the_runs(tmp_path):
     assert all(sum("auprc" in line for line in lines) == RUNS for lines in reported), texts
     assert len(list((out / "runs").rglob("metrics.json"))) == RUNS
     assert not list(out.rglob("*.tmp*")) and not list(out.rglob("*.corrupt-*"))
+
+
+def _bench_with_file_limit(out: str, log: str, limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    _bench_to(out, log)
+
+
+@pytest.mark.skipif(resource is None, reason="needs resource.setrlimit (POSIX)")
+def test_a_write_refused_by_a_file_size_limit_names_the_file_and_a_rerun_recovers(tmp_path):
+    """``ulimit -f`` (or a full disk) while the checkpoint is written: one line naming checkpoint.pt and
+    saying that finished work is kept, no traceback (torch.save raised a RuntimeError), no temporary file
+    left; the same command re-run without the limit then trains every run."""
+    out, log = tmp_path / "out", tmp_path / "bench.log"
+    process = multiprocessing.get_context("fork").Process(
+        target=_bench_with_file_limit, args=(str(out), str(log), 8 * 1024)
+    )
+    process.start()
+    process.join(timeout=120)
+    text = log.read_text()
+    assert process.exitcode == 2, text
+    assert re.search(
+        r"error: \S+/checkpoint\.pt: File too large while writing it; .*nothing finished was lost", text
+    )
+    assert "Traceback" not in text and not list(out.rglob("*.tmp*")), text
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert len(list((out / "runs").rglob("metrics.json"))) == RUNS

@@ -6,7 +6,8 @@ half-written one. The ``fsync`` of the file before the rename makes its bytes re
 before its name does (otherwise a power loss can leave the new name on an empty file); the
 ``fsync`` of the folder after it makes the rename itself durable. The temporary name carries the
 writer's process id, so that processes writing the same file at once never write into, or move,
-each other's temporary file.
+each other's temporary file. A write that fails (a full disk, a file size limit) removes its
+temporary file and raises an ``OSError`` naming the file it was writing.
 """
 
 from __future__ import annotations
@@ -37,9 +38,21 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` with a temporary sibling path, flush it to disk, then move it onto ``path``."""
     path = Path(path)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    write(tmp)
-    _fsync(tmp)
-    os.replace(tmp, path)
+    try:
+        write(tmp)
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk or a file size limit (ulimit -f): say which file, and what is safe
+        tmp.unlink(missing_ok=True)
+        raise OSError(
+            exc.errno,
+            f"{exc.strerror or exc} while writing it; the file is as it was and nothing finished was lost "
+            "(completed runs stay on disk): free space and re-run the same command to resume",
+            str(path),
+        ) from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync(path.parent, directory=True)
 
 

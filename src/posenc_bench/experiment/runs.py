@@ -474,7 +474,11 @@ def _execute(
     def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
         if world.is_main:
             sealed = {**ckpt, "sha256": _tensor_digest(ckpt)}
-            write_atomic(directory / CHECKPOINT, lambda tmp: torch.save(sealed, tmp))
+            buffer = (
+                io.BytesIO()
+            )  # serialised in memory: a failed write is then an OSError, not torch's RuntimeError
+            torch.save(sealed, buffer)
+            write_atomic(directory / CHECKPOINT, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
             write_text_atomic(directory / LOG, _log_csv(ckpt["fit"]["history"]))
         if on_epoch is not None:
             on_epoch(ckpt, row)
