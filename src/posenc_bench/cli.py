@@ -256,7 +256,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-shuffle-control", action="store_true", help="skip the time-shuffled test evaluation")
     p.add_argument(
-        "--no-baseline", action="store_true", help="skip the order-free gradient-boosting baseline"
+        "--no-baseline",
+        action="store_true",
+        help="skip the untrained baselines (gradient boosting on order-free summaries, the matrix profile, "
+        "max |x|); they are stored under OUT/baselines/ and read again on a re-run",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)

@@ -15,17 +15,19 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import torch
 
+from posenc_bench.experiment.baseline_store import BaselineJob, stored_baselines
 from posenc_bench.experiment.compare import BASELINE, Record, compare, markdown, write
 from posenc_bench.experiment.config import BenchPlan
 from posenc_bench.experiment.controls import order_free_baseline
 from posenc_bench.experiment.distributed import World, select_device
-from posenc_bench.experiment.records import RunRecord, as_record
+from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.runs import ClassifyTask, RunTask, execute
 from posenc_bench.experiment.train import EpochHook
 
@@ -169,7 +171,7 @@ class CompareReporter:
     each split's test prevalence, :func:`posenc_bench.experiment.compare.no_skill_metrics`).
     """
 
-    baselines: Callable[[Prepared, BenchPlan], Sequence[Record]]
+    baselines: Callable[[Prepared, BenchPlan], Sequence[BaselineJob]]
     no_skill: Callable[[Prepared, BenchPlan], Sequence[Record] | None] = lambda prepared, plan: None
 
     def report(self, records: list[RunRecord], context: ReportContext) -> Report:
@@ -177,10 +179,16 @@ class CompareReporter:
         baseline: list[RunRecord] = []
         if plan.baseline and world.is_main:
             t0 = time.perf_counter()
-            baseline = [as_record(b, kind="baseline") for b in self.baselines(prepared, plan)]
+            baseline, read = stored_baselines(
+                self.baselines(prepared, plan),
+                root=context.out,
+                base=plan.base,
+                fingerprint=prepared.task.fingerprint,
+            )
             context.log(
                 f"baselines ({', '.join(dict.fromkeys(b.name or BASELINE for b in baseline))}): "
                 f"{time.perf_counter() - t0:.1f} s"
+                + (f" ({read} of {len(baseline)} read from earlier runs)" if read else "")
             )
         comparison = compare(
             records,
@@ -236,19 +244,22 @@ class ClassifySource:
             lines,
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[BaselineJob]:
         from posenc_bench.experiment.baselines import NAMES, classify_baseline
 
-        out = [
-            RunRecord("baseline", k, order_free_baseline(s, families=self.families[k]), name=BASELINE)
-            for (k, _), s in prepared.data.items()
+        def job(name: str, k: int, subset: str, splits: Any) -> BaselineJob:
+            score = order_free_baseline if name == BASELINE else partial(classify_baseline, name)
+            return BaselineJob(
+                name,
+                k,
+                subset,
+                splits,
+                lambda: RunRecord("baseline", k, score(splits, families=self.families[k]), name=name),
+            )
+
+        return [
+            job(name, k, subset, s) for name in (BASELINE, *NAMES) for (k, subset), s in prepared.data.items()
         ]
-        out += [
-            RunRecord("baseline", k, classify_baseline(name, s, families=self.families[k]), name=name)
-            for name in NAMES
-            for (k, _), s in prepared.data.items()
-        ]
-        return out
 
 
 class DetectSource:
@@ -292,11 +303,17 @@ class DetectSource:
             dataset, {(0, ""): data}, DetectTask(), reporter, DETECT_METRICS, DETECT_PAIRED, lines
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[BaselineJob]:
         from posenc_bench.experiment.baselines import NAMES
         from posenc_bench.experiment.detect import baseline_records
 
-        return baseline_records(prepared.data[0, ""], plan.base, names=NAMES)
+        data = prepared.data[0, ""]
+        return [
+            BaselineJob(
+                name, 0, "", data, partial(lambda n: baseline_records(data, plan.base, names=(n,))[0], name)
+            )
+            for name in NAMES
+        ]
 
     def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
         from posenc_bench.experiment.detect import no_skill_record
