@@ -1,4 +1,4 @@
-"""``posenc bench``: train every (encoding, scale, split, seed) run, print one table, write md/csv/json/png.
+r"""``posenc bench``: train every (encoding, scale, split, seed) run, print one table, write md/csv/json/png.
 
 Examples::
 
@@ -47,6 +47,11 @@ SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotempor
 DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
 
 
+def _plain(doc: str | None) -> str:
+    """The module docstring as help text: without reStructuredText's ````literal```` quotes and ``::`` markers."""
+    return re.sub(r"::$", ":", (doc or "").replace("``", ""), flags=re.M)
+
+
 def _csv_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -72,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="compare positional encodings on windowed anomaly classification",
-        description=__doc__,
+        description=_plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
