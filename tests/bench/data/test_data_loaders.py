@@ -412,3 +412,19 @@ def test_a_list_option_of_the_wrong_type_says_how_to_write_a_list(tmp_path, caps
     assert main(args) == 2
     err = capsys.readouterr().err
     assert re.search(message, err) and "Traceback" not in err, err
+
+
+def test_a_missing_dataset_lists_each_place_once_and_where_to_get_it(tmp_path, monkeypatch):
+    """Run from the checkout, ``../shared/data`` of the current directory and of the checkout are one place:
+    it was listed twice."""
+    from posenc_bench.data import load
+
+    monkeypatch.delenv("POSENC_DATA", raising=False)
+    (tmp_path / "checkout").mkdir()
+    monkeypatch.setattr(load, "REPOSITORY", tmp_path / "checkout")
+    monkeypatch.chdir(tmp_path / "checkout")
+    with pytest.raises(FileNotFoundError) as caught:
+        load_dataset("smd")
+    message = str(caught.value)
+    assert message.count(str(tmp_path / "shared" / "data" / "smd")) == 1, message
+    assert "docs/datasets.md" in message
