@@ -43,9 +43,8 @@ def data_dirs() -> list[Path]:
 
 def find_data(name: str) -> Path:
     """The folder ``<root>/<name>`` under the first of :func:`data_dirs` that has it."""
-    places: dict[
-        Path, Path
-    ] = {}  # each place once, however it is spelled (the current directory's parent may be the checkout's)
+    # each place once, however it is spelled (the current directory's parent may be the checkout's)
+    places: dict[Path, Path] = {}
     for root in data_dirs():
         places.setdefault((root / name).resolve(), root / name)
     tried = list(places.values())
