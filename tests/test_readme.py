@@ -30,6 +30,7 @@ def test_the_first_hugging_face_example_builds_its_config_locally(monkeypatch):
     assert README.index("LlamaConfig(") < README.index("from_pretrained")
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_the_precision_command_of_docs_conventions_runs_from_the_checkout():
     """It failed with ``No module named 'peers'``; its figures are those the default install gives."""
     pytest.importorskip("transformers")

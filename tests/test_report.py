@@ -141,6 +141,7 @@ def _browser() -> str:
     return browser
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_report_renders_in_headless_chromium(tmp_path):
     import subprocess
 
@@ -175,6 +176,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert np.mean(ink_light == ink_dark) > 0.95
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_report_printed_to_a4_pdf_keeps_every_scorecard_column_and_all_prose(tmp_path):
     """Printed to PDF the rope, alibi, t5 and shaw columns were dropped and notes cut off: at A4 every
     scorecard column is on the page and every word of the claims' notes is printed."""
@@ -214,6 +216,7 @@ def test_report_printed_to_a4_pdf_keeps_every_scorecard_column_and_all_prose(tmp
         assert not missing, (claim.claim, missing)
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_report_scorecard_fits_a_1400_pixel_screen(tmp_path):
     """At 1400 px the shaw column was clipped (the table scrolled inside its box)."""
     import json as json_module

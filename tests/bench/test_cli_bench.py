@@ -381,6 +381,7 @@ def test_model_size_left_to_the_default(tmp_path, capsys):
     assert config["config"]["d_model"] == RunConfig().d_model
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 @pytest.mark.parametrize("task", [[], DETECT])
 def test_a_rerun_reads_the_stored_baselines_instead_of_computing_them(tmp_path, capsys, monkeypatch, task):
     """Baselines are stored like runs: re-running a finished benchmark computes none of them again (they

@@ -21,6 +21,7 @@ def _configs(root: Path, encoding: str) -> list[dict]:
     return [c for c in found if c["config"]["encoding"] == encoding]
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_options_reach_the_module_and_are_recorded_per_run(tmp_path, capsys):
     args = [
         "bench",

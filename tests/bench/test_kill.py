@@ -156,6 +156,7 @@ def _bench_to(out: str, log: str) -> None:
     os._exit(code)
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_concurrent_processes_on_one_out_share_the_runs(tmp_path):
     """Three ``posenc bench`` processes started at once on one --out: each run is trained by exactly one
     of them (the others skip it, or wait for it and read its result), all three end with the whole grid,

@@ -81,6 +81,7 @@ def test_paired_differences_match_by_split_and_seed():
     assert ("sinusoidal", "native", "f1") not in tests
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_every_row_is_also_paired_with_the_order_blind_control():
     """With a ``none`` row present each encoding gets a second paired test, encoding − none, per scale."""
     runs, ref = grid()
@@ -149,6 +150,7 @@ def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
     assert f"| {NO_SKILL} | - | 2 |" in md and "Not above `flag-all` in F1 or AUPRC: sinusoidal, dft." in md
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_from_json_rebuilds_the_same_table(tmp_path):
     runs, _ = grid()
     baseline = [
