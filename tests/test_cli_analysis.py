@@ -41,6 +41,7 @@ def test_analyze_bad_size(capsys):
     assert "dim must be a positive int, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_figures_and_report(tmp_path, capsys):
     plots = pytest.importorskip("posenc.plots", reason="matplotlib is needed for the figures")
     assert main(["figures", "--out", str(tmp_path / "figs"), "--format", "png"]) == 0

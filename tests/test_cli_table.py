@@ -30,7 +30,29 @@ def test_table_csv_round_trip(tmp_path, capsys):
     out = tmp_path / "dft.csv"
     assert main(["table", "dft", "--length", "16", "--dim", "16", "--out", str(out)]) == 0
     assert "row norm: min 1  max 1" in capsys.readouterr().out
-    np.testing.assert_array_equal(np.loadtxt(out, delimiter=","), posenc.dft(16, 16))
+    lines = out.read_text().splitlines()
+    assert lines[0] == "a0,a1,a2,a3,a4,a5,a6,a7,b1,b2,b3,b4,b5,b6,b7,b0"  # the header names the columns
+    np.testing.assert_array_equal(np.loadtxt(out, delimiter=",", skiprows=1), posenc.dft(16, 16))
+
+
+@pytest.mark.parametrize(
+    ("layout", "header"),
+    [
+        ("interleaved", "sin0,cos0,sin1,cos1,sin2"),
+        ("interleaved_cos_first", "cos0,sin0,cos1,sin1,sin2"),
+        ("split", "sin0,sin1,sin2,cos0,cos1"),
+    ],
+)
+def test_table_csv_header_names_the_sinusoidal_columns_of_each_layout(tmp_path, capsys, layout, header):
+    out = tmp_path / "sin.csv"
+    assert main(["table", "sinusoidal", "-S", "6", "-d", "5", "--layout", layout, "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == header and len(lines) == 7
+    table = posenc.sinusoidal(6, 5, layout=layout)
+    np.testing.assert_array_equal(np.loadtxt(out, delimiter=",", skiprows=1), table)
+    sin_col = header.split(",").index("sin1")  # the column named sin1 holds sin(t·w_1)
+    w1 = 10000.0 ** (-2 / 5)
+    np.testing.assert_allclose(table[:, sin_col], np.sin(np.arange(6) * w1), rtol=0, atol=1e-15)
 
 
 def test_table_without_out_only_prints(tmp_path, capsys, monkeypatch):

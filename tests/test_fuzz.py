@@ -315,3 +315,57 @@ def test_public_api_returns_finite_documented_shapes_or_names_the_bad_parameter(
             assert np.shape(result) == expected, f"{name}({kwargs!r}) returned shape {np.shape(result)}"
 
     check()
+
+
+_POSITION_DTYPES = sorted({np.dtype(c) for c in np.typecodes["AllInteger"] + np.typecodes["Float"]}, key=str)
+_TABLES = {
+    "sinusoidal": lambda t: posenc.sinusoidal(t, 6),
+    "sinusoidal-float32": lambda t: posenc.sinusoidal(t, 5, dtype=np.float32),
+    "dft": lambda t: posenc.dft(t, 6, alias=True),
+    "tensor2tensor": lambda t: posenc.tables.tensor2tensor(t, 6),
+}
+
+
+@st.composite
+def _typed_positions(draw) -> np.ndarray:
+    """1-D positions of any integer or floating dtype, values anywhere in that dtype's range."""
+    dtype = draw(st.sampled_from(_POSITION_DTYPES))
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = int(info.min), int(info.max)
+        edges = [v for v in (2**53 - 1, 2**53, 2**53 + 1, -(2**53), lo, hi) if lo <= v <= hi]
+        values = st.one_of(
+            st.integers(max(lo, -1000), min(hi, 1000)), st.integers(lo, hi), st.sampled_from(edges)
+        )
+    else:
+        finite = float(np.finfo(dtype if dtype.itemsize <= 8 else np.float64).max)
+        edges = [v for v in (2.0**53 - 1, 2.0**53, -(2.0**53), 0.5, finite) if abs(v) <= finite]
+        values = st.one_of(
+            st.floats(width=min(dtype.itemsize * 8, 64), allow_nan=False, allow_infinity=False),
+            st.sampled_from(edges),
+        )
+    return np.array(draw(st.lists(values, min_size=1, max_size=12)), dtype=dtype)
+
+
+@pytest.mark.parametrize("name", sorted(_TABLES))
+def test_tables_take_every_integer_and_floating_dtype_of_positions(name):
+    """Every integer and floating dtype: the table of the positions as float64 when they are below 2^53
+    in magnitude (and integers for the DFT), else a ValueError naming ``positions``."""
+    table = _TABLES[name]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_typed_positions())
+    def check(t):
+        exact = np.array([float(v) for v in t.tolist()])  # the values as given, rounded once to float64
+        fits = bool((np.abs(exact) < 2.0**53).all()) and not (
+            name == "dft" and (exact != np.round(exact)).any()
+        )
+        if not fits:
+            with pytest.raises(ValueError, match="positions"):
+                table(t)
+            return
+        out = table(t)
+        np.testing.assert_array_equal(out, table(exact))
+        assert np.isfinite(out).all()
+
+    check()

@@ -24,7 +24,12 @@ def test_report_with_defaults_is_complete_and_fast(tmp_path):
     for name in registry.names():
         assert f"<th>{name}<br>" in page, f"{name} missing from the scorecard table"
     assert page.count("data:image/png;base64,") == len(plots.FIGURES)
-    assert "http://" not in page and "https://" not in page  # self-contained
+    # self-contained: nothing is fetched; the only web addresses are the references' links
+    assert (
+        "src='http" not in page and 'src="http' not in page and "url(http" not in page and "<link" not in page
+    )
+    references = page[page.index("<section id='references'>") :]
+    assert page.count("http") == references.count("http") == 2 * references.count("<a href='http")
     data = json.loads((tmp_path / "scorecards.json").read_text())
     assert data["not_measured"] == {}
     assert [c["encoding"] for c in data["scorecards"]] == registry.names()
@@ -33,7 +38,7 @@ def test_report_with_defaults_is_complete_and_fast(tmp_path):
 
 def test_seed_claims_match_the_papers_and_the_issue_numbers():
     claims = {c.claim: c for c in report.seed_claims()}
-    assert round(claims["largest period, d = 512"].measured, 3) == 60611.477
+    assert round(claims["largest period 2π·10000^((d−2)/d), d = 512"].measured, 3) == 60611.477
     # "almost half" of the frequencies in the lowest bin: 76/128 and 133/256
     assert claims["share of frequencies in the lowest bin (below 2π/d), d = 256"].measured == 76 / 128
     assert claims["share of frequencies in the lowest bin, d = 512"].measured == 133 / 256
@@ -75,8 +80,37 @@ def test_dft_ripple_is_peak_over_d_minus_1_and_explained():
 
 def test_rst_inline_renders_markup():
     assert report.rst_inline("row ``PE[t]`` of :func:`posenc.x` <b>") == (
-        "row <code>PE[t]</code> of <code>posenc.x</code> &lt;b&gt;"
+        "row <span class='math'>PE[t]</span> of <code>posenc.x</code> &lt;b&gt;"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "html_text"),
+    [
+        ("w_i = 10000^(−2i/d)", "w<sub>i</sub> = 10000<sup>−2i/d</sup>"),
+        ("the shift T^(k) and δ_(t,s)", "the shift T<sup>(k)</sup> and δ<sub>t,s</sub>"),
+        ("(cos tθ_i, sin tθ_i), 2/2^n", "(cos tθ<sub>i</sub>, sin tθ<sub>i</sub>), 2/2<sup>n</sup>"),
+        ("long_range_decay and ``min_distance``", "long_range_decay and <code>min_distance</code>"),
+    ],
+)
+def test_report_maths_is_rendered_with_sub_and_sup(text, html_text):
+    """Plain ``^`` and ``_`` become superscripts and subscripts; identifiers keep their underscores."""
+    assert report.rst_inline(text) == html_text
+
+
+def test_report_prose_has_no_ascii_maths_internal_names_or_unfound_references(tmp_path):
+    import re
+
+    page = report.write_report(tmp_path).read_text(encoding="utf-8")
+    body = re.sub(r"<style>.*?</style>|<img[^>]*>|<code>.*?</code>", "", page, flags=re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", body))
+    assert not re.findall(r"\S+\^\S+", text)  # ASCII superscripts
+    assert not re.findall(r"(?<![\w])[A-Za-zα-ωΑ-Ω]_\(|(?<![\w])[θλδwx]_\w", text)  # ASCII subscripts
+    assert not re.findall(r"posenc\.\w+|\w+\(['\"]|build_encoding|riemann_limit|tables\.dft", text)
+    assert "Anonymous" not in page and "n.d." not in page  # a source nobody could find is not cited
+    references = page[page.index("<section id='references'>") :]
+    items = re.findall(r"<li id='ref-(\w+)'>(.*?)</li>", references)
+    assert items and all("<a href='https://" in item for _, item in items), items
 
 
 def test_report_has_references_no_raw_markup_and_one_line_per_reason(tmp_path):
@@ -95,16 +129,23 @@ def test_report_has_references_no_raw_markup_and_one_line_per_reason(tmp_path):
     empty = [(c["family"], c["notes"][k]) for c in cards for k, v in c["values"].items() if v is None]
     assert notes.count("<li>") == len(set(empty)) < len(empty) / 3  # one line per family and reason
     for meaning in analysis.MEANINGS.values():  # each criterion defined where it is shown
-        assert html.escape(meaning) in page
+        assert report.rst_inline(meaning) in page
 
 
-def test_report_renders_in_headless_chromium(tmp_path):
+def _browser() -> str:
     import shutil
-    import subprocess
 
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
         pytest.skip("headless Chromium is not installed (apt-get install chromium)")
+    return browser
+
+
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
+def test_report_renders_in_headless_chromium(tmp_path):
+    import subprocess
+
+    browser = _browser()
     page = report.write_report(tmp_path)
     for scheme in ("light", "dark"):
         shot = tmp_path / f"{scheme}.png"
@@ -133,3 +174,80 @@ def test_report_renders_in_headless_chromium(tmp_path):
     # the same layout in both: text and figures at the same places (the row profiles of ink match)
     ink_light, ink_dark = (np.abs(np.diff(a, axis=1)).sum(axis=1) > 0 for a in (light, dark))
     assert np.mean(ink_light == ink_dark) > 0.95
+
+
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
+def test_report_printed_to_a4_pdf_keeps_every_scorecard_column_and_all_prose(tmp_path):
+    """Printed to PDF the rope, alibi, t5 and shaw columns were dropped and notes cut off: at A4 every
+    scorecard column is on the page and every word of the claims' notes is printed."""
+    import re
+    import shutil
+    import subprocess
+
+    browser = _browser()
+    if shutil.which("pdftotext") is None or shutil.which("pdfinfo") is None:
+        pytest.skip("pdftotext/pdfinfo are not installed (apt-get install poppler-utils)")
+    page = report.write_report(tmp_path)
+    pdf = tmp_path / "report.pdf"
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={pdf}",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    info = subprocess.run(["pdfinfo", str(pdf)], check=True, capture_output=True, text=True).stdout
+    assert "(A4)" in info
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(pdf), "-"], check=True, capture_output=True, text=True
+    ).stdout
+    headers = [line.split() for line in text.splitlines() if line.split()[:1] == ["criterion"]]
+    assert headers and all(h[1:] == registry.names() for h in headers), headers
+    printed = set(re.findall(r"[A-Za-z]{4,}", text))
+    for claim in report.seed_claims():
+        missing = set(re.findall(r"[A-Za-z]{4,}", claim.note)) - printed
+        assert not missing, (claim.claim, missing)
+
+
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
+def test_report_scorecard_fits_a_1400_pixel_screen(tmp_path):
+    """At 1400 px the shaw column was clipped (the table scrolled inside its box)."""
+    import json as json_module
+    import re
+    import subprocess
+
+    browser = _browser()
+    page = report.write_report(tmp_path)
+    probe = tmp_path / "probe.html"
+    script = (
+        "<script>addEventListener('load', () => { const box = document.querySelector('table.scores').parentElement;"
+        " document.body.dataset.fit = JSON.stringify([box.scrollWidth, box.clientWidth]); })</script>"
+    )
+    probe.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", script + "</body>"), encoding="utf-8"
+    )
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1400,2000",
+            "--virtual-time-budget=2000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    scroll, client = json_module.loads(html.unescape(re.search(r'data-fit="([^"]+)"', dom).group(1)))
+    assert scroll <= client, (scroll, client)

@@ -303,6 +303,49 @@ def test_bad_positions(fn):
         fn([], 8)
 
 
+@pytest.mark.parametrize(
+    "fn", [posenc.sinusoidal, lambda t, d: posenc.dft(t, d, alias=True), tables.tensor2tensor]
+)
+@pytest.mark.parametrize(
+    "positions",
+    [
+        [2**53],
+        [0, 2**53 + 1],
+        np.array([5, 2**60], dtype=np.int64),
+        np.array([2**64 - 1], dtype=np.uint64),
+        [-(2.0**53)],
+        [3.0, 1e300],
+    ],
+)
+def test_tables_refuse_positions_float64_cannot_tell_apart(fn, positions):
+    """At 2^53 and beyond float64 rounds neighbouring integers together (rows 2^53 and 2^53+1 were
+    identical): refused as the modules refuse them, naming the value as given."""
+    with pytest.raises(ValueError, match=r"positions must be < 2\^53 in magnitude.*at index"):
+        fn(positions, 8)
+
+
+def test_tables_accept_the_largest_exact_position():
+    t = 2**53 - 1
+    row = posenc.sinusoidal([t], 2, frequencies=[1.0])
+    exact = mpmath.mpf(t)
+    assert row[0, 0] == pytest.approx(float(mpmath.sin(exact)), abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("positions", "match"),
+    [
+        (np.array([1 + 2j, 3]), "positions must hold real numbers, got complex128"),
+        (np.array(["1", "2"]), "positions must hold real numbers"),
+        (np.array([True, False]), "positions must hold numbers, got booleans"),
+        ([10**400], "positions must be finite, got an integer too large"),
+    ],
+)
+def test_tables_refuse_positions_a_cast_would_change(positions, match):
+    """Complex (imaginary part dropped), text (parsed), booleans and huge Python ints (OverflowError)."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        posenc.sinusoidal(positions, 4)
+
+
 def test_bad_layout_and_dtype():
     with pytest.raises(ValueError, match="layout.*'split'.*got 'cos_sin'"):
         posenc.sinusoidal(4, 8, layout="cos_sin")

@@ -131,8 +131,8 @@ def su_decay(
     """Su's long-range decay: the integral ``Re ∫₀¹ exp(i x θ(u)) du`` for several θ, and the sum it stands for.
 
     Both panels draw the discrete ``Σ cos(x θ_i) / ⌈d/2⌉`` of the paper's ``θ_i = 10000^(−2i/d)``
-    (Su, 2021); the dotted line marks where neighbouring phases differ by more than π
-    (:func:`posenc.analysis.riemann_limit`): from there the sum stops following the integral.
+    (Su, 2021); the dotted line marks where neighbouring phases differ by more than π, at
+    ``x = π / (1 − 10000^(−2/d))``: from there the sum stops following the integral.
     """
     fig = Figure(figsize=(11, 4), layout="constrained")
     axes = fig.subplots(1, 2)

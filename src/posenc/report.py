@@ -38,6 +38,7 @@ class Reference:
     year: str
     title: str
     where: str
+    url: str = ""
 
     label: str = ""
 
@@ -65,6 +66,7 @@ REFERENCES: dict[str, Reference] = {
             "2017",
             "Attention Is All You Need",
             "NeurIPS 2017, §3.5",
+            "https://arxiv.org/abs/1706.03762",
         ),
         Reference(
             "ide",
@@ -72,6 +74,7 @@ REFERENCES: dict[str, Reference] = {
             "2024",
             "Improving Transformers using Faithful Positional Encoding",
             "arXiv:2405.09061",
+            "https://arxiv.org/abs/2405.09061",
         ),
         Reference(
             "su",
@@ -79,6 +82,7 @@ REFERENCES: dict[str, Reference] = {
             "2021",
             "Transformer upgrade road: 1. Tracing the origins of sinusoidal position encoding",
             "blog post, 8 March 2021 (English translation)",
+            "https://kexue.fm/archives/8231",
         ),
         Reference(
             "roformer",
@@ -86,6 +90,7 @@ REFERENCES: dict[str, Reference] = {
             "2021",
             "RoFormer: Enhanced Transformer with Rotary Position Embedding",
             "arXiv:2104.09864",
+            "https://arxiv.org/abs/2104.09864",
         ),
         Reference(
             "denk",
@@ -93,6 +98,7 @@ REFERENCES: dict[str, Reference] = {
             "2019",
             "Linear Relationships in the Transformer's Positional Encoding",
             "blog post",
+            "https://timodenk.com/blog/linear-relationships-in-the-transformers-positional-encoding/",
         ),
         Reference(
             "kazemnejad",
@@ -100,14 +106,7 @@ REFERENCES: dict[str, Reference] = {
             "2019",
             "Transformer Architecture: The Positional Encoding",
             "blog post, 20 September 2019",
-        ),
-        Reference(
-            "notes",
-            "Anonymous",
-            "n.d.",
-            "Notes on the positional encoding of the original Transformer",
-            "blog post",
-            label="Notes",
+            "https://kazemnejad.com/blog/transformer_architecture_positional_encoding/",
         ),
         Reference(
             "gehring",
@@ -115,6 +114,7 @@ REFERENCES: dict[str, Reference] = {
             "2017",
             "Convolutional Sequence to Sequence Learning",
             "ICML 2017",
+            "https://arxiv.org/abs/1705.03122",
         ),
         Reference(
             "press",
@@ -122,6 +122,7 @@ REFERENCES: dict[str, Reference] = {
             "2022",
             "Train Short, Test Long: Attention with Linear Biases Enables Input Length Extrapolation",
             "ICLR 2022",
+            "https://arxiv.org/abs/2108.12409",
         ),
         Reference(
             "raffel",
@@ -129,6 +130,7 @@ REFERENCES: dict[str, Reference] = {
             "2020",
             "Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer (T5)",
             "JMLR 21",
+            "https://jmlr.org/papers/v21/20-074.html",
         ),
         Reference(
             "shaw",
@@ -136,6 +138,7 @@ REFERENCES: dict[str, Reference] = {
             "2018",
             "Self-Attention with Relative Position Representations",
             "NAACL 2018",
+            "https://arxiv.org/abs/1803.02155",
         ),
     )
 }
@@ -189,7 +192,14 @@ def seed_claims() -> list[Claim]:
     plain = analysis.reconstruct(analysis.one_hot(40, 256), np.ones(129))
     depart = _departures()
     return [
-        Claim("largest period, d = 512", "notes", "", "≈ 60611.477", float(2 * math.pi / w512.min())),
+        Claim(
+            "largest period 2π·10000^((d−2)/d), d = 512",
+            "vaswani",
+            "“from 2π to 10000·2π”",
+            "< 10000·2π = 62831.853",
+            float(2 * math.pi / w512.min()),
+            "the frequencies stop one grid step short of 10000^(−1)",
+        ),
         Claim(
             "largest wavelength as a share of 10000·2π, d = 128",
             "kazemnejad",
@@ -233,8 +243,8 @@ def seed_claims() -> list[Claim]:
         ),
         Claim(
             "best linear shift of a sine-only table, d = 64, k = 7, 200 positions (relative residual)",
-            "notes",
-            "",
+            "kazemnejad",
+            "“Why are both sine and cosine used?”",
             "no linear map exists",
             analysis.linear_shift_residual(sin200[:, 0::2], 7),
         ),
@@ -312,18 +322,44 @@ def _departures() -> dict[str, float]:
 
 
 _ROLES = (("``", "``"), (":func:`", "`"), (":class:`", "`"), (":data:`", "`"), (":mod:`", "`"), ("`", "`"))
+_GROUP = r"\((?:[^()]|\([^()]*\))*\)"
+_SUP = re.compile(rf"\^({_GROUP}|[-−+]?[\w.]+)")
+_SUB = re.compile(rf"((?<![\w])[A-Za-z]|(?<![α-ωΑ-Ω_])[α-ωΑ-Ω])_({_GROUP}|[A-Za-z0-9α-ω]+)")
+
+
+def _script(group: str) -> str:
+    """A super/subscript's content: an outer ``(…)`` that only groups an expression is dropped, ``(k)`` kept."""
+    if group.startswith("(") and group.endswith(")") and re.search(r"[−\-+/·*, ]", group[1:-1]):
+        return group[1:-1]
+    return group
+
+
+def maths(text: str) -> str:
+    """Escaped HTML text with plain-text maths rendered: ``x^(…)``/``x^y`` as ``<sup>``, ``w_i``/``δ_(t,s)`` as ``<sub>``.
+
+    Only a single letter takes a subscript, so identifiers such as ``long_range`` are left alone.
+    """
+    text = _SUB.sub(lambda m: f"{m[1]}<sub>{_script(m[2])}</sub>", text)
+    return _SUP.sub(lambda m: f"<sup>{_script(m[1])}</sup>", text)
 
 
 def rst_inline(text: str) -> str:
-    """reST inline markup (````code````, ``:func:`x```, ```x```) as HTML; everything else escaped."""
+    """reST inline markup as HTML, everything else escaped with its maths rendered (:func:`maths`).
+
+    A quoted identifier (````min_distance````, ``:func:`x```) becomes ``<code>``; a quoted formula
+    (````θ_i = 10000^(−2i/d)````, a single symbol) becomes maths in ``<span class='math'>``.
+    """
     pattern = "|".join(f"{re.escape(a)}(.+?){re.escape(b)}" for a, b in _ROLES)
     out, last = [], 0
     for match in re.finditer(pattern, text):
-        out.append(html.escape(text[last : match.start()]))
+        out.append(maths(html.escape(text[last : match.start()])))
         code = next(g for g in match.groups() if g is not None).lstrip("~")
-        out.append(f"<code>{html.escape(code)}</code>")
+        if len(code) > 1 and re.fullmatch(r"[A-Za-z_][\w.]*", code):
+            out.append(f"<code>{html.escape(code)}</code>")
+        else:
+            out.append(f"<span class='math'>{maths(html.escape(code))}</span>")
         last = match.end()
-    out.append(html.escape(text[last:]))
+    out.append(maths(html.escape(text[last:])))
     return "".join(out)
 
 
@@ -339,7 +375,8 @@ def _caption(name: str, sizes: dict[str, object]) -> str:
     shown = ", ".join(
         f"{k} = {', '.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in sizes.items()
     )
-    return f"<b>{html.escape(name)}.</b> {rst_inline(text)} <span class='sizes'>Sizes: {html.escape(shown)}.</span>"
+    title = name.replace("_", " ").capitalize()
+    return f"<b>{html.escape(title)}.</b> {rst_inline(text)} <span class='sizes'>Sizes: {maths(html.escape(shown))}.</span>"
 
 
 def figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | None = None) -> str:
@@ -382,7 +419,7 @@ def _scorecard_table(cards: list[analysis.Scorecard], failed: dict[str, str]) ->
             for c in cards
         )
         cells += "".join("<td>—</td>" for _ in failed)
-        meaning = html.escape(analysis.MEANINGS[key])
+        meaning = rst_inline(analysis.MEANINGS[key])
         rows.append(
             f"<tr><th class='crit'><code>{key}</code><div class='meaning'>{meaning}</div></th>{cells}</tr>"
         )
@@ -404,16 +441,16 @@ def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
         names = sorted({n for ns in keys.values() for n in ns})
         lines.append(
             f"<li><b>{html.escape(family)}</b> ({html.escape(', '.join(names))}): "
-            f"{', '.join(f'<code>{k}</code>' for k in keys)} — {html.escape(why)}</li>"
+            f"{', '.join(f'<code>{k}</code>' for k in keys)} — {rst_inline(why)}</li>"
         )
     views = "".join(
         f"<li><b>{html.escape(c.encoding)}</b>"
         f"{' (' + cite(ENCODING_SOURCES[c.encoding]) + ')' if c.encoding in ENCODING_SOURCES else ''}: "
-        f"{html.escape(c.notes.get('view', ''))}</li>"
+        f"{rst_inline(c.notes.get('view', ''))}</li>"
         for c in cards
     )
     lines += [
-        f"<li><b>{html.escape(n)}</b>: not measured — {html.escape(why)}</li>" for n, why in failed.items()
+        f"<li><b>{html.escape(n)}</b>: not measured — {rst_inline(why)}</li>" for n, why in failed.items()
     ]
     return (
         f"<h3>Why a cell is “—”</h3><ul class='notes'>{''.join(lines)}</ul>"
@@ -423,8 +460,8 @@ def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
 
 def _claims_html() -> str:
     rows = "".join(
-        f"<tr><td class='left'>{html.escape(c.claim)}</td><td class='left'>{cite(c.source, c.where)}</td>"
-        f"<td class='left'>{html.escape(c.stated)}</td><td>{c.measured:.8g}</td><td class='left why'>{html.escape(c.note)}</td></tr>"
+        f"<tr><td class='left'>{rst_inline(c.claim)}</td><td class='left'>{cite(c.source, c.where)}</td>"
+        f"<td class='left'>{rst_inline(c.stated)}</td><td>{c.measured:.8g}</td><td class='left why'>{rst_inline(c.note)}</td></tr>"
         for c in seed_claims()
     )
     return (
@@ -454,8 +491,17 @@ th.crit{min-width:14rem;font-weight:500}.meaning{font-weight:400;color:var(--mut
 td.trained{font-weight:600}th.run{min-width:9rem;max-width:13rem;font-weight:500;overflow-wrap:anywhere}ul.notes li{margin:.2rem 0;font-size:.92rem}
 figure{margin:1.5rem 0;max-width:60rem}figure img{width:100%;height:auto;background:var(--card);border-radius:4px;
 border:1px solid var(--line)}figcaption{font-size:.9rem;color:var(--muted);margin-top:.4rem}
-.sizes{font-style:italic}ol.refs li{margin:.3rem 0}
-@media print{body{max-width:none;padding:0}nav.toc{display:none}figure{break-inside:avoid}}
+.sizes{font-style:italic}ol.refs li{margin:.3rem 0;overflow-wrap:anywhere}
+span.math{font-family:"STIX Two Math","Cambria Math","Latin Modern Math",serif}sub,sup{line-height:0}
+table.scores{font-size:.8rem}table.scores th.crit{min-width:11rem}table.scores .meaning{max-width:15rem}
+@page{size:A4;margin:12mm}
+@media print{html{background:#fff;color:#000}body{max-width:none;padding:0;font-size:10pt}nav.toc{display:none}
+.wide{overflow:visible}table{font-size:7pt}.wide table,table.scores{font-size:7pt;width:100%}td,th{padding:.1rem .2rem}
+td,td.why{white-space:normal;overflow-wrap:anywhere;min-width:0}th.crit,table.scores th.crit{min-width:0;width:20%}
+.meaning,table.scores .meaning{max-width:none;font-size:6.5pt}p,li{max-width:none}
+thead{display:table-header-group}tr{break-inside:avoid}h2,h3{break-after:avoid}
+section{break-before:page}section:first-of-type{break-before:auto}
+figure{break-inside:avoid;max-width:100%!important}figure img{max-width:100%}}
 """
 
 
@@ -534,7 +580,9 @@ def write_report(
     cited = [r for r in REFERENCES.values() if any(f'href="#ref-{r.key}"' in c for _, _, c in parts)]
     refs = "".join(
         f"<li id='ref-{r.key}'>{html.escape(r.authors)} ({r.year}). <i>{html.escape(r.title)}</i>. "
-        f"{html.escape(r.where)}.</li>"
+        f"{html.escape(r.where)}."
+        + (f" <a href='{html.escape(r.url)}'>{html.escape(r.url)}</a>" if r.url else "")
+        + "</li>"
         for r in cited
     )
     parts.append(("references", "References", f"<ol class='refs'>{refs}</ol>"))

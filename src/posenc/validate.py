@@ -70,9 +70,19 @@ def choice(name: str, value: object, allowed: Sequence[str]) -> str:
 
 
 def finite_array(name: str, value: ArrayLike, *, ndim: int) -> NDArray[np.float64]:
-    """Return ``value`` as a float64 array of exactly ``ndim`` dimensions with finite entries."""
+    """Return ``value`` as a float64 array of exactly ``ndim`` dimensions with finite entries.
+
+    Real numbers only: complex values (whose imaginary part a cast would drop) and text (which
+    a cast would parse) are refused, as are integers too large for float64.
+    """
+    if _kind_of(value) in ("c", "U", "S", "M", "m", "V"):
+        raise UsageTypeError(
+            f"{name} must hold real numbers, got {_dtype_name(value)} values; pass an int or float array"
+        )
     try:
         arr = np.asarray(value, dtype=np.float64)
+    except OverflowError:
+        raise UsageError(f"{name} must be finite, got an integer too large for float64") from None
     except (TypeError, ValueError) as exc:
         raise UsageTypeError(f"{name} must be numeric, got {type(value).__name__}: {exc}") from None
     if arr.ndim != ndim:
@@ -86,10 +96,35 @@ def finite_array(name: str, value: ArrayLike, *, ndim: int) -> NDArray[np.float6
     return arr
 
 
+POSITION_LIMIT = 2**53
+"""Positions must stay below this in magnitude: float64, the dtype of every angle, holds every
+integer up to it and rounds neighbouring integers above it to the same number."""
+
+
+def _kind_of(value: object) -> str:
+    """The NumPy dtype kind ``value`` would become (``"O"`` when it cannot become an array)."""
+    try:
+        return np.asarray(value).dtype.kind
+    except (TypeError, ValueError, OverflowError):
+        return "O"
+
+
+def _dtype_name(value: object) -> str:
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        try:
+            dtype = np.asarray(value).dtype
+        except (TypeError, ValueError, OverflowError):
+            return type(value).__name__
+    return str(dtype)
+
+
 def positions(value: ArrayLike | int, *, name: str = "positions") -> NDArray[np.float64]:
     """Normalise ``positions``: an int ``S`` means ``0 … S−1``; else a 1-D finite sequence.
 
-    Returns float64 positions (DESIGN "Conventions").
+    Any integer or floating dtype is accepted; booleans, complex numbers and text are refused, and
+    so are positions of magnitude ``>= 2^53`` (:data:`POSITION_LIMIT`), which float64 cannot tell
+    apart from their neighbours. Returns float64 positions (DESIGN "Conventions").
     """
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return np.arange(size(name, value), dtype=np.float64)
@@ -97,10 +132,45 @@ def positions(value: ArrayLike | int, *, name: str = "positions") -> NDArray[np.
         raise UsageTypeError(
             f"{name} must be an int S (meaning 0…S-1) or a 1-D sequence of numbers, got {value!r}"
         )
+    if _kind_of(value) == "b":
+        raise UsageTypeError(f"{name} must hold numbers, got booleans {value!r}; pass an int or float array")
     arr = finite_array(name, value, ndim=1)
     if arr.size == 0:
         raise UsageError(f"{name} must hold at least one position, got an empty sequence")
+    big = np.abs(arr) >= POSITION_LIMIT
+    if big.any():
+        i = int(np.argmax(big))
+        raise UsageError(
+            f"{name} must be < 2^53 in magnitude (float64 cannot tell larger positions apart), "
+            f"got {_exact(value, i)} at index {i}"
+        )
     return arr
+
+
+def _exact(value: object, i: int) -> str:
+    """Entry ``i`` of ``value`` as given (an int64 above 2^53 would print rounded as a float)."""
+    try:
+        return repr(np.asarray(value)[i].item())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return "a value"
+
+
+def names(name: str, value: object) -> list[str]:
+    """``value`` as a non-empty list of names: a list/tuple of strings, or one string of comma-separated names.
+
+    ``"M-6"`` is ``["M-6"]`` and ``"M-6,M-1"`` is ``["M-6", "M-1"]`` (a bare string is never split into
+    its characters); anything else is refused saying how to write a list.
+    """
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise UsageTypeError(
+            f"{name} must be a list of names, got {value!r} ({type(value).__name__}); write one name, "
+            f'comma-separated names (a,b) or a JSON list (["a", "b"])'
+        )
+    if not value:
+        raise UsageError(f"{name} must name at least one, got an empty list")
+    return list(value)
 
 
 def boolean(name: str, value: object) -> bool:

@@ -1,4 +1,4 @@
-"""``posenc bench``: train every (encoding, scale, split, seed) run, print one table, write md/csv/json/png.
+r"""``posenc bench``: train every (encoding, scale, split, seed) run, print one table, write md/csv/json/png.
 
 Examples::
 
@@ -13,7 +13,8 @@ Examples::
     torchrun --nproc_per_node 2 -m posenc bench ...   # data parallel (gloo on CPU, NCCL on GPU)
 
 Runs are resumable: an interrupted benchmark re-run with the same ``--out`` skips finished
-runs and resumes the interrupted one from its last epoch.
+runs and resumes the interrupted one from its last epoch. Processes started together on one
+``--out`` share the runs: each run is trained by the process that claims it; the others wait for it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotempor
 DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
 
 
+def _plain(doc: str | None) -> str:
+    """The module docstring as help text: without reStructuredText's ````literal```` quotes and ``::`` markers."""
+    return re.sub(r"::$", ":", (doc or "").replace("``", ""), flags=re.M)
+
+
 def _csv_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -72,7 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="compare positional encodings on windowed anomaly classification",
-        description=__doc__,
+        description=_plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -258,7 +264,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-shuffle-control", action="store_true", help="skip the time-shuffled test evaluation")
     p.add_argument(
-        "--no-baseline", action="store_true", help="skip the order-free gradient-boosting baseline"
+        "--no-baseline",
+        action="store_true",
+        help="skip the untrained baselines (gradient boosting on order-free summaries, the matrix profile, "
+        "max |x|); they are stored under OUT/baselines/ and read again on a re-run",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument(

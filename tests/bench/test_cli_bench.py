@@ -395,3 +395,55 @@ def test_model_size_left_to_the_default(tmp_path, capsys):
     from posenc_bench.experiment.config import RunConfig
 
     assert config["config"]["d_model"] == RunConfig().d_model
+
+
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
+@pytest.mark.parametrize("task", [[], DETECT])
+def test_a_rerun_reads_the_stored_baselines_instead_of_computing_them(tmp_path, capsys, monkeypatch, task):
+    """Baselines are stored like runs: re-running a finished benchmark computes none of them again (they
+    took 86 of its 103 s), gives the same rows, and recomputes them when the data change."""
+    from posenc_bench.experiment import baselines, controls
+    from posenc_bench.experiment import bench as bench_module
+
+    args = ["--encodings", "none", "--seeds", "1", "--epochs", "1", "--no-shuffle-control", *task]
+    assert bench(tmp_path, *args) == 0
+    first = json.loads((tmp_path / "results.json").read_text())
+    assert {b["name"] for b in first["baseline"]} >= {"matrix-profile", "max-abs"}
+    capsys.readouterr()
+
+    def computed(*a, **k):
+        raise AssertionError("a stored baseline was computed again")
+
+    for module, name in [
+        (bench_module, "order_free_baseline"),
+        (baselines, "classify_window_scores"),
+        (baselines, "detect_step_scores"),
+    ]:
+        monkeypatch.setattr(module, name, computed)
+    monkeypatch.setattr(controls, "order_free_baseline", computed)
+    assert bench(tmp_path, *args) == 0
+    n = len(first["baseline"])
+    assert f"({n} of {n} read from earlier runs)" in capsys.readouterr().out
+    again = json.loads((tmp_path / "results.json").read_text())
+    assert again["baseline"] == first["baseline"]
+    monkeypatch.undo()
+    stored = list((tmp_path / "baselines").rglob("record.json"))
+    assert len(stored) == n
+    for path in stored:  # as if the data had changed since: computed again, stored anew
+        data = json.loads(path.read_text())
+        path.write_text(json.dumps({**data, "key": {**data["key"], "data_fingerprint": "0" * 64}}))
+    assert bench(tmp_path, *args) == 0
+    assert "read from earlier runs" not in capsys.readouterr().out
+    assert all(json.loads(p.read_text())["key"]["data_fingerprint"] != "0" * 64 for p in stored)
+
+
+def test_no_baseline_drops_every_untrained_baseline_as_its_help_says(tmp_path, capsys):
+    assert bench(tmp_path, "--encodings", "none", "--seeds", "1", "--epochs", "1", "--no-baseline") == 0
+    assert json.loads((tmp_path / "results.json").read_text())["baseline"] == []
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--no-baseline skip the untrained baselines (gradient boosting on order-free summaries, the matrix profile, max |x|)"
+        in help_text
+    )

@@ -21,6 +21,7 @@ def _configs(root: Path, encoding: str) -> list[dict]:
     return [c for c in found if c["config"]["encoding"] == encoding]
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_options_reach_the_module_and_are_recorded_per_run(tmp_path, capsys):
     args = [
         "bench",
@@ -132,3 +133,37 @@ def test_training_defaults_follow_the_task_and_an_explicit_flag_wins():
     assert training("--task", "detect") == detect
     assert training("--task", "detect", "--batch-size", "8", "--lr", "0.01") == (detect[0], 8, 0.01)
     assert training("--patience", "2") == (2, d.batch_size, d.lr)
+
+
+@pytest.mark.parametrize("window", ["2", "4"])
+def test_classify_takes_windows_no_longer_than_the_detect_horizon(tmp_path, capsys, window):
+    """--horizon is a --task detect flag: --task classify with --window <= 4 trains (it was refused)."""
+    args = [*TINY, "--encodings", "none", "--out", str(tmp_path)]
+    args[args.index("--window") + 1] = window
+    assert main(["bench", *args, "--task", "classify"]) == 0
+    assert "| none | native | 1 |" in capsys.readouterr().out
+    assert main(["bench", *args, "--task", "detect"]) == 2
+    assert f"--horizon must be < --window, got --horizon 4 with --window {window}" in capsys.readouterr().err
+
+
+def test_help_texts_are_plain_text_and_name_every_encoding(capsys):
+    """bench --help showed reStructuredText quotes and ran two example lines together (a backslash-newline in
+    the docstring); analyze --help explained ENCODING by pointing to itself; the README listed 9 of 10 names."""
+    import posenc_bench  # noqa: F401 — registers dfstrans_dft, as the posenc command does
+    from posenc import registry
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text and "Examples::" not in text
+    assert re.search(r"--seeds 1 \\\n\s+--encodings dft,dfstrans_dft", text), text
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "see `posenc analyze --help`" not in text
+    assert "a registered encoding: " + ", ".join(registry.names()) in text
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    listed = set(
+        re.findall(r"'([a-z_0-9]+)'", "\n".join(re.findall(r"available_encodings\(\).*\n.*", readme)))
+    )
+    assert listed == set(registry.names()), set(registry.names()) ^ listed

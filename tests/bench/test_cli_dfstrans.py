@@ -52,6 +52,7 @@ def _log(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_reproduction_runs_logs_the_decay_and_is_skipped_on_rerun(tmp_path, capsys):
     assert bench(tmp_path, "--protocol", "dfstrans", "--encodings", "dfstrans_dft", "--monitor", "loss") == 0
     out = capsys.readouterr().out
@@ -112,6 +113,7 @@ def test_interrupted_run_resumes_with_the_decayed_table(tmp_path):
     assert [[r[k] for k in keys] for r in cut] == [[r[k] for k in keys] for r in whole]
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_blocked_protocol_with_the_spatiotemporal_model(tmp_path, capsys):
     assert bench(tmp_path, "--encodings", "dft,rope", "--scale", "native,matched", "--epochs", "1") == 0
     out = capsys.readouterr().out

@@ -13,10 +13,16 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import sys
 import time
 from pathlib import Path
+
+try:
+    import resource
+except ImportError:  # Windows
+    resource = None  # type: ignore[assignment]
 
 import numpy as np
 import pytest
@@ -138,3 +144,62 @@ def test_sigkill_at_random_moments_loses_and_repeats_no_run(tmp_path):
     for name, record in runs.items():  # resumed runs end exactly where uninterrupted ones do
         assert {k: record[k] for k in RESULT} == {k: whole[name][k] for k in RESULT}, name
     assert time.perf_counter() - started < 120
+
+
+def _bench_to(out: str, log: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    with open(fd, "w", buffering=1, closefd=False) as stream:  # pytest's capture is not fd 1
+        sys.stdout = sys.stderr = stream
+        code = main([*TINY, "--out", out])
+    os._exit(code)
+
+
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
+def test_concurrent_processes_on_one_out_share_the_runs(tmp_path):
+    """Three ``posenc bench`` processes started at once on one --out: each run is trained by exactly one
+    of them (the others skip it, or wait for it and read its result), all three end with the whole grid,
+    and no write collides (three used to fail on each other's ``checkpoint.pt.tmp``)."""
+    out = tmp_path / "out"
+    logs = [tmp_path / f"bench{k}.log" for k in range(3)]
+    context = multiprocessing.get_context("fork")
+    processes = [context.Process(target=_bench_to, args=(str(out), str(log))) for log in logs]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)
+    texts = [log.read_text() for log in logs]
+    assert [p.exitcode for p in processes] == [0, 0, 0], texts
+    reported = [re.findall(r"^\[\d+/\d+\] .*$", text, flags=re.M) for text in texts]
+    trained = [line for lines in reported for line in lines if "auprc" in line and "skipped" not in line]
+    assert len(trained) == RUNS, texts  # each run trained once, by one process
+    assert all(sum("auprc" in line for line in lines) == RUNS for lines in reported), texts
+    assert len(list((out / "runs").rglob("metrics.json"))) == RUNS
+    assert not list(out.rglob("*.tmp*")) and not list(out.rglob("*.corrupt-*"))
+
+
+def _bench_with_file_limit(out: str, log: str, limit: int) -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    _bench_to(out, log)
+
+
+@pytest.mark.skipif(resource is None, reason="needs resource.setrlimit (POSIX)")
+def test_a_write_refused_by_a_file_size_limit_names_the_file_and_a_rerun_recovers(tmp_path):
+    """``ulimit -f`` (or a full disk) while the checkpoint is written: one line naming checkpoint.pt and
+    saying that finished work is kept, no traceback (torch.save raised a RuntimeError), no temporary file
+    left; the same command re-run without the limit then trains every run."""
+    out, log = tmp_path / "out", tmp_path / "bench.log"
+    process = multiprocessing.get_context("fork").Process(
+        target=_bench_with_file_limit, args=(str(out), str(log), 8 * 1024)
+    )
+    process.start()
+    process.join(timeout=120)
+    text = log.read_text()
+    assert process.exitcode == 2, text
+    assert re.search(
+        r"error: \S+/checkpoint\.pt: File too large while writing it; .*nothing finished was lost", text
+    )
+    assert "Traceback" not in text and not list(out.rglob("*.tmp*")), text
+    assert main([*TINY, "--out", str(out)]) == 0
+    assert len(list((out / "runs").rglob("metrics.json"))) == RUNS

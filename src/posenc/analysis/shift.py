@@ -133,7 +133,7 @@ def linear_shift_residual(E: ArrayLike, k: int) -> float:
     n_pairs, d = table.shape[0] - k, table.shape[1]
     if n_pairs <= d:
         raise ValueError(
-            f"linear_shift_residual needs more row pairs (S - k = {n_pairs}) than columns (d = {d}): with "
+            f"the best linear shift needs more row pairs (S - k = {n_pairs}) than columns (d = {d}): with "
             "fewer, any table is mapped exactly and the residual is meaningless; use a longer table or smaller k"
         )
     source, target = table[:-k], table[k:]

@@ -107,7 +107,7 @@ def dft_view(
         operator=lambda k: dft_shift_operator(k, dim=dim),
         weights=dft_distribution(dim),
         dft_rows=True,
-        notes={"view": f"tables.dft; positions >= d = {dim} aliased (s + d has the encoding of s)"},
+        notes={"view": f"the DFT table; positions ≥ d = {dim} aliased (s + d has the encoding of s)"},
     )
 
 

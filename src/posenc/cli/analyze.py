@@ -27,15 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from posenc import analysis, plugins, tables, validate
+from posenc import analysis, plugins, registry, tables, validate
 from posenc.report import DEFAULT_DIM, DEFAULT_LENGTH
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="measure the papers' criteria for one registered encoding")
-    p.add_argument(
-        "encoding", metavar="ENCODING", help="a registered encoding name (see `posenc analyze --help`)"
-    )
+    encoding = p.add_argument("encoding", metavar="ENCODING")
     p.add_argument(
         "--dim", "-d", type=int, default=DEFAULT_DIM, help=f"encoding dimension d (default {DEFAULT_DIM})"
     )
@@ -53,8 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of learned initial parameters and decoding noise"
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object (stable keys; see module docs)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (its keys: docs/analysis.md)")
     plugins.add_arguments("analyze", p)
+    encoding.help = f"a registered encoding: {', '.join(registry.names())}"  # plugins may have added some
     p.set_defaults(func=run)
 
 

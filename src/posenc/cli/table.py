@@ -25,8 +25,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--layout", default="interleaved", choices=spectrum.LAYOUTS, help="sinusoidal column layout"
     )
     p.add_argument("--alias", action="store_true", help="dft: wrap positions ≥ d modulo d (not faithful)")
-    p.add_argument("--out", type=Path, help="write the table to FILE.npy (float64) or FILE.csv")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="write the table to FILE.npy (float64) or FILE.csv (a header row names the columns: "
+        "sin0,cos0,… or the DFT's a0,a1,…,b1,…,b0)",
+    )
     p.set_defaults(func=run)
+
+
+def column_names(name: str, dim: int, layout: str) -> list[str]:
+    """The CSV header: ``sin<i>``/``cos<i>`` of frequency ``w_i`` where the layout puts them (sinusoidal), or
+    the DFT encoding's ``a0, a1 … aK, b1 … bK, b0`` (Idé, Labaien & Chen 2024, eq. 21)."""
+    if name == "sinusoidal":
+        sin_cols, cos_cols = spectrum.layout_columns(dim, layout)
+        names = [""] * dim
+        for kind, cols in (("sin", sin_cols), ("cos", cos_cols)):
+            for i, col in enumerate(cols):
+                names[int(col)] = f"{kind}{i}"
+        return names
+    n_k = (dim - 1) // 2
+    return ["a0", *(f"a{k}" for k in range(1, n_k + 1)), *(f"b{k}" for k in range(1, n_k + 1))] + (
+        ["b0"] if dim % 2 == 0 else []
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out.suffix == ".npy":
             np.save(args.out, table)
         else:
-            np.savetxt(args.out, table, delimiter=",", fmt="%.17g")
+            header = ",".join(column_names(args.name, args.dim, args.layout))
+            np.savetxt(args.out, table, delimiter=",", fmt="%.17g", header=header, comments="")
         print(f"  written to {args.out}")
     return 0

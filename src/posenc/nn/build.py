@@ -103,8 +103,8 @@ def analysis_view(
         raise ValueError(f"encoding {info.name!r} has no module to analyse")
     view = module.analysis_view(name=info.name, dim=dim, seed=seed)
     built = (
-        f"build_encoding({info.name!r}, d_model={dim}, n_heads={n_heads}, max_len={length}) "
-        f"at initialisation, seed {seed}"
+        f"the {info.name} module built for d_model = {dim}, {n_heads} head{'s' if n_heads > 1 else ''}, "
+        f"positions 0…{length - 1}, at initialisation (seed {seed})"
     )
     note = view.notes.get("view")
     return dataclasses.replace(view, notes={**view.notes, "view": f"{built}; {note}" if note else built})

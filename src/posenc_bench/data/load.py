@@ -49,13 +49,18 @@ def data_dirs() -> list[Path]:
 
 def find_data(name: str) -> Path:
     """The folder ``<root>/<name>`` under the first of :func:`data_dirs` that has it."""
-    tried = [root / name for root in data_dirs()]
+    # each place once, however it is spelled (the current directory's parent may be the checkout's)
+    places: dict[Path, Path] = {}
+    for root in data_dirs():
+        places.setdefault((root / name).resolve(), root / name)
+    tried = list(places.values())
     for path in tried:
         if path.is_dir():
             return path
     raise FileNotFoundError(
         f"dataset {name!r} not found; looked in {', '.join(map(str, tried))}. Set "
-        f"POSENC_DATA to the folder holding {name}/ or pass the path itself"
+        f"POSENC_DATA to the folder holding {name}/ or pass the path itself (where {name} is published "
+        "and how to lay it out: docs/datasets.md)"
     )
 
 

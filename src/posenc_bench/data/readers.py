@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import warnings
+import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -51,6 +53,32 @@ def check_matrix(where: str, array: np.ndarray) -> NDArray[np.float64]:
     return out
 
 
+UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+"""What NumPy raises for a truncated, garbled or empty ``.npy``/``.npz`` file (or a bad member)."""
+
+
+def read_npz(path: Path, *, what: str) -> np.lib.npyio.NpzFile:
+    """An ``.npz`` archive, opened (its members are read by :func:`npz_member`), else :class:`DataFormatError`."""
+    require_file(path, what)
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    if head not in (b"PK\x03\x04", b"PK\x05\x06"):
+        why = "an empty file" if not head else "no zip header"
+        raise DataFormatError(f"{path}: not a readable .npz archive ({why}); expected {what}")
+    try:
+        return np.load(path, allow_pickle=False)
+    except UNREADABLE as exc:
+        raise DataFormatError(f"{path}: not a readable .npz archive ({exc}); expected {what}") from None
+
+
+def npz_member(archive: np.lib.npyio.NpzFile, name: str, where: str) -> np.ndarray:
+    """Member ``name`` of ``archive``; a :class:`DataFormatError` naming ``where`` when it cannot be read."""
+    try:
+        return archive[name]
+    except UNREADABLE as exc:
+        raise DataFormatError(f"{where}: unreadable array ({exc})") from None
+
+
 def read_npy(path: Path, *, what: str) -> NDArray[np.float64]:
     """A ``.npy`` file as a finite ``[T, F]`` float64 matrix (a 1-D array becomes one column)."""
     require_file(path, what)
@@ -59,13 +87,11 @@ def read_npy(path: Path, *, what: str) -> NDArray[np.float64]:
             raise DataFormatError(f"{path}: not a readable .npy array (no .npy header)")
     try:
         array = np.load(path, allow_pickle=False)
-    except ValueError as exc:
+    except UNREADABLE as exc:
         if "allow_pickle" in str(exc):
             raise DataFormatError(
                 f"{path}: object array (ragged rows?); expected a numeric [T, F] array"
             ) from None
-        raise DataFormatError(f"{path}: not a readable .npy array ({exc})") from None
-    except OSError as exc:
         raise DataFormatError(f"{path}: not a readable .npy array ({exc})") from None
     return check_matrix(str(path), array)
 

@@ -30,13 +30,14 @@ def _natural(name: str) -> list[object]:
 
 
 def load_smd(
-    root: str | Path, *, machines: Sequence[str] | None = None, include_train: bool = False
+    root: str | Path, *, machines: Sequence[str] | str | None = None, include_train: bool = False
 ) -> Dataset:
     """Load SMD machines (module docstring) in natural name order (``machine-1-2`` before ``-10``).
 
     Args:
         root: folder with ``train/``, ``test/``, ``test_label/``.
-        machines: keep only these file stems (default: every ``test/*.txt``).
+        machines: keep only these file stems (a list, or one comma-separated string; default:
+            every ``test/*.txt``).
         include_train: also add the unlabelled train files as nominal-only series.
     """
     root = Path(root)
@@ -47,6 +48,7 @@ def load_smd(
             f"{root / 'test'}: no <machine>.txt files (SMD layout: train/, test/, test_label/)"
         )
     if machines is not None:
+        machines = validate.names("machines", machines)
         unknown = [m for m in machines if m not in found]
         if unknown:
             raise ValueError(f"machines {unknown} are not in {root / 'test'}; available: {found}")

@@ -26,7 +26,14 @@ from numpy.typing import NDArray
 
 from posenc import validate
 from posenc_bench.data.containers import Dataset, Series
-from posenc_bench.data.readers import DataFormatError, check_matrix, read_csv_rows, read_npy, require_file
+from posenc_bench.data.readers import (
+    DataFormatError,
+    check_matrix,
+    npz_member,
+    read_csv_rows,
+    read_npy,
+    read_npz,
+)
 
 LABELS_FILE = "labeled_anomalies.csv"
 REQUIRED_COLUMNS = ("chan_id", "spacecraft", "anomaly_sequences", "num_values")
@@ -47,16 +54,11 @@ def _npz_reader(root: Path) -> Reader:
     def read(part: str, chan: str) -> tuple[NDArray[np.float64], str]:
         path = root / f"{part}.npz"
         if part not in archives:
-            require_file(path, f"the {part} arrays of every channel, keyed by chan_id")
-            archives[part] = np.load(path, allow_pickle=False)
+            archives[part] = read_npz(path, what=f"the {part} arrays of every channel, keyed by chan_id")
         where = f"{path}[{chan!r}]"
         if chan not in archives[part].files:
             raise DataFormatError(f"{path}: no array {chan!r}, although {LABELS_FILE} lists that channel")
-        try:
-            array = archives[part][chan]
-        except ValueError as exc:
-            raise DataFormatError(f"{where}: unreadable array ({exc})") from None
-        return check_matrix(where, array), where
+        return check_matrix(where, npz_member(archives[part], chan, where)), where
 
     return read
 
@@ -144,7 +146,7 @@ def load_telemanom(
     root: str | Path,
     *,
     spacecraft: str | None = None,
-    channels: Sequence[str] | None = None,
+    channels: Sequence[str] | str | None = None,
     include_train: bool = False,
 ) -> Dataset:
     """Load MSL/SMAP from either telemanom layout (module docstring).
@@ -154,7 +156,8 @@ def load_telemanom(
             ``test/``/``train/`` of ``<chan>.npy``.
         spacecraft: keep only csv rows of this spacecraft (``"MSL"``, ``"SMAP"``); required
             when the csv lists several (their feature counts differ: 55 vs 25).
-        channels: keep only these ``chan_id`` values (default: every row kept).
+        channels: keep only these ``chan_id`` values (a list, or one comma-separated string;
+            default: every row kept).
         include_train: also add the unlabelled train arrays as nominal-only series.
 
     Returns:
@@ -180,8 +183,7 @@ def load_telemanom(
     numbered = [(i + 2, r) for i, r in enumerate(rows) if spacecraft is None or r["spacecraft"] == spacecraft]
     known = list(dict.fromkeys(r["chan_id"] for _, r in numbered))
     if channels is not None:
-        if isinstance(channels, str) or not all(isinstance(c, str) for c in channels):
-            raise TypeError(f"channels must be a list of chan_id strings, got {channels!r}")
+        channels = validate.names("channels", channels)
         unknown = [c for c in channels if c not in known]
         if unknown:
             raise ValueError(f"channels {unknown} are not in {csv_path}; available: {known}")

@@ -15,17 +15,19 @@ import platform
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 import torch
 
+from posenc_bench.experiment.baseline_store import BaselineJob, stored_baselines
 from posenc_bench.experiment.compare import BASELINE, Record, compare, markdown, write
 from posenc_bench.experiment.config import BenchPlan
 from posenc_bench.experiment.distributed import World, select_device
 from posenc_bench.experiment.environment import environment
-from posenc_bench.experiment.records import RunRecord, as_record
+from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.runs import ClassifyTask, RunTask, execute
 from posenc_bench.experiment.train import EpochHook
 
@@ -169,7 +171,7 @@ class CompareReporter:
     each split's test prevalence, :func:`posenc_bench.experiment.compare.no_skill_metrics`).
     """
 
-    baselines: Callable[[Prepared, BenchPlan], Sequence[Record]]
+    baselines: Callable[[Prepared, BenchPlan], Sequence[BaselineJob]]
     no_skill: Callable[[Prepared, BenchPlan], Sequence[Record] | None] = lambda prepared, plan: None
 
     def report(self, records: list[RunRecord], context: ReportContext) -> Report:
@@ -177,10 +179,16 @@ class CompareReporter:
         baseline: list[RunRecord] = []
         if plan.baseline and world.is_main:
             t0 = time.perf_counter()
-            baseline = [as_record(b, kind="baseline") for b in self.baselines(prepared, plan)]
+            baseline, read = stored_baselines(
+                self.baselines(prepared, plan),
+                root=context.out,
+                base=plan.base,
+                fingerprint=prepared.task.fingerprint,
+            )
             context.log(
                 f"baselines ({', '.join(dict.fromkeys(b.name or BASELINE for b in baseline))}): "
                 f"{time.perf_counter() - t0:.1f} s"
+                + (f" ({read} of {len(baseline)} read from earlier runs)" if read else "")
             )
         comparison = compare(
             records,
@@ -236,9 +244,9 @@ class ClassifySource:
             lines,
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[BaselineJob]:
         """Per split: the order-free and the lagged gradient boosting, the matrix profile, max |x|;
-        on the built-in synthetic data also the oracle of its generating rule."""
+        on the built-in synthetic data also the oracle of its generating rule (each stored like a run)."""
         from posenc_bench.experiment import lagged, oracle
         from posenc_bench.experiment.baselines import (
             NAMES,
@@ -250,20 +258,23 @@ class ClassifySource:
         from posenc_bench.experiment.runs import test_series
 
         names = [s.name for s in prepared.dataset.series]
-        out = []
-        for (k, _), s in prepared.data.items():
-            scorers: dict[str, WindowScorer] = {
-                BASELINE: hgb_scorer(window_summary, s),
-                lagged.NAME: lagged.lagged_scorer(s),
-                **{name: classify_window_scores(name, s) for name in NAMES},
-            }
-            if plan.base.dataset == "synthetic":
-                scorers[oracle.NAME] = oracle.synthetic_oracle(s)
-            for name, scorer in scorers.items():
-                metrics, scores = scorer_metrics(scorer, s, families=self.families[k])
-                series = {"series": test_series(s.test, scores, names, plan.base)}
-                out.append(RunRecord("baseline", k, metrics, name=name, extra=series))
-        return out
+        scorers: dict[str, Callable[[Any], WindowScorer]] = {
+            BASELINE: partial(hgb_scorer, window_summary),
+            lagged.NAME: lagged.lagged_scorer,
+            **{name: partial(classify_window_scores, name) for name in NAMES},
+        }
+        if plan.base.dataset == "synthetic":
+            scorers[oracle.NAME] = oracle.synthetic_oracle
+
+        def job(name: str, k: int, subset: str, splits: Any) -> BaselineJob:
+            def compute() -> RunRecord:
+                metrics, scores = scorer_metrics(scorers[name](splits), splits, families=self.families[k])
+                series = {"series": test_series(splits.test, scores, names, plan.base)}
+                return RunRecord("baseline", k, metrics, name=name, extra=series)
+
+            return BaselineJob(name, k, subset, splits, compute)
+
+        return [job(name, k, subset, s) for (k, subset), s in prepared.data.items() for name in scorers]
 
     def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
         """Flag-all per split: its metrics at the test prevalence, each series scored with a constant score."""
@@ -324,11 +335,17 @@ class DetectSource:
             dataset, {(0, ""): data}, DetectTask(), reporter, DETECT_METRICS, DETECT_PAIRED, lines
         )
 
-    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
+    def baselines(self, prepared: Prepared, plan: BenchPlan) -> list[BaselineJob]:
         from posenc_bench.experiment.baselines import NAMES
         from posenc_bench.experiment.detect import baseline_records
 
-        return baseline_records(prepared.data[0, ""], plan.base, names=NAMES)
+        data = prepared.data[0, ""]
+        return [
+            BaselineJob(
+                name, 0, "", data, partial(lambda n: baseline_records(data, plan.base, names=(n,))[0], name)
+            )
+            for name in NAMES
+        ]
 
     def no_skill(self, prepared: Prepared, plan: BenchPlan) -> list[RunRecord]:
         from posenc_bench.experiment.detect import no_skill_record
@@ -400,36 +417,47 @@ def run_bench(
     for line in prepared.lines:
         say(line)
     shown = prepared.paired_metrics
-    records, trained = [], 0
+    trained = 0
     runs = [
         dataclasses.replace(config, subset=subset)
         for config in plan.runs()
         for split, subset in prepared.data
         if split == config.split_seed
     ]
-    for i, config in enumerate(runs, 1):
-        record = execute(
-            config,
-            prepared.data[config.split_seed, config.subset],
-            root=out,
-            device=torch_device,
-            world=world,
-            shuffle_control=plan.shuffle_control,
-            progress=progress,
-            on_epoch=on_epoch,
-            log=say,
-            task=prepared.task,
-        )
-        trained += not record.skipped
-        model = f"{config.detector} " if config.task == "detect" else ""
-        part = f" {config.subset}" if config.subset else ""
-        say(
-            f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} "
-            f"seed {config.seed}: "
-            + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
-            + (" (finished earlier, skipped)" if record.skipped else "")
-        )
-        records.append(record)
+    done: dict[int, RunRecord] = {}
+    # First every run no other process holds (a run held elsewhere is left for later), then the rest,
+    # waiting for their holders: concurrent processes on one --out share the grid and end with all of it.
+    for wait in (False, True):
+        for i, config in enumerate(runs, 1):
+            if i in done:
+                continue
+            record = execute(
+                config,
+                prepared.data[config.split_seed, config.subset],
+                root=out,
+                device=torch_device,
+                world=world,
+                shuffle_control=plan.shuffle_control,
+                progress=progress,
+                on_epoch=on_epoch,
+                log=say,
+                task=prepared.task,
+                wait=wait,
+            )
+            model = f"{config.detector} " if config.task == "detect" else ""
+            part = f" {config.subset}" if config.subset else ""
+            name = f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} seed {config.seed}"
+            if record is None:
+                say(f"{name}: being trained by another process; coming back to it after the others")
+                continue
+            trained += not record.skipped
+            say(
+                f"{name}: "
+                + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
+                + (" (finished earlier, skipped)" if record.skipped else "")
+            )
+            done[i] = record
+    records = [done[i] for i in sorted(done)]
     meta = {
         **_meta(plan, prepared.dataset, torch_device, world),
         "runs_trained": trained,

@@ -371,29 +371,80 @@ def _cell(row: Row, metric: str) -> str:
     return _pm(row.mean[metric], row.std[metric]) + mark
 
 
+WIDTH = 100
+"""Widest table line of the Markdown (which the command line prints): wider tables are split."""
+
+
+def md_table(
+    keys: Sequence[str], key_rows: Sequence[Sequence[str]], columns: Sequence[tuple[str, Sequence[str]]]
+) -> list[str]:
+    """Markdown table lines: the ``keys`` columns, then ``columns`` (title, cells), split into several
+    tables that each repeat the ``keys`` columns when one would be wider than :data:`WIDTH`."""
+
+    def width(titles: Sequence[str], cells: Sequence[Sequence[str]]) -> int:
+        lines = [titles, *cells]
+        return max(sum(len(c) + 3 for c in line) + 1 for line in lines)
+
+    groups: list[list[int]] = [[]]
+    for j in range(len(columns)):
+        trial = groups[-1] + [j]
+        titles = [*keys, *(columns[i][0] for i in trial)]
+        cells = [[*k, *(columns[i][1][r] for i in trial)] for r, k in enumerate(key_rows)]
+        if groups[-1] and width(titles, cells) > WIDTH:
+            groups.append([j])
+        else:
+            groups[-1] = trial
+    lines: list[str] = []
+    for group in groups:
+        if lines:
+            lines.append("")
+        lines.append("| " + " | ".join([*keys, *(columns[i][0] for i in group)]) + " |")
+        lines.append("|" + "---|" * (len(keys) + len(group)))
+        lines += [
+            "| " + " | ".join([*k, *(columns[i][1][r] for i in group)]) + " |" for r, k in enumerate(key_rows)
+        ]
+    return lines
+
+
+#: What each column of the tables means (the legend under the table, for the metrics present).
+LEGEND = {
+    "n": "n: runs averaged (split seeds × seeds; for a baseline, splits)",
+    "precision": "precision, recall, F1: of the test windows flagged at the threshold chosen on validation",
+    "auprc": "AUPRC: area under the precision-recall curve of the test scores (average precision)",
+    "family": "AUPRC <family>: AUPRC of the positive windows of that event family against all negative windows",
+    "event_precision": "event precision, recall, F1: an event counts as found when any of its steps is flagged; "
+    "each run of flagged normal steps is one false positive",
+    "pa_f1": "point-adjusted F1 (inflated): step-wise F1 after marking every step of a found event as flagged",
+    "shuffle": "shuffle Δ<metric>: mean of metric(test) − metric(test with each window's time steps shuffled); "
+    "near 0: the model does not use the order of steps",
+}
+
+
+def _legend(metrics: Sequence[str], paired_metrics: Sequence[str]) -> str:
+    keys = ["n", *(m for m in ("precision", "auprc", "event_precision", "pa_f1") if m in metrics)]
+    keys += ["family"] if any(":" in m for m in metrics) else []
+    keys += ["shuffle"] if paired_metrics else []
+    return "Columns — " + "; ".join(LEGEND[k] for k in keys) + ". ± is the standard deviation over runs."
+
+
 def markdown(comparison: Comparison) -> str:
-    """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits."""
+    """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits.
+
+    Tables wider than :data:`WIDTH` characters are split into several that repeat the row names, and a
+    legend says what each column holds.
+    """
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     with_model = any(r.model for r in comparison.rows)
-    lines = [
-        ("| model " if with_model else "")
-        + "| encoding | scale | n | "
-        + " | ".join(_label(m) for m in metrics)
-        + " | "
-        + " | ".join(f"shuffle Δ{_label(m)}" for m in paired_metrics)
-        + " |",
-        "|---|---|---|" + "---|" * (len(metrics) + len(paired_metrics) + with_model),
+    keys = [*(["model"] if with_model else []), "encoding", "scale", "n"]
+    key_rows = [
+        [*([r.model or "—"] if with_model else []), r.encoding, r.scale, str(r.n)] for r in comparison.rows
     ]
-    for r in comparison.rows:
-        drop = r.shuffle_drop or {}
-        lines.append(
-            (f"| {r.model or '—'} " if with_model else "")
-            + f"| {r.encoding} | {r.scale} | {r.n} | "
-            + " | ".join(_cell(r, m) for m in metrics)
-            + " | "
-            + " | ".join(f"{drop[m]:+.3f}" if m in drop else "—" for m in paired_metrics)
-            + " |"
-        )
+    drops = [r.shuffle_drop or {} for r in comparison.rows]
+    columns = [(_label(m), [_cell(r, m) for r in comparison.rows]) for m in metrics] + [
+        (f"shuffle Δ{_label(m)}", [f"{d[m]:+.3f}" if m in d else "—" for d in drops]) for m in paired_metrics
+    ]
+    lines = md_table(keys, key_rows, columns)
+    lines += ["", _legend(metrics, paired_metrics)]
     marked = [
         (f"{r.model} " if r.model else "")
         + (r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})")
@@ -428,17 +479,21 @@ def markdown(comparison: Comparison) -> str:
             f"Paired differences against `{reference}` at the same scale "
             "(encoding − reference, over (split, seed) pairs):",
             "",
-            ("| model " if with_model else "")
-            + "| encoding | scale | metric | pairs | mean diff | bootstrap 95% CI "
-            "| p sign-flip (exact) | p Wilcoxon | min attainable p |",
-            "|---|---|---|---|---|---|---|---|---|" + "---|" * with_model,
         ]
-        for t in tests:
-            lines.append(
-                (f"| {t.model} " if with_model else "")
-                + f"| {t.encoding} | {t.scale} | {t.metric} | {t.n} | {t.mean_diff:+.4f} | "
-                f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}] | {_p(t.p_sign_flip)} | {_p(t.p_wilcoxon)} | {t.min_p:.3g} |"
-            )
+        lines += md_table(
+            [*(["model"] if with_model else []), "encoding", "scale", "metric", "pairs"],
+            [
+                [*([t.model or "—"] if with_model else []), t.encoding, t.scale, t.metric, str(t.n)]
+                for t in tests
+            ],
+            [
+                ("mean diff", [f"{t.mean_diff:+.4f}" for t in tests]),
+                ("bootstrap 95% CI", [f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]" for t in tests]),
+                ("p sign-flip (exact)", [_p(t.p_sign_flip) for t in tests]),
+                ("p Wilcoxon", [_p(t.p_wilcoxon) for t in tests]),
+                ("min attainable p", [f"{t.min_p:.3g}" for t in tests]),
+            ],
+        )
     lines += [
         "",
         "Test splits: "

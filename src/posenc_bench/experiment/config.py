@@ -193,7 +193,7 @@ class RunConfig:
         validate.choice("task", self.task, TASKS)
         validate.choice("detector", self.detector, DETECTORS)
         validate.positive_int("horizon", self.horizon)
-        if self.horizon >= self.window:
+        if self.task == "detect" and self.horizon >= self.window:
             raise ValueError(
                 f"horizon must be < window (a forecast of at least a whole window from one window), "
                 f"got horizon={self.horizon}, window={self.window}"

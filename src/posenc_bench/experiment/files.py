@@ -1,10 +1,13 @@
-"""Durable, atomic file writes: write ``NAME.tmp``, ``fsync`` it, ``os.replace`` it onto ``NAME``, ``fsync`` the folder.
+"""Durable, atomic file writes: write ``NAME.tmp-<pid>``, ``fsync`` it, ``os.replace`` it onto ``NAME``, ``fsync`` the folder.
 
 ``os.replace`` is atomic on POSIX (and on Windows within one volume), so a reader — or a
 re-run after an interruption — sees either the old file or the complete new one, never a
 half-written one. The ``fsync`` of the file before the rename makes its bytes reach the disk
 before its name does (otherwise a power loss can leave the new name on an empty file); the
-``fsync`` of the folder after it makes the rename itself durable.
+``fsync`` of the folder after it makes the rename itself durable. The temporary name carries the
+writer's process id, so that processes writing the same file at once never write into, or move,
+each other's temporary file. A write that fails (a full disk, a file size limit) removes its
+temporary file and raises an ``OSError`` naming the file it was writing.
 """
 
 from __future__ import annotations
@@ -34,10 +37,22 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
 def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
     """Call ``write(tmp)`` with a temporary sibling path, flush it to disk, then move it onto ``path``."""
     path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    _fsync(tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        _fsync(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk or a file size limit (ulimit -f): say which file, and what is safe
+        tmp.unlink(missing_ok=True)
+        raise OSError(
+            exc.errno,
+            f"{exc.strerror or exc} while writing it; the file is as it was and nothing finished was lost "
+            "(completed runs stay on disk): free space and re-run the same command to resume",
+            str(path),
+        ) from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync(path.parent, directory=True)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from posenc_bench.data.probes import ProbeSuite
 from posenc_bench.experiment.bench import check_faithful_window
+from posenc_bench.experiment.compare import md_table
 from posenc_bench.experiment.config import BenchPlan
 from posenc_bench.experiment.files import write_text_atomic
 
@@ -145,11 +146,13 @@ def markdown(result: ProbeResult, *, n_seeds: int) -> str:
         f"Probe task `{result.task}`, window {result.window}: test accuracy (chance 0.5), mean over "
         f"{n_seeds} seed(s), by distance k.",
         "",
-        "| encoding | " + " | ".join(f"k={k}" for k in ks) + " |",
-        "|---|" + "---|" * len(ks),
     ]
-    for label, by_k in result.accuracy.items():
-        lines.append(f"| {label} | " + " | ".join(f"{by_k[k]:.2f}" for k in ks) + " |")
+    labels = list(result.accuracy)
+    lines += md_table(
+        ["encoding"],
+        [[label] for label in labels],
+        [(f"k={k}", [f"{result.accuracy[label][k]:.2f}" for label in labels]) for k in ks],
+    )
     lines += ["", f"Wall time {result.seconds:.1f} s."]
     return "\n".join(lines) + "\n"
 

@@ -7,13 +7,16 @@ Layout (DESIGN "Conventions"), one directory per ``(dataset, encoding and its op
         log.csv          one row per completed epoch (losses, validation AUPRC, windows/s)
         checkpoint.pt    model + optimiser + training progress, rewritten after every epoch
         metrics.json     final metrics; its presence marks the run finished
+        claim.lock       locked by the process working on the run (:mod:`posenc_bench.experiment.claims`)
 
-Every file is written to ``NAME.tmp`` and moved into place with ``os.replace`` (atomic on
+Every file is written to ``NAME.tmp-<pid>`` and moved into place with ``os.replace`` (atomic on
 POSIX), so an interruption at any moment leaves either the old or the new file. A run with
 ``metrics.json`` is skipped (its stored results are returned); a run with only a checkpoint
 resumes from it and, training being a function of ``(seed, epoch)`` and the checkpointed state
 (:mod:`posenc_bench.experiment.train`), ends exactly where an uninterrupted run would have.
-Under data parallelism only rank 0 writes (and moves files aside).
+Under data parallelism only rank 0 writes (and moves files aside). A process reads or writes a
+run only while it holds the run's claim, so concurrent ``posenc bench`` processes on one output
+directory never train one run twice: one trains it, the others skip it or wait for it.
 
 **What a re-run trusts.** Nothing on disk is trusted unread:
 
@@ -33,6 +36,7 @@ Under data parallelism only rank 0 writes (and moves files aside).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -51,6 +55,7 @@ import torch
 
 from posenc.errors import UsageError
 from posenc_bench.data.containers import Splits
+from posenc_bench.experiment.claims import claim
 from posenc_bench.experiment.config import RunConfig
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
@@ -408,7 +413,8 @@ def execute(
     on_epoch: EpochHook | None = None,
     log: Callable[[str], None] = print,
     task: RunTask[Data] | None = None,
-) -> RunRecord:
+    wait: bool = True,
+) -> RunRecord | None:
     """Train and evaluate ``config``'s run on ``splits`` unless it is finished.
 
     ``splits`` is the task's data: :class:`posenc_bench.data.Splits` for the default
@@ -416,10 +422,40 @@ def execute(
     Returns the run's :class:`~posenc_bench.experiment.records.RunRecord` (what ``metrics.json`` holds),
     ``skipped`` when it was read from a finished run instead of trained. ``on_epoch`` is called
     after each epoch's checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
+
+    The run is claimed first (:func:`~posenc_bench.experiment.claims.claim`): when another process
+    holds it, ``wait=False`` returns ``None`` at once (single process only) and ``wait=True`` waits.
     """
     task = task if task is not None else cast("RunTask[Data]", ClassifyTask())
     directory = run_dir(root, config)
     say = log if world.is_main else (lambda _: None)
+    held = (
+        claim(directory, wait=wait or world.size > 1, log=say)
+        if world.is_main
+        else contextlib.nullcontext(True)
+    )
+    with held as mine:
+        world.barrier()  # the other ranks follow rank 0, which holds the claim
+        if not mine:
+            return None
+        return _execute(
+            config, splits, task, directory, device, world, shuffle_control, progress, on_epoch, say
+        )
+
+
+def _execute(
+    config: RunConfig,
+    splits: Data,
+    task: RunTask[Data],
+    directory: Path,
+    device: torch.device,
+    world: World,
+    shuffle_control: bool,
+    progress: bool,
+    on_epoch: EpochHook | None,
+    say: Callable[[str], None],
+) -> RunRecord:
+    """:func:`execute` once the run is claimed."""
     fingerprint = task.fingerprint(splits)
     finished, resumable = _stored_run(directory, config, fingerprint, tidy=world.is_main, log=say)
     if finished is not None:
@@ -458,7 +494,11 @@ def execute(
     def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
         if world.is_main:
             sealed = {**ckpt, "sha256": _tensor_digest(ckpt)}
-            write_atomic(directory / CHECKPOINT, lambda tmp: torch.save(sealed, tmp))
+            buffer = (
+                io.BytesIO()
+            )  # serialised in memory: a failed write is then an OSError, not torch's RuntimeError
+            torch.save(sealed, buffer)
+            write_atomic(directory / CHECKPOINT, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
             write_text_atomic(directory / LOG, _log_csv(ckpt["fit"]["history"]))
         if on_epoch is not None:
             on_epoch(ckpt, row)

@@ -6,6 +6,7 @@ Each malformed file must produce an error naming the file and the problem.
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -339,3 +340,91 @@ def test_load_dataset_names_resolution_and_errors(tmp_path, monkeypatch):
     assert set(DATASETS) == {"msl", "smd", "synthetic", "probes"}
     assert isinstance(load_dataset("probes", window=8), ProbeSuite)
     assert load_dataset().name == "synthetic"
+
+
+def _truncate(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _flip_middle_byte(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :]
+
+
+@pytest.mark.parametrize(
+    "name, damage, message",
+    [
+        ("test.npz", lambda data: b"", r"test.npz: not a readable .npz archive \(an empty file\)"),
+        (
+            "test.npz",
+            lambda data: b"garbage " * 40,
+            r"test.npz: not a readable .npz archive \(no zip header\)",
+        ),
+        ("test.npz", _truncate, r"test.npz: not a readable .npz archive \(File is not a zip file\)"),
+        ("test.npz", _flip_middle_byte, r"test.npz\['[A-Z]-\d'\]: unreadable array \(Bad CRC-32"),
+        ("train.npz", lambda data: b"", r"train.npz: not a readable .npz archive \(an empty file\)"),
+        ("test/A-1.npy", _truncate, r"A-1.npy: not a readable .npy array \(Failed to read all data"),
+    ],
+)
+def test_damaged_array_files_are_named_by_the_command_line_without_a_traceback(
+    tmp_path, capsys, name, damage, message
+):
+    """An empty, garbled, truncated or bit-flipped .npz (or .npy) is a data error naming the file, not a
+    traceback from inside NumPy (EOFError, zipfile.BadZipFile, a pickle ValueError)."""
+    from posenc.cli import main
+
+    root = write_telemanom(tmp_path / "t", msl_only(), compact=name.endswith(".npz"))
+    path = root / name
+    path.write_bytes(damage(path.read_bytes()))
+    args = ["bench", "--dataset", str(root), "--dataset-option", "include_train=true", "--task", "detect"]
+    assert main([*args, "--encodings", "none", "--no-progress", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err, err
+
+
+def test_a_list_option_takes_one_name_or_comma_separated_names(tmp_path):
+    """``--dataset-option channels=M-6`` arrives as the string "M-6": one channel (it raised a TypeError
+    with a traceback; SMD's ``machines`` split it into characters)."""
+    root = write_telemanom(tmp_path / "t", msl_only())
+    assert [s.name for s in load_telemanom(root, channels="A-1").series] == ["A-1"]
+    assert [s.name for s in load_telemanom(root, channels="B-2, A-1").series] == ["A-1", "B-2"]
+    smd = write_smd(tmp_path / "smd")
+    assert [s.name for s in load_smd(smd, machines="machine-1-2").series] == ["machine-1-2"]
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (
+            "channels=[1]",
+            r"channels must be a list of names, got \[1\] \(list\); write one name, comma-separated",
+        ),
+        ('channels={"A-1": 1}', r"channels must be a list of names, got \{'A-1': 1\} \(dict\)"),
+        ("channels=,", r"channels must name at least one, got an empty list"),
+        ("channels=Z-9", r"channels \['Z-9'\] are not in"),
+    ],
+)
+def test_a_list_option_of_the_wrong_type_says_how_to_write_a_list(tmp_path, capsys, option, message):
+    from posenc.cli import main
+
+    root = write_telemanom(tmp_path / "t", msl_only())
+    args = ["bench", "--dataset", str(root), "--dataset-option", option, "--out", str(tmp_path / "out")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "Traceback" not in err, err
+
+
+def test_a_missing_dataset_lists_each_place_once_and_where_to_get_it(tmp_path, monkeypatch):
+    """Run from the checkout, ``../shared/data`` of the current directory and of the checkout are one place:
+    it was listed twice."""
+    from posenc_bench.data import load
+
+    monkeypatch.delenv("POSENC_DATA", raising=False)
+    (tmp_path / "checkout").mkdir()
+    monkeypatch.setattr(load, "REPOSITORY", tmp_path / "checkout")
+    monkeypatch.chdir(tmp_path / "checkout")
+    with pytest.raises(FileNotFoundError) as caught:
+        load_dataset("smd")
+    message = str(caught.value)
+    assert message.count(str(tmp_path / "shared" / "data" / "smd")) == 1, message
+    assert "docs/datasets.md" in message

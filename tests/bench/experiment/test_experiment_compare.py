@@ -81,6 +81,7 @@ def test_paired_differences_match_by_split_and_seed():
     assert ("sinusoidal", "native", "f1") not in tests
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_every_row_is_also_paired_with_the_order_blind_control():
     """With a ``none`` row present each encoding gets a second paired test, encoding − none, per scale."""
     runs, ref = grid()
@@ -149,6 +150,7 @@ def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
     assert f"| {NO_SKILL} | - | 2 |" in md and "Not above `flag-all` in F1 or AUPRC: sinusoidal, dft." in md
 
 
+@pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_from_json_rebuilds_the_same_table(tmp_path):
     runs, _ = grid()
     baseline = [
@@ -160,3 +162,54 @@ def test_from_json_rebuilds_the_same_table(tmp_path):
     paths = write(c, tmp_path)
     again = from_json(paths["json"].read_text())
     assert markdown(again) == markdown(c) and again.meta["dataset"] == "synthetic"
+
+
+def _family_grid():
+    """The classify table with three event families (it printed 145 columns)."""
+    runs, _ = grid()
+    for r in runs:
+        r["test"].update({"auprc:level shift": 0.4, "auprc:spike": 0.7, "auprc:wrong timing": 0.3})
+    families = ("auprc:level shift", "auprc:spike", "auprc:wrong timing")
+    return compare(runs, metrics=("precision", "recall", "f1", "auprc", *families))
+
+
+def test_tables_fit_100_columns_and_a_legend_explains_every_column(tmp_path):
+    comparison = _family_grid()
+    text = markdown(comparison)
+    lines = text.splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert max(map(len, table)) <= 100, max(table, key=len)
+    titles = {cell.strip() for line in lines if line.startswith("| ") for cell in line.strip("|").split("|")}
+    for title in (
+        "F1",
+        "AUPRC level shift",
+        "AUPRC wrong timing",
+        "shuffle ΔF1",
+        "shuffle ΔAUPRC",
+        "p Wilcoxon",
+    ):
+        assert title in titles, title
+    rows = [line for line in lines if line.startswith("| dft | native | 6 |")]
+    assert len(rows) >= 2  # the split table repeats the row names
+    legend = next(line for line in lines if line.startswith("Columns — "))
+    for term in (
+        "n: runs averaged",
+        "AUPRC <family>: AUPRC of the positive windows of that event family",
+        "shuffle Δ<metric>: mean of metric(test) − metric(test with each window's time steps shuffled)",
+    ):
+        assert term in legend, term
+    paths = write(comparison, tmp_path)
+    assert paths["md"].read_text() == text  # the same table and legend in results.md
+
+
+def test_probe_table_with_many_lags_fits_100_columns():
+    from posenc_bench.experiment.probes import ProbeResult
+    from posenc_bench.experiment.probes import markdown as probe_markdown
+
+    ks = range(1, 31)
+    accuracy = {name: {k: 0.5 + k / 100 for k in ks} for name in ("none", "sinusoidal (matched)", "rope")}
+    result = ProbeResult(accuracy, accuracy, [], "order", 32, 1.0, {})
+    table = [line for line in probe_markdown(result, n_seeds=1).splitlines() if line.startswith("|")]
+    assert max(map(len, table)) <= 100
+    cells = {c.strip() for line in table for c in line.strip("|").split("|")}
+    assert {f"k={k}" for k in ks} <= cells and "0.80" in cells

@@ -29,6 +29,14 @@ def test_run_config_rejects_bad_values_naming_them(changes, message):
         RunConfig(**changes)
 
 
+@pytest.mark.parametrize("window", [1, 2, 4])
+def test_horizon_binds_the_detect_task_only(window):
+    """The forecast horizon is a detect-task field: a classifier over short windows is not refused by it."""
+    assert RunConfig(window=window).to_dict()["window"] == window
+    with pytest.raises(ValueError, match=f"horizon must be < window.*horizon=4, window={window}"):
+        RunConfig(window=window, task="detect")
+
+
 def test_run_config_is_frozen_and_serialisable():
     config = RunConfig(dataset_options={"n_series": 2})
     with pytest.raises(dataclasses.FrozenInstanceError):

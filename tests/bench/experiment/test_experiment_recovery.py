@@ -172,7 +172,7 @@ def test_atomic_write_fsyncs_the_file_before_the_rename_and_the_folder_after(tmp
     )
     target = tmp_path / "x.json"
     files.write_text_atomic(target, "{}")
-    tmp = str(target) + ".tmp"
+    tmp = f"{target}.tmp-{os.getpid()}"  # the writer's own temporary name: concurrent writers never share one
     assert events == [("fsync", tmp), ("replace", tmp, str(target)), ("fsync", str(tmp_path))]
     assert target.read_text() == "{}" and not Path(tmp).exists()
 

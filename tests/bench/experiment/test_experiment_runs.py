@@ -11,6 +11,7 @@ import torch
 
 from posenc_bench.data import Splits, WindowSet
 from posenc_bench.experiment import runs
+from posenc_bench.experiment.claims import LOCK
 from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.runs import CHECKPOINT, CONFIG, LOG, METRICS, execute, run_dir
 
@@ -32,7 +33,7 @@ def test_run_writes_config_log_checkpoint_metrics(tmp_path, tiny_splits, tiny_co
     record = execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
     d = run_dir(tmp_path, tiny_config)
     assert d.relative_to(tmp_path).parts == ("runs", "synthetic", "sinusoidal-native", "split0-seed0")
-    assert {p.name for p in d.iterdir()} == {CONFIG, LOG, CHECKPOINT, METRICS}  # no .tmp left behind
+    assert {p.name for p in d.iterdir()} == {CONFIG, LOG, CHECKPOINT, METRICS, LOCK}  # no .tmp left behind
     resolved = json.loads((d / CONFIG).read_text())
     assert resolved["config"] == tiny_config.to_dict() and resolved["encoding_options"] == {}
     assert len(_log(d)) == record.training.epochs_run == 3
