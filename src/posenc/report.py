@@ -409,16 +409,34 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+SCORECARD_COLUMNS = 8
+"""Encodings per scorecard table: more are split into further tables that repeat the criteria, so that
+each fits a 1400 px screen and an A4 page."""
+
+
 def _scorecard_table(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
-    head = "".join(f"<th>{html.escape(c.encoding)}<br><small>{c.family}</small></th>" for c in cards)
-    head += "".join(f"<th>{html.escape(n)}</th>" for n in failed)
+    columns: list[analysis.Scorecard | str] = [*cards, *failed]
+    return "".join(
+        _scorecard_part(columns[i : i + SCORECARD_COLUMNS]) for i in range(0, len(columns), SCORECARD_COLUMNS)
+    )
+
+
+def _scorecard_part(columns: list[analysis.Scorecard | str]) -> str:
+    """One table of the scorecard: the criteria down, ``columns`` (scorecards, or names not measured) across."""
+    head = "".join(
+        f"<th>{html.escape(c)}</th>"
+        if isinstance(c, str)
+        else f"<th>{html.escape(c.encoding)}<br><small>{c.family}</small></th>"
+        for c in columns
+    )
     rows = []
     for key in analysis.CRITERIA:
         cells = "".join(
-            f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(format_value(c.values[key]))}</td>'
-            for c in cards
+            "<td>—</td>"
+            if isinstance(c, str)
+            else f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(format_value(c.values[key]))}</td>'
+            for c in columns
         )
-        cells += "".join("<td>—</td>" for _ in failed)
         meaning = rst_inline(analysis.MEANINGS[key])
         rows.append(
             f"<tr><th class='crit'><code>{key}</code><div class='meaning'>{meaning}</div></th>{cells}</tr>"

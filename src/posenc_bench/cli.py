@@ -266,8 +266,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-baseline",
         action="store_true",
-        help="skip the untrained baselines (gradient boosting on order-free summaries, the matrix profile, "
-        "max |x|); they are stored under OUT/baselines/ and read again on a re-run",
+        help="skip the untrained baselines (gradient boosting on order-free summaries and on lagged "
+        "cross-channel products, the matrix profile, max |x|, and the synthetic data's oracle); they are "
+        "stored under OUT/baselines/ and read again on a re-run",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument(

@@ -403,7 +403,6 @@ def test_a_rerun_reads_the_stored_baselines_instead_of_computing_them(tmp_path, 
     """Baselines are stored like runs: re-running a finished benchmark computes none of them again (they
     took 86 of its 103 s), gives the same rows, and recomputes them when the data change."""
     from posenc_bench.experiment import baselines, controls
-    from posenc_bench.experiment import bench as bench_module
 
     args = ["--encodings", "none", "--seeds", "1", "--epochs", "1", "--no-shuffle-control", *task]
     assert bench(tmp_path, *args) == 0
@@ -414,13 +413,10 @@ def test_a_rerun_reads_the_stored_baselines_instead_of_computing_them(tmp_path, 
     def computed(*a, **k):
         raise AssertionError("a stored baseline was computed again")
 
-    for module, name in [
-        (bench_module, "order_free_baseline"),
-        (baselines, "classify_window_scores"),
-        (baselines, "detect_step_scores"),
-    ]:
-        monkeypatch.setattr(module, name, computed)
-    monkeypatch.setattr(controls, "order_free_baseline", computed)
+    # every classify baseline is scored through scorer_metrics, every detect one through detect_step_scores
+    for name in ("scorer_metrics", "detect_step_scores", "classify_window_scores"):
+        monkeypatch.setattr(baselines, name, computed)
+    monkeypatch.setattr(controls, "hgb_scorer", computed)
     assert bench(tmp_path, *args) == 0
     n = len(first["baseline"])
     assert f"({n} of {n} read from earlier runs)" in capsys.readouterr().out
@@ -444,6 +440,6 @@ def test_no_baseline_drops_every_untrained_baseline_as_its_help_says(tmp_path, c
         main(["bench", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert (
-        "--no-baseline skip the untrained baselines (gradient boosting on order-free summaries, the matrix profile, max |x|)"
-        in help_text
+        "--no-baseline skip the untrained baselines (gradient boosting on order-free summaries and on lagged "
+        "cross-channel products, the matrix profile, max |x|, and the synthetic data's oracle)" in help_text
     )

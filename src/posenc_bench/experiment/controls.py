@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from posenc_bench.experiment.baselines import WindowScorer, scorer_metrics
+from posenc_bench.experiment.baselines import WindowScorer
 
 
 def shuffle_time(X: np.ndarray, *, seed: int) -> np.ndarray:
@@ -44,15 +44,3 @@ def hgb_scorer(features: Callable[[np.ndarray], np.ndarray], splits: Any, *, see
     clf = HistGradientBoostingClassifier(class_weight="balanced", early_stopping=False, random_state=seed)
     clf.fit(features(splits.train.X), splits.train.y)
     return lambda windows: clf.predict_proba(features(windows.X))[:, 1].astype(np.float64)
-
-
-def order_free_baseline(
-    splits: Any, *, seed: int = 0, families: np.ndarray | None = None
-) -> dict[str, float]:
-    """Gradient boosting on summary statistics (:func:`hgb_scorer` of :func:`window_summary`); threshold on val.
-
-    Returns:
-        ``precision``, ``recall``, ``f1``, ``auprc`` on test and the validation ``threshold``, and
-        ``auprc:<family>`` when ``families`` names each test window's event family.
-    """
-    return scorer_metrics(hgb_scorer(window_summary, splits, seed=seed), splits, families=families)[0]

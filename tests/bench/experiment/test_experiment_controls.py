@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from posenc_bench.data.containers import Splits, WindowSet
-from posenc_bench.experiment.controls import order_free_baseline, shuffle_time, window_summary
+from posenc_bench.experiment.baselines import scorer_metrics
+from posenc_bench.experiment.controls import hgb_scorer, shuffle_time, window_summary
 
 
 def test_shuffle_time_permutes_each_window_independently_and_is_seeded():
@@ -40,7 +41,7 @@ def _windows(rng: np.random.Generator, n: int) -> WindowSet:
 def test_order_free_baseline_finds_an_order_free_anomaly():
     rng = np.random.default_rng(0)
     splits = Splits(_windows(rng, 200), _windows(rng, 80), _windows(rng, 80), summary={})
-    result = order_free_baseline(splits)
+    result = scorer_metrics(hgb_scorer(window_summary, splits), splits)[0]
     assert result["f1"] == pytest.approx(1.0)
     assert result["auprc"] == pytest.approx(1.0)
-    assert result == order_free_baseline(splits)  # deterministic
+    assert result == scorer_metrics(hgb_scorer(window_summary, splits), splits)[0]  # deterministic
