@@ -1134,9 +1134,10 @@ class RotaryEmbedding(RotaryContract):
     def transform_qk(
         self, q: torch.Tensor, k: torch.Tensor, context: PositionContext
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``q`` and ``k`` rotated at the context's positions: by one launch of :func:`rotate_qk` where it
-        serves (CUDA, :meth:`forward`'s rule), otherwise by the context's tables."""
-        if isinstance(context.state, _Positions):
+        """``q`` and ``k`` rotated at the context's positions: under ``torch.compile`` by one launch of
+        :func:`rotate_qk` where it serves (CUDA, :meth:`forward`'s rule), otherwise by the context's tables
+        (in eager mode the one launch costs more host time per call than the two table rotations)."""
+        if isinstance(context.state, _Positions) and torch.compiler.is_compiling():
             positions = context.state.positions
             if self._one_launch(q, k, positions, positions):
                 return self._rotate_qk(q, k, q_positions=positions, k_positions=positions, offset=0)
