@@ -259,8 +259,10 @@ class MultiHeadAttention(nn.Module):
         # on CUDA the fused kernel returns a mask's gradient; on the CPU a learned mask is written out
         fused_grad = q.device.type == "cuda"
         term = None
-        if scorer is not None and not scorer.needs_weights and (
-            fused_grad or not _grad_needed(q, mask, module=scorer)
+        if (
+            scorer is not None
+            and not scorer.needs_weights
+            and (fused_grad or not _grad_needed(q, mask, module=scorer))
         ):
             term = scorer.score_term(q, context)  # None: it needs q·kᵀ (contextual), written out below
         if enc is not None and (enc.needs_weights or (scorer is not None and term is None)):

@@ -46,6 +46,7 @@ from posenc.registry import EncodingView
 
 LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
 
+
 @dataclasses.dataclass(frozen=True)
 class _Positions:
     """A rotary context's positions (``None``: the default ``0 … s−1``), read back by ``transform_qk``."""
