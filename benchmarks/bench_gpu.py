@@ -498,6 +498,7 @@ def attention_rows(rounds: int) -> None:
 
         cases["FlexAttention causal block mask"] = lambda: flex(*qkv, block_mask=block)
         cases["FlexAttention, ALiBi score_mod"] = lambda: flex(*qkv, score_mod=alibi_mod, block_mask=block)
+
     except ImportError as error:
         print(f"  FlexAttention skipped: {error}")
     grad = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
