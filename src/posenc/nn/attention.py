@@ -18,9 +18,10 @@ Per layer:
 A mask that needs a gradient (T5 while training, Shaw's key term) goes to the fused kernel on CUDA,
 whose memory-efficient form returns the mask's gradient; on the CPU it is written out, as the fused
 kernel would fall back to its general unfused form there. The encodings form such terms so that their
-own gradient needs no atomic additions (:mod:`posenc.nn._diagonals`). With ``[b, s]`` positions (left-padded batches,
-packed sequences) each context entry gains a leading batch dimension, broadcast against
-``[b, h, s, s]`` scores.
+own gradient needs no atomic additions (:mod:`posenc.nn._diagonals`).
+
+With ``[b, s]`` positions (left-padded batches, packed sequences) each context entry gains a leading
+batch dimension, broadcast against ``[b, h, s, s]`` scores.
 
 The encoding is bound to :class:`MultiHeadAttention` at construction and checked there once.
 One encoding module is shared by all layers (as T5 shares its bias table); the encoder owns it,
