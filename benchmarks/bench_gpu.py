@@ -216,7 +216,7 @@ def table_cases(length: int, dim: int) -> tuple[dict[str, Callable[[int, int], t
 
 # --- The module rows: what a model calls (RotaryEmbedding on q and k, the encoder), against peers ---------
 
-ENCODINGS = ("none", "sinusoidal", "rope", "alibi", "t5", "shaw")
+ENCODINGS = ("none", "sinusoidal", "rope", "alibi", "t5", "shaw", "shaw_values")
 
 
 def per_call_us(fn: Callable[[], object], *, reps: int, rounds: int) -> float:
@@ -418,7 +418,14 @@ def encoder_rows(device: str, rounds: int, compiled: tuple[str, ...]) -> None:
             if mode == "compiled" and name not in compiled:
                 continue
             torch.manual_seed(0)
-            model = TransformerEncoder(d_model, 8, 4, encoding=name, max_len=s).to(device)
+            encoding, options = ("shaw", {"on_values": True}) if name == "shaw_values" else (name, None)
+            try:
+                model = TransformerEncoder(
+                    d_model, 8, 4, encoding=encoding, encoding_options=options, max_len=s
+                ).to(device)
+            except Exception as error:  # report, do not stop the benchmark
+                print(f"  {mode:<8} {name:<11} failed to build: {type(error).__name__}: {str(error)[:160]}")
+                continue
             step_model = torch.compile(model) if mode == "compiled" else model
 
             def step(m: Callable[..., torch.Tensor] = step_model) -> None:
@@ -441,6 +448,78 @@ def encoder_rows(device: str, rounds: int, compiled: tuple[str, ...]) -> None:
                 torch.cuda.empty_cache()
 
 
+def attention_rows(rounds: int) -> None:
+    """Attention alone, forward+backward, ``[16, 8, 1024, 64]`` bf16, causal: SDPA and FlexAttention with each
+    way a score term reaches a fused kernel (a fixed ALiBi bias dense or as a score_mod; T5's learned bias and
+    Shaw's key term as a mask that needs a gradient), ms per step and relative to SDPA causal. Each case is
+    guarded: one that fails prints why and the rest still run."""
+    from posenc.nn import ALiBiBias, ShawRelativeBias, T5RelativeBias
+
+    b, h, s, d = 16, 8, 1024, 64
+    dtype = torch.bfloat16
+    qkv = [torch.randn(b, h, s, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3)]
+    future = torch.ones(s, s, dtype=torch.bool, device="cuda").triu(1)
+    alibi = ALiBiBias(h).bias(s, s, dtype=dtype, device="cuda").masked_fill(future, float("-inf"))[None]
+    t5 = T5RelativeBias(h, bidirectional=False).cuda()
+    shaw = ShawRelativeBias(d, max_distance=16).cuda()
+    shaw_context = shaw.context(s, positions=None, dtype=dtype, device=torch.device("cuda"))
+    F = torch.nn.functional
+
+    def sdpa_causal() -> torch.Tensor:
+        return F.scaled_dot_product_attention(*qkv, is_causal=True)
+
+    def sdpa_alibi() -> torch.Tensor:
+        return F.scaled_dot_product_attention(*qkv, attn_mask=alibi)
+
+    def sdpa_t5() -> torch.Tensor:
+        mask = t5.bias(s, s, dtype=dtype, device="cuda").masked_fill(future, float("-inf"))[None]
+        return F.scaled_dot_product_attention(*qkv, attn_mask=mask)
+
+    def sdpa_shaw() -> torch.Tensor:
+        q = qkv[0] * d**-0.5
+        mask = shaw.score_term(q, shaw_context).masked_fill(future, float("-inf"))
+        return F.scaled_dot_product_attention(q, qkv[1], qkv[2], attn_mask=mask, scale=1.0)
+
+    cases: dict[str, Callable[[], torch.Tensor]] = {
+        "SDPA causal": sdpa_causal,
+        "SDPA, dense ALiBi bias": sdpa_alibi,
+        "SDPA, T5 bias needing its gradient (formed per step)": sdpa_t5,
+        "SDPA, Shaw key term needing its gradient": sdpa_shaw,
+    }
+    try:
+        from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+        flex = torch.compile(flex_attention)
+        block = create_block_mask(lambda b_, h_, i, j: j <= i, None, None, s, s, device="cuda")
+        slopes = ALiBiBias(h).slopes.to("cuda", torch.float32)
+
+        def alibi_mod(score, b_, h_, i, j):  # type: ignore[no-untyped-def]
+            return score - slopes[h_] * (i - j).abs()
+
+        cases["FlexAttention causal block mask"] = lambda: flex(*qkv, block_mask=block)
+        cases["FlexAttention, ALiBi score_mod"] = lambda: flex(*qkv, score_mod=alibi_mod, block_mask=block)
+
+    except ImportError as error:
+        print(f"  FlexAttention skipped: {error}")
+    grad = torch.randn(b, h, s, d, device="cuda", dtype=dtype)
+    print(f"\nattention alone fwd+bwd, [{b}, {h}, {s}, {d}] bf16, causal, ms per step:")
+    base = None
+    for name, fn in cases.items():
+
+        def step(f: Callable[[], torch.Tensor] = fn) -> None:
+            f().backward(grad)
+            for t in qkv:
+                t.grad = None
+
+        try:
+            ms = per_call_us(step, reps=5, rounds=rounds) / 1e3
+        except Exception as error:  # report, do not stop the benchmark
+            print(f"  {name:<54} failed: {type(error).__name__}: {str(error)[:160]}")
+            continue
+        base = ms if base is None else base
+        print(f"  {name:<54} {ms:8.3f} ms  {ms / base:5.2f}×")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -449,10 +528,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="calls per case per round (default 20)")
     parser.add_argument(
         "--suite",
-        choices=("all", "modules", "kernels"),
+        choices=("all", "modules", "attention", "kernels"),
         default="all",
-        help="modules: RotaryEmbedding and the encoder against peers; kernels: apply_rotary and tables "
-        "against the copy bandwidth (default all)",
+        help="modules: RotaryEmbedding and the encoder against peers; attention: score terms on fused "
+        "attention kernels; kernels: apply_rotary and tables against the copy bandwidth (default all)",
     )
     parser.add_argument(
         "--compiled",
@@ -477,10 +556,12 @@ def main() -> None:
         f"{props.name}, {props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB; torch "
         f"{torch.__version__}, CUDA {torch.version.cuda}; posenc GPU kernels: {kernels}"
     )
-    if args.suite in ("all", "modules"):
-        module_rotary_rows("cuda", args.rounds)
+    if args.suite in ("all", "modules"):  # the encoder first: a run cut short keeps its rows
         encoder_rows("cuda", max(3, args.rounds // 3), tuple(filter(None, args.compiled.split(","))))
-    if args.suite == "modules":
+        module_rotary_rows("cuda", args.rounds)
+    if args.suite in ("all", "attention"):
+        attention_rows(max(3, args.rounds // 3))
+    if args.suite in ("modules", "attention"):
         return
     peak = copy_bandwidth(args.rounds)
     print(f"device-to-device copy of 1 GiB: {peak / 1e9:.0f} GB/s (read + written)")

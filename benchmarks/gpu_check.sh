@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One prepared run on a CUDA machine without network access, in under 7 minutes: posenc installed from this
-# checkout (no dependencies fetched; wheels carried in .whl/ are installed first), the CUDA tests, and the
-# module rows of bench_gpu.py (RotaryEmbedding against Liger-Kernel, flash-attn and Hugging Face; the
-# encoder per encoding). Everything is written under $OUT (default /tmp/posenc-gpu).
+# One prepared run on a CUDA machine without network access, in under 6 minutes (each step has its own
+# timeout): posenc installed from this checkout (no dependencies fetched; wheels carried in .whl/ are
+# installed first), the CUDA tests, the module rows of bench_gpu.py (the encoder per encoding first, then
+# RotaryEmbedding against Liger-Kernel, flash-attn and Hugging Face) and its attention rows (score terms on
+# SDPA and FlexAttention). Everything is written under $OUT (default /tmp/posenc-gpu).
 #
 #     OUT=/some/dir bash benchmarks/gpu_check.sh
 set -u
@@ -22,14 +23,17 @@ if ls .whl/*.whl >/dev/null 2>&1; then  # peers carried as wheels (liger-kernel 
   export PYTHONPATH=/tmp/site
 fi
 # posenc itself (its entry points serve `posenc bench`); builds the optional C loops where a compiler is
-timeout 90 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
+timeout 45 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 \
   || echo "pip install -e . failed (see install.log); running from src/" | tee -a "$OUT/env.txt"
 export PYTHONPATH=$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 
 set -o pipefail
-timeout 210 "$PY" -m pytest -q -p no:cacheprovider -rs --durations=15 tests/test_cuda.py tests/test_gpu_kernels.py \
+timeout 140 "$PY" -m pytest -q -p no:cacheprovider -rs --durations=15 tests/test_cuda.py tests/test_gpu_kernels.py \
   2>&1 | tee "$OUT/tests.log"
 echo "pytest exit: $?" | tee -a "$OUT/tests.log"
 
-timeout 170 "$PY" benchmarks/bench_gpu.py --suite modules --rounds 5 --compiled none,rope 2>&1 | tee "$OUT/bench.log"
+timeout 140 "$PY" benchmarks/bench_gpu.py --suite modules --rounds 5 --compiled none,rope 2>&1 | tee "$OUT/bench.log"
 echo "bench_gpu exit: $?" | tee -a "$OUT/bench.log"
+
+timeout 35 "$PY" benchmarks/bench_gpu.py --suite attention --rounds 9 2>&1 | tee "$OUT/attention.log"
+echo "bench_gpu attention exit: $?" | tee -a "$OUT/attention.log"

@@ -9,16 +9,19 @@ Per layer:
 1. ``q, k ← enc.transform_qk(q, k, context)`` (rotary);
 2. ``bias ← enc.score_bias(context)`` joins the additive mask with padding and causality (ALiBi, T5);
 3. an encoding with ``scores_qk`` adds its term to the scores: written out with
-   ``enc.add_scores_`` when a gradient flows through it, when it has no ``score_term`` (contextual
-   encodings) or when ``enc.needs_weights``; otherwise ``enc.score_term(q, context)`` joins the fused
-   kernel's mask (Shaw at inference);
+   ``enc.add_scores_`` when it has no ``score_term`` (contextual encodings), when ``enc.needs_weights``,
+   or on the CPU when a gradient flows through it; otherwise ``enc.score_term(q, context)`` joins the
+   fused kernel's mask (Shaw on keys);
 4. ``enc.combine_values(α, v, context)`` forms the output where the weights are written out (Shaw's
    value term); otherwise ``scaled_dot_product_attention`` does.
 
-A learned bias (T5 while training) is also written out: the fused kernel would fall back to its
-general unfused form to return the mask's gradient. With ``[b, s]`` positions (left-padded batches,
-packed sequences) each context entry gains a leading batch dimension, broadcast against
-``[b, h, s, s]`` scores.
+A mask that needs a gradient (T5 while training, Shaw's key term) goes to the fused kernel on CUDA,
+whose memory-efficient form returns the mask's gradient; on the CPU it is written out, as the fused
+kernel would fall back to its general unfused form there. The encodings form such terms so that their
+own gradient needs no atomic additions (:mod:`posenc.nn._diagonals`).
+
+With ``[b, s]`` positions (left-padded batches, packed sequences) each context entry gains a leading
+batch dimension, broadcast against ``[b, h, s, s]`` scores.
 
 The encoding is bound to :class:`MultiHeadAttention` at construction and checked there once.
 One encoding module is shared by all layers (as T5 shares its bias table); the encoder owns it,
@@ -255,19 +258,25 @@ class MultiHeadAttention(nn.Module):
             q = q * scale
         # a score term joins the mask later (the scores, or the fused kernel's mask): causality goes in too
         mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, fused_causal=scorer is None)
+        # on CUDA the fused kernel returns a mask's gradient; on the CPU a learned mask is written out
+        fused_grad = q.device.type == "cuda"
         term = None
-        if scorer is not None and not scorer.needs_weights and not _grad_needed(q, mask, module=scorer):
+        if (
+            scorer is not None
+            and not scorer.needs_weights
+            and (fused_grad or not _grad_needed(q, mask, module=scorer))
+        ):
             term = scorer.score_term(q, context)  # None: it needs q·kᵀ (contextual), written out below
         if enc is not None and (enc.needs_weights or (scorer is not None and term is None)):
             # the value term needs the weights; the score term its gradient, or q·kᵀ itself: written out
             q = q if scorer is not None else q * scale
             out = _explicit_attention(q, k, v, mask, p, may_hide=may_hide, encoding=enc, context=context)
-        elif scorer is None and _grad_needed(mask):
-            # a learned mask (T5): scaled_dot_product_attention would leave its fused kernel for its
-            # general unfused one to return the mask's gradient; the lean explicit form is faster
+        elif scorer is None and not fused_grad and _grad_needed(mask):
+            # a learned mask (T5) on the CPU: scaled_dot_product_attention would leave its fused kernel for
+            # its general unfused one to return the mask's gradient; the lean explicit form is faster
             out = _explicit_attention(q * scale, k, v, mask, p, may_hide=may_hide)
         else:
-            if term is not None:  # no gradient: the query-dependent term as the fused kernel's mask
+            if term is not None:  # the query-dependent term as the fused kernel's mask
                 mask = term if mask is None else mask + term
             out = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None,

@@ -26,9 +26,10 @@ import torch
 from torch import nn
 
 from posenc import spectrum, validate
-from posenc.nn._positions import relative_distances
+from posenc.nn._diagonals import band_gather, band_sum, toeplitz
+from posenc.nn._positions import check_end, check_offset, query_start, relative_distances
 from posenc.nn._slots import add_gathered_, attend_with_slots, gather_slots
-from posenc.nn.contracts import QueryBiasContract, ScoreBiasContract
+from posenc.nn.contracts import PositionContext, QueryBiasContract, ScoreBiasContract
 
 
 def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> torch.Tensor:
@@ -60,7 +61,17 @@ class AttentionBias(ScoreBiasContract):
         """``[h, s_q, s_k]`` additive bias for queries at positions ``i`` and keys at ``j``.
 
         With ``[b, s]`` positions (one row per sequence of the batch) the bias is ``[b, h, s_q, s_k]``.
+        With default positions the bias is constant along diagonals: it is formed on the ``s_q + s_k − 1``
+        offsets and spread by :func:`~posenc.nn._diagonals.toeplitz`, whose gradient sums along diagonals
+        (no atomic additions into the small table of a learned bias).
         """
+        if q_positions is None and k_positions is None and q_len > 0 and k_len > 0:
+            start = query_start(q_len, k_len, check_offset(offset))
+            check_end(offset + k_len)
+            # diagonal m of the [s_q, s_k] bias holds key minus query position m − (s_q − 1) + offset − start
+            diagonals = torch.arange(offset - start - (q_len - 1), offset - start + k_len, device=device)
+            per_offset = self._bias_from_distance(diagonals[None]).squeeze(-2)  # [h, s_q + s_k − 1]
+            return toeplitz(per_offset.to(dtype), q_len, k_len)
         distance = relative_distances(
             q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset, device=device
         )
@@ -260,6 +271,47 @@ class ShawRelativeBias(QueryBiasContract):
         if distance.is_floating_point():
             raise TypeError(f"Shaw relative positions need integer positions, got dtype {distance.dtype}")
         return distance.clamp(-self.max_distance, self.max_distance) + self.max_distance
+
+    def context(
+        self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
+    ) -> PositionContext:
+        """The clipped-distance index; with default positions ``state`` holds its band's shift (``0``: key
+        minus query position is ``j − i``), which lets the GPU paths sum along diagonals."""
+        index = self.index(length, length, q_positions=positions, k_positions=positions, device=device)
+        return PositionContext(index=index, state=0 if positions is None else None)
+
+    def _band(self, x: torch.Tensor, context: PositionContext) -> tuple[torch.Tensor, int, int] | None:
+        """``(index, k, shift)`` where the index is a band of diagonals and ``x`` is off the CPU (there the
+        compiled loop of :mod:`posenc.nn._slots` serves); ``None`` otherwise."""
+        if x.device.type == "cpu" or not isinstance(context.state, int) or self._index(context).dim() != 2:
+            return None
+        return self._index(context), self.max_distance, context.state
+
+    def score_term(self, q: torch.Tensor, context: PositionContext) -> torch.Tensor:
+        """The key term ``q_i·a^K_ij``; for a band off the CPU by :func:`~posenc.nn._diagonals.band_gather`,
+        whose gradient sums along diagonals instead of scattering with atomics."""
+        band = self._band(q, context)
+        if band is None:
+            return super().score_term(q, context)
+        return band_gather(self._slot_scores(q), *band)
+
+    def add_scores_(
+        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """The key term added in place (for a band off the CPU: :meth:`score_term`'s)."""
+        if self._band(q, context) is None:
+            return super().add_scores_(scores, q, k, context)
+        return scores.add_(self.score_term(q, context))
+
+    def combine_values(
+        self, weights: torch.Tensor, v: torch.Tensor, context: PositionContext
+    ) -> torch.Tensor:
+        """:meth:`attend`; for a band off the CPU the weights are summed per slot by
+        :func:`~posenc.nn._diagonals.band_sum` (its gradient a gather, no atomics)."""
+        band = self._band(weights, context)
+        if band is None or self.values is None:
+            return super().combine_values(weights, v, context)
+        return torch.matmul(weights, v) + band_sum(weights, *band) @ self.values.to(weights.dtype)
 
     def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         """``[b, h, s_q, s_k]`` ``q_i·a^K_ij`` (unscaled) for queries ``q [b, h, s_q, d_h]``, ``index [(b,) s_q, s_k]``.

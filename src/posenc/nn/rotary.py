@@ -46,6 +46,14 @@ from posenc.registry import EncodingView
 
 LAYOUTS: tuple[str, ...] = ("adjacent", "half_split")
 
+
+@dataclasses.dataclass(frozen=True)
+class _Positions:
+    """A rotary context's positions (``None``: the default ``0 … s−1``), read back by ``transform_qk``."""
+
+    positions: torch.Tensor | None
+
+
 _CHUNK_BYTES = 1 << 20
 """Eager :func:`apply_rotary` works through ``x`` in blocks of about this many bytes (of rows of the
 merged batch·head dims and of the sequence), so that its passes run in the cache, not in main memory."""
@@ -1102,9 +1110,11 @@ class RotaryEmbedding(RotaryContract):
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
     ) -> PositionContext:
-        """The tables of one forward; with xPos, queries' and keys' (inverse scales) separately."""
+        """The tables of one forward; with xPos, queries' and keys' (inverse scales) separately. Without
+        xPos ``state`` keeps the positions (``None``: default) for :meth:`transform_qk`'s one launch."""
         if self.xpos_scale_base is None:
-            return super().context(length, positions=positions, dtype=dtype, device=device)
+            tables = self.cos_sin(length, positions=positions, dtype=dtype, device=device)
+            return PositionContext(cos_sin=tables, state=_Positions(positions))
         if positions is None:
             _positions.check_end(length)
             positions = torch.arange(length, device=device)
@@ -1115,6 +1125,18 @@ class RotaryEmbedding(RotaryContract):
             cos_sin=self._tables_at(positions, positions, sign=1.0, dtype=dtype),
             key_cos_sin=self._tables_at(positions, positions, sign=-1.0, dtype=dtype),
         )
+
+    def transform_qk(
+        self, q: torch.Tensor, k: torch.Tensor, context: PositionContext
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q`` and ``k`` rotated at the context's positions: under ``torch.compile`` by one launch of
+        :func:`rotate_qk` where it serves (CUDA, :meth:`forward`'s rule), otherwise by the context's tables
+        (in eager mode the one launch costs more host time per call than the two table rotations)."""
+        if isinstance(context.state, _Positions) and torch.compiler.is_compiling():
+            positions = context.state.positions
+            if self._one_launch(q, k, positions, positions):
+                return self._rotate_qk(q, k, q_positions=positions, k_positions=positions, offset=0)
+        return super().transform_qk(q, k, context)
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``x [..., s, head_dim]`` rotated by tables from :meth:`cos_sin` (:func:`apply_rotary` in this layout).
