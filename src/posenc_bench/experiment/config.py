@@ -267,6 +267,14 @@ class RunConfig:
                 del out[name]
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """The config :meth:`to_dict` wrote (fields it left out take their defaults); ``TypeError`` names an unknown key."""
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"run config has no field {', '.join(map(repr, unknown))}")
+        return cls(**data)
+
 
 @dataclass(frozen=True)
 class BenchPlan:

@@ -49,7 +49,7 @@ def read_run(run_dir: Path | str) -> Run:
             )
     resolved = read_config(directory)
     try:
-        config = RunConfig(**resolved["config"])
+        config = RunConfig.from_dict(resolved["config"])
     except (KeyError, TypeError) as exc:
         raise ValueError(
             f"{directory / CONFIG} does not hold a run configuration of this posenc: {exc}"
