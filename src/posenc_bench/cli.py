@@ -29,16 +29,8 @@ from posenc import registry, validate
 from posenc.errors import UsageError
 from posenc_bench import lengthgen_cli
 from posenc_bench.data.splits import PROTOCOLS
-from posenc_bench.experiment.config import (
-    DETECTORS,
-    MODELS,
-    MONITORS,
-    SCALE_POLICIES,
-    TASKS,
-    BenchPlan,
-    RunConfig,
-    resolve_encoding_options,
-)
+from posenc_bench.experiment.axes import DETECTORS, MODELS, MONITORS, SCALE_POLICIES, TASKS
+from posenc_bench.experiment.config import BenchPlan, RunConfig, resolve_encoding_options
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
