@@ -29,7 +29,18 @@ from posenc import registry, validate
 from posenc.errors import UsageError
 from posenc_bench import lengthgen_cli
 from posenc_bench.data.splits import PROTOCOLS
-from posenc_bench.experiment.axes import DETECTORS, MODELS, MONITORS, SCALE_POLICIES, TASKS
+from posenc_bench.experiment.axes import (
+    DETECTORS,
+    MODELS,
+    MONITORS,
+    SCALE_POLICIES,
+    TASKS,
+    DataAxis,
+    ModelAxis,
+    ProtocolAxis,
+    TaskAxis,
+    TrainingAxis,
+)
 from posenc_bench.experiment.config import BenchPlan, RunConfig, resolve_encoding_options
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
@@ -274,17 +285,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-CONFIG_FLAGS = {"n_heads": "--heads", "n_layers": "--layers"}  # RunConfig fields whose flag has another name
+#: RunConfig and BenchPlan fields whose flag has another name.
+CONFIG_FLAGS = {"n_heads": "--heads", "n_layers": "--layers", "scales": "--scale", "detectors": "--detector"}
 
 
 def flag_names(message: str, args: argparse.Namespace) -> str:
-    """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``)."""
+    """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``),
+    and each ``name=value`` as the flag and its value (``--window 30``)."""
     names = {
         **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in ("func", "dataset")},
         **CONFIG_FLAGS,
     }
-    pattern = r"(?<![-\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b"
-    return re.sub(pattern, lambda m: names[m.group(1)], message)
+    pattern = (
+        r"(?<![-\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b(=(?=\S))?"
+    )
+    return re.sub(pattern, lambda m: names[m.group(1)] + (" " if m.group(2) else ""), message)
 
 
 def check_device(text: str | None) -> None:
@@ -309,120 +324,106 @@ def check_device(text: str | None) -> None:
         raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
 
 
-def _contextual(args: argparse.Namespace, window: int) -> dict[str, Any]:
-    """The RunConfig fields whose default depends on another flag: each as given, else that default.
-
-    ``--model spatiotemporal`` sets the size and a non-overlapping stride, ``--task detect`` its own
-    training (:data:`DETECT_TRAINING`), ``--protocol dfstrans`` early stopping on validation loss.
-    """
-    d = RunConfig()
-    spatiotemporal = args.model == "spatiotemporal"
-    defaults: dict[str, Any] = {
-        "stride": window if spatiotemporal else max(1, window // 2),
-        "d_model": SPATIOTEMPORAL_SIZES[0] if spatiotemporal else d.d_model,
-        "n_heads": SPATIOTEMPORAL_SIZES[1] if spatiotemporal else d.n_heads,
-        "monitor": "loss" if args.protocol == "dfstrans" else d.monitor,
-        **{
-            key: DETECT_TRAINING[key] if args.task == "detect" else getattr(d, key) for key in DETECT_TRAINING
-        },
-    }
+def _given(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Each of ``defaults``' fields as its flag gave it, else that default."""
     given = {key: getattr(args, "heads" if key == "n_heads" else key) for key in defaults}
     return {key: default if given[key] is None else given[key] for key, default in defaults.items()}
 
 
-def plan_from_args(args: argparse.Namespace) -> BenchPlan:
-    """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad option)."""
+def _contextual(args: argparse.Namespace) -> dict[str, Any]:
+    """The model sizes, whose default depends on the model: ``--model spatiotemporal`` is smaller."""
+    spatiotemporal = args.model == "spatiotemporal"
+    return _given(
+        args,
+        {
+            "d_model": SPATIOTEMPORAL_SIZES[0] if spatiotemporal else ModelAxis.d_model,
+            "n_heads": SPATIOTEMPORAL_SIZES[1] if spatiotemporal else ModelAxis.n_heads,
+        },
+    )
+
+
+def _default_stride(model: ModelAxis, window: int) -> int:
+    """Non-overlapping windows for the spatio-temporal model (as Labaien et al. 2023 cut segments), else half."""
+    return window if model.spatiotemporal else max(1, window // 2)
+
+
+def _training(args: argparse.Namespace) -> dict[str, Any]:
+    """The training fields whose default depends on the task or protocol: ``--task detect`` its own
+    (:data:`DETECT_TRAINING`), ``--protocol dfstrans`` early stopping on validation loss."""
+    detect, dfstrans = args.task == "detect", args.protocol == "dfstrans"
+    return _given(
+        args,
+        {
+            "monitor": "loss" if dfstrans else TrainingAxis.monitor,
+            **{
+                key: DETECT_TRAINING[key] if detect else getattr(TrainingAxis, key) for key in DETECT_TRAINING
+            },
+        },
+    )
+
+
+def _encodings(args: argparse.Namespace) -> tuple[str, ...]:
+    """--encodings with :data:`ALWAYS` in front, each a registered name."""
     requested = _csv_list(args.encodings or DEFAULT_ENCODINGS)
     unknown = [e for e in requested if e not in registry.ENCODINGS]
     if unknown:
         raise ValueError(
             f"--encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
         )
-    encodings = tuple(dict.fromkeys(ALWAYS + requested))
-    probes = args.dataset == "probes"
-    scales = _csv_list(args.scale if args.scale is not None else ("matched" if probes else "native"))
-    bad = [s for s in scales if s not in SCALE_POLICIES]
-    if bad or not scales:
-        raise ValueError(
-            f"--scale: unknown policy {', '.join(map(repr, bad)) or repr(args.scale)}; "
-            f"valid: {', '.join(SCALE_POLICIES)}"
-        )
-    spatiotemporal = args.model == "spatiotemporal"
-    window = (
-        args.window
-        if args.window is not None
-        else (args.n_windows * args.window_length if spatiotemporal else RunConfig().window)
-    )
-    for flag, value in (
-        ("--seeds", 5 if args.seeds is None else args.seeds),
-        ("--splits", args.splits),
-        ("--window", window),
-        ("--threads", args.threads),
-        ("--n-windows", args.n_windows),
-        ("--window-length", args.window_length),
-    ):
-        if value < 1:
-            raise ValueError(f"{flag} must be >= 1, got {value}")
-    detectors = _csv_list(args.detector)
-    bad = [m for m in detectors if m not in DETECTORS]
-    if bad or not detectors:
-        raise ValueError(
-            f"--detector: unknown {', '.join(map(repr, bad)) or repr(args.detector)}; "
-            f"valid: {', '.join(DETECTORS)}"
-        )
-    if args.task == "detect" and args.horizon >= window:
-        raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
-    if args.task == "detect" and args.protocol != "blocked":
-        raise ValueError(
-            f"--protocol {args.protocol} applies to --task classify only: --task detect trains on each "
-            "series' nominal training array and tests on its test array, so it has no split protocol; "
-            "leave --protocol out (blocked)"
-        )
-    if args.task == "detect" and spatiotemporal:
-        raise ValueError("--model spatiotemporal is a classifier: it applies to --task classify only")
+    return tuple(dict.fromkeys(ALWAYS + requested))
+
+
+def _dataset_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--dataset-option items, with --lags as the probe suite's ``distances``."""
     options = dict(args.dataset_option)
     if args.lags is not None:
-        if not probes:
+        if args.dataset != "probes":
             raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
         try:
             options["distances"] = [int(k) for k in _csv_list(args.lags)]
         except ValueError:
             raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
-    if spatiotemporal and window != args.n_windows * args.window_length:
-        raise ValueError(
-            f"--window {window} must equal --n-windows × --window-length = {args.n_windows} × "
-            f"{args.window_length} = {args.n_windows * args.window_length} for --model spatiotemporal"
-        )
-    if spatiotemporal and args.window_length < 8:
-        raise ValueError(
-            f"--window-length must be >= 8 for --model spatiotemporal: its CNN halves the window "
-            f"three times, so {args.window_length} leaves 0 features"
-        )
-    if not 0 < args.anomaly_percent <= 100:
-        raise ValueError(f"--anomaly-percent must be in (0, 100], got {args.anomaly_percent:g}")
-    base = RunConfig(
-        dataset=args.dataset,
-        dataset_options=options,
-        window=window,
+    return options
+
+
+def _base(args: argparse.Namespace, detectors: tuple[str, ...]) -> RunConfig:
+    """The run every grid point varies (RunConfig checks every value and names the field)."""
+    model = ModelAxis(
         model=args.model,
         n_windows=args.n_windows,
         window_length=args.window_length,
-        anomaly_percent=args.anomaly_percent,
-        **_contextual(args, window),
+        **_contextual(args),
         n_layers=args.layers,
         dropout=args.dropout,
-        epochs=args.epochs,
-        weight_decay=args.weight_decay,
-        protocol=args.protocol,
-        task=args.task,
-        detector=detectors[0],
-        horizon=args.horizon,
-        smoothing=args.smoothing,
-        holdout=args.holdout,
     )
-    for name in (
-        encodings if spatiotemporal else ()
-    ):  # the encoding indexes windows: name the flag that sets them
+    window = args.window
+    if window is None:
+        window = model.n_windows * model.window_length if model.spatiotemporal else DataAxis.window
+    return RunConfig.from_axes(
+        DataAxis(
+            dataset=args.dataset,
+            dataset_options=_dataset_options(args),
+            window=window,
+            stride=args.stride if args.stride is not None else _default_stride(model, window),
+        ),
+        ProtocolAxis(protocol=args.protocol, anomaly_percent=args.anomaly_percent),
+        model,
+        TaskAxis(
+            task=args.task,
+            detector=detectors[0] if detectors else args.detector,
+            horizon=args.horizon,
+            smoothing=args.smoothing,
+            holdout=args.holdout,
+        ),
+        TrainingAxis(epochs=args.epochs, weight_decay=args.weight_decay, **_training(args)),
+    )
+
+
+def _check_encodings_fit(base: RunConfig, encodings: tuple[str, ...]) -> None:
+    """The spatio-temporal model's encodings index windows: each must be faithful for ``n_windows``."""
+    if not base.axes.model.spatiotemporal:
+        return
+    for name in encodings:
         limit = registry.get(name).faithful_length
         if limit is not None and base.n_windows > limit(base.d_model):
             raise ValueError(
@@ -430,6 +431,18 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
                 f"{limit(base.d_model)} positions at --d-model {base.d_model}; use fewer windows "
                 f"or a larger --d-model"
             )
+
+
+def plan_from_args(args: argparse.Namespace) -> BenchPlan:
+    """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad field;
+    :func:`flag_names` writes it as the flag)."""
+    encodings = _encodings(args)
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    detectors = _csv_list(args.detector)
+    base = _base(args, detectors)
+    probes = base.axes.data.probes
+    _check_encodings_fit(base, encodings)
     encoding_options = resolve_encoding_options(encodings, args.encoding_option)
     if encoding_options:  # build each optioned encoding once: a bad value fails before any training
         from posenc.nn import build_encoding
@@ -439,7 +452,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     return BenchPlan(
         base,
         encodings,
-        scales,
+        _csv_list(args.scale if args.scale is not None else ("matched" if probes else "native")),
         seeds=5 if args.seeds is None else args.seeds,
         splits=args.splits,
         encoding_options=encoding_options,

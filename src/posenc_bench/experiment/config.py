@@ -138,17 +138,30 @@ class RunConfig:
     anomaly_percent: float = ProtocolAxis.anomaly_percent
 
     def __post_init__(self) -> None:
-        data, _, model, task, _ = self.axes  # each axis checks its own fields
-        if task.detect and self.horizon >= data.window:
-            raise ValueError(
-                f"horizon must be < window (a forecast of at least a whole window from one window), "
-                f"got horizon={self.horizon}, window={self.window}"
-            )
+        data, protocol, model, task, _ = self.axes  # each axis checks its own fields
         if model.spatiotemporal and data.window != model.n_windows * model.window_length:
             raise ValueError(
                 f"window={data.window} must equal n_windows × window_length = {model.n_windows} × "
                 f"{model.window_length} = {model.n_windows * model.window_length} for model 'spatiotemporal'"
             )
+        if task.detect:
+            self._check_detect(protocol, model)
+
+    def _check_detect(self, protocol: ProtocolAxis, model: ModelAxis) -> None:
+        """The detect task forecasts within a window, from each series' own nominal training array."""
+        if self.horizon >= self.window:
+            raise ValueError(
+                f"horizon must be < window, got horizon={self.horizon} with window={self.window} "
+                "(a forecast of at least a whole window from one window)"
+            )
+        if not protocol.blocked:
+            raise ValueError(
+                f"protocol={protocol.protocol} applies to task=classify only: task=detect trains on each "
+                "series' nominal training array and tests on its test array, so it has no split protocol; "
+                "leave protocol out (blocked)"
+            )
+        if model.spatiotemporal:
+            raise ValueError("model=spatiotemporal is a classifier: it applies to task=classify only")
 
     @classmethod
     def from_axes(cls, *axes: DataAxis | ProtocolAxis | ModelAxis | TaskAxis | TrainingAxis) -> RunConfig:
