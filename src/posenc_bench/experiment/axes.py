@@ -227,6 +227,11 @@ class TaskAxis:
         check_parameters(self)
 
     @property
+    def classify(self) -> bool:
+        """Whether the task is supervised window classification (the fields below ``task`` do not apply)."""
+        return self.task == "classify"
+
+    @property
     def detect(self) -> bool:
         """Whether the task is unsupervised detection (its fields below ``task`` apply)."""
         return self.task == "detect"

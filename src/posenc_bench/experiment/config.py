@@ -194,7 +194,7 @@ class RunConfig:
         out["encoding_options"] = dict(self.encoding_options)
         if not out["encoding_options"]:
             del out["encoding_options"]
-        if not self.axes.task.detect:
+        if self.axes.task.classify:
             for name in ("task", "detector", "horizon", "smoothing", "holdout"):
                 del out[name]
         return out

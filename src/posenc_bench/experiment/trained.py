@@ -54,7 +54,7 @@ def read_run(run_dir: Path | str) -> Run:
         raise ValueError(
             f"{directory / CONFIG} does not hold a run configuration of this posenc: {exc}"
         ) from None
-    if config.task != "classify":
+    if not config.axes.task.classify:
         raise ValueError(
             f"{directory} is a run of task {config.task!r}; only classifier runs (task 'classify') "
             "can be rebuilt for analysis"
