@@ -20,6 +20,7 @@ runs and resumes the interrupted one from its last epoch. Processes started toge
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -28,11 +29,8 @@ from typing import Any
 from posenc import registry, validate
 from posenc.errors import UsageError
 from posenc_bench import lengthgen_cli
-from posenc_bench.data.splits import PROTOCOLS
 from posenc_bench.experiment.axes import (
     DETECTORS,
-    MODELS,
-    MONITORS,
     SCALE_POLICIES,
     TASKS,
     DataAxis,
@@ -42,6 +40,7 @@ from posenc_bench.experiment.axes import (
     TrainingAxis,
 )
 from posenc_bench.experiment.config import BenchPlan, RunConfig, resolve_encoding_options
+from posenc_bench.experiment.constraints import Interval, Options
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
@@ -76,8 +75,47 @@ def _key_value(flag: str) -> Any:
 _option = _key_value("--dataset-option")
 
 
+#: Run fields whose default depends on other flags (:func:`_base`): their flag defaults to ``None`` and its
+#: help gives each default.
+CONTEXTUAL = {
+    "window": "default {default}; --model spatiotemporal: n_windows × window_length",
+    "stride": "default window // 2; --model spatiotemporal: window, no overlap",
+    "d_model": f"default {{default}}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[0]}",
+    "n_heads": f"default {{default}}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[1]}",
+    **{key: f"default {{default}}; --task detect {value}" for key, value in DETECT_TRAINING.items()},
+    "monitor": "default {default}; --protocol dfstrans: loss, as its authors stop",
+}
+#: The axes whose fields are flags, in --help order.
+FLAG_AXES = (DataAxis, ProtocolAxis, ModelAxis, TaskAxis, TrainingAxis)
+
+
+def _flag(item: dataclasses.Field[Any]) -> str:
+    """The flag that sets a run field: its ``flag`` metadata, else ``--`` and the name with dashes."""
+    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
+
+
+def add_axis_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """One flag per axis field that declares a help text: its type and choices from the field's constraint,
+    its default from the field (``None`` for the fields of :data:`CONTEXTUAL`)."""
+    for axis in FLAG_AXES:
+        constraints = axis._parameter_constraints
+        for item in dataclasses.fields(axis):
+            if "help" not in item.metadata:
+                continue
+            constraint = constraints[item.name]
+            text: str = item.metadata["help"]
+            note = CONTEXTUAL.get(item.name, "" if "{default" in text else "default {default}")
+            help_text = (text + (f" ({note})" if note else "")).format(default=item.default)
+            p.add_argument(
+                _flag(item),
+                type=constraint.kind if isinstance(constraint, Interval) else str,
+                choices=constraint.values if isinstance(constraint, Options) else None,
+                default=None if item.name in CONTEXTUAL else item.default,
+                help=help_text,
+            )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    d = RunConfig()
     p = sub.add_parser(
         "bench",
         help="compare positional encodings on windowed anomaly classification",
@@ -86,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--task",
-        default=d.task,
+        default=TaskAxis.task,
         choices=(*TASKS, "lengthgen"),
         help="classify: supervised window classification on blocked splits (default); detect: train a "
         "forecaster/reconstructor on the nominal training arrays only, score test steps by error; "
@@ -94,31 +132,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--detector",
-        default=d.detector,
-        help=f"--task detect: model(s), comma-separated: {', '.join(DETECTORS)} (default {d.detector})",
+        default=TaskAxis.detector,
+        help=f"--task detect: model(s), comma-separated: {', '.join(DETECTORS)} (default {TaskAxis.detector})",
     )
-    p.add_argument(
-        "--horizon",
-        type=int,
-        default=d.horizon,
-        help=f"--task detect: steps forecast from each window (< --window, default {d.horizon})",
-    )
-    p.add_argument(
-        "--smoothing",
-        type=float,
-        default=d.smoothing,
-        help=f"--task detect: EWMA span of the step errors (telemanom smoothing; default {d.smoothing:g})",
-    )
-    p.add_argument(
-        "--holdout",
-        type=float,
-        default=d.holdout,
-        help=f"--task detect: held-out tail of each nominal training array for calibration "
-        f"(default {d.holdout})",
-    )
-    p.add_argument(
-        "--dataset", default=d.dataset, help="msl, smd, synthetic, probes or a PATH (default synthetic)"
-    )
+    add_axis_flags(p)
     p.add_argument(
         "--dataset-option",
         action="append",
@@ -165,97 +182,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
     p.add_argument(
-        "--protocol",
-        default=d.protocol,
-        choices=PROTOCOLS,
-        help="split protocol: blocked (leakage-free, default), random_windows (LEAKY: windows dealt "
-        "at random as in much of the literature; only to measure how much leakage inflates scores) "
-        "or dfstrans (LEAKY: Labaien et al. 2023 — stratified random split of non-overlapping "
-        "segments 70/15/15, min-max scaling, threshold 0.5)",
-    )
-    p.add_argument(
-        "--anomaly-percent",
-        type=float,
-        default=d.anomaly_percent,
-        help="--protocol dfstrans: keep anomalous instances up to this percent of all, in (0, 100] "
-        f"(default {d.anomaly_percent:g})",
-    )
-    p.add_argument(
-        "--model",
-        default=d.model,
-        choices=MODELS,
-        help="transformer (default) or spatiotemporal (DFStrans: per-sensor CNN per window, attention "
-        "across windows and across sensors; the encoding acts on the window axis)",
-    )
-    p.add_argument(
-        "--n-windows",
-        type=int,
-        default=d.n_windows,
-        help=f"--model spatiotemporal: windows per instance (default {d.n_windows}; the paper 80)",
-    )
-    p.add_argument(
-        "--window-length",
-        type=int,
-        default=d.window_length,
-        help=f"--model spatiotemporal: steps per window, >= 8 (default {d.window_length}; the paper 100)",
-    )
-    p.add_argument(
         "--out",
         type=Path,
         default=None,
         help="output directory (default ./posenc-bench; runs are kept per dataset under runs/)",
-    )
-    p.add_argument(
-        "--window",
-        type=int,
-        default=None,
-        help=f"window length (default {d.window}; --model spatiotemporal: n_windows × window_length)",
-    )
-    p.add_argument(
-        "--stride",
-        type=int,
-        default=None,
-        help="window stride (default window // 2; --model spatiotemporal: window, no overlap)",
-    )
-    p.add_argument(
-        "--d-model",
-        type=int,
-        default=None,
-        help=f"model width (default {d.d_model}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[0]})",
-    )
-    p.add_argument(
-        "--heads",
-        type=int,
-        default=None,
-        help=f"attention heads (default {d.n_heads}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[1]})",
-    )
-    p.add_argument("--layers", type=int, default=d.n_layers, help=f"encoder layers (default {d.n_layers})")
-    p.add_argument("--dropout", type=float, default=d.dropout, help=f"dropout (default {d.dropout})")
-    p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum epochs (default {d.epochs})")
-    for flag, kind, what in (
-        ("--patience", int, "early-stopping patience"),
-        ("--batch-size", int, "batch size"),
-        ("--lr", float, "AdamW learning rate"),
-    ):
-        key = flag[2:].replace("-", "_")
-        p.add_argument(
-            flag,
-            type=kind,
-            default=None,
-            help=f"{what} (default {getattr(d, key)}; --task detect {DETECT_TRAINING[key]})",
-        )
-    p.add_argument(
-        "--weight-decay",
-        type=float,
-        default=d.weight_decay,
-        help=f"AdamW weight decay (default {d.weight_decay})",
-    )
-    p.add_argument(
-        "--monitor",
-        default=None,
-        choices=MONITORS,
-        help=f"early-stopping quantity on validation (default {d.monitor}; --protocol dfstrans: loss, "
-        "as its authors stop)",
     )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA if available, else CPU)")
     p.add_argument(
@@ -286,7 +216,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 #: RunConfig and BenchPlan fields whose flag has another name.
-CONFIG_FLAGS = {"n_heads": "--heads", "n_layers": "--layers", "scales": "--scale", "detectors": "--detector"}
+CONFIG_FLAGS = {
+    **{
+        item.name: _flag(item)
+        for axis in FLAG_AXES
+        for item in dataclasses.fields(axis)
+        if item.metadata.get("flag")
+    },
+    "scales": "--scale",
+    "detectors": "--detector",
+}
 
 
 def flag_names(message: str, args: argparse.Namespace) -> str:

@@ -43,6 +43,12 @@ _POSITIVE = Interval(int, 1, None)
 _SEED = Interval(int, 0, None)
 
 
+def option(default: Any, help: str, *, flag: str | None = None) -> Any:
+    """A field that a command-line flag sets: its help text (``{default}`` is filled in, else the default
+    is appended) and the flag's name when it is not ``--`` and the field's name with dashes."""
+    return field(default=default, metadata={"help": help, "flag": flag})
+
+
 def check_encoding_options(name: str, options: object) -> None:
     """Options must be a mapping of option names to JSON values (they are recorded in config.json)."""
     if not isinstance(options, Mapping):
@@ -74,11 +80,11 @@ class DataAxis:
         stride: step between window starts.
     """
 
-    dataset: str = "synthetic"
+    dataset: str = option("synthetic", "msl, smd, synthetic, probes or a PATH")
     dataset_options: Mapping[str, Any] = field(default_factory=dict)
     subset: str = ""
-    window: int = 32
-    stride: int = 16
+    window: int = option(32, "window length")
+    stride: int = option(16, "window stride")
 
     _parameter_constraints: ClassVar[Constraints] = {
         "dataset": Pattern(r".+", "a non-empty string"),
@@ -108,9 +114,18 @@ class ProtocolAxis:
         anomaly_percent: protocol ``"dfstrans"``: anomalous instances kept, percent of all, in (0, 100].
     """
 
-    protocol: str = "blocked"
+    protocol: str = option(
+        "blocked",
+        "split protocol: blocked (leakage-free), random_windows (LEAKY: windows dealt "
+        "at random as in much of the literature; only to measure how much leakage inflates scores) "
+        "or dfstrans (LEAKY: Labaien et al. 2023 — stratified random split of non-overlapping "
+        "segments 70/15/15, min-max scaling, threshold 0.5)",
+    )
     split_seed: int = 0
-    anomaly_percent: float = 100.0
+    anomaly_percent: float = option(
+        100.0,
+        "--protocol dfstrans: keep anomalous instances up to this percent of all, in (0, 100] (default {default:g})",
+    )
 
     _parameter_constraints: ClassVar[Constraints] = {
         "protocol": Options(PROTOCOLS),
@@ -146,13 +161,21 @@ class ModelAxis:
         scale: scale policy of an additive encoding (:data:`SCALE_POLICIES`; ``"native"`` for others).
     """
 
-    model: str = "transformer"
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    dropout: float = 0.1
-    n_windows: int = 8
-    window_length: int = 16
+    model: str = option(
+        "transformer",
+        "transformer or spatiotemporal (DFStrans: per-sensor CNN per window, attention "
+        "across windows and across sensors; the encoding acts on the window axis)",
+    )
+    d_model: int = option(32, "model width")
+    n_heads: int = option(4, "attention heads", flag="--heads")
+    n_layers: int = option(2, "encoder layers", flag="--layers")
+    dropout: float = option(0.1, "dropout")
+    n_windows: int = option(
+        8, "--model spatiotemporal: windows per instance (default {default}; the paper 80)"
+    )
+    window_length: int = option(
+        16, "--model spatiotemporal: steps per window, >= 8 (default {default}; the paper 100)"
+    )
     encoding: str = "sinusoidal"
     encoding_options: Mapping[str, Any] = field(default_factory=dict)
     scale: str = "native"
@@ -211,9 +234,13 @@ class TaskAxis:
 
     task: str = "classify"
     detector: str = "forecast"
-    horizon: int = 4
-    smoothing: float = 8.0
-    holdout: float = 0.2
+    horizon: int = option(4, "--task detect: steps forecast from each window (< --window, default {default})")
+    smoothing: float = option(
+        8.0, "--task detect: EWMA span of the step errors (telemanom smoothing; default {default:g})"
+    )
+    holdout: float = option(
+        0.2, "--task detect: held-out tail of each nominal training array for calibration (default {default})"
+    )
 
     _parameter_constraints: ClassVar[Constraints] = {
         "task": Options(TASKS),
@@ -248,12 +275,12 @@ class TrainingAxis:
         seed: seed of model initialisation, batch order and dropout.
     """
 
-    epochs: int = 16
-    patience: int = 16
-    batch_size: int = 16
-    lr: float = 3e-3
-    weight_decay: float = 1e-2
-    monitor: str = "auprc"
+    epochs: int = option(16, "maximum epochs")
+    patience: int = option(16, "early-stopping patience")
+    batch_size: int = option(16, "batch size")
+    lr: float = option(3e-3, "AdamW learning rate")
+    weight_decay: float = option(1e-2, "AdamW weight decay")
+    monitor: str = option("auprc", "early-stopping quantity on validation")
     seed: int = 0
 
     _parameter_constraints: ClassVar[Constraints] = {
