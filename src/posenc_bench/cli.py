@@ -41,6 +41,7 @@ from posenc_bench.experiment.axes import (
 )
 from posenc_bench.experiment.config import BenchPlan, RunConfig, resolve_encoding_options
 from posenc_bench.experiment.constraints import Interval, Options
+from posenc_bench.flags import csv_list, encoding_names
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
@@ -53,10 +54,6 @@ DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
 def _plain(doc: str | None) -> str:
     """The module docstring as help text: without reStructuredText's ````literal```` quotes and ``::`` markers."""
     return re.sub(r"::$", ":", (doc or "").replace("``", ""), flags=re.M)
-
-
-def _csv_list(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _key_value(flag: str) -> Any:
@@ -301,17 +298,6 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
-def _encodings(args: argparse.Namespace) -> tuple[str, ...]:
-    """--encodings with :data:`ALWAYS` in front, each a registered name."""
-    requested = _csv_list(args.encodings or DEFAULT_ENCODINGS)
-    unknown = [e for e in requested if e not in registry.ENCODINGS]
-    if unknown:
-        raise ValueError(
-            f"--encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
-        )
-    return tuple(dict.fromkeys(ALWAYS + requested))
-
-
 def _dataset_options(args: argparse.Namespace) -> dict[str, Any]:
     """--dataset-option items, with --lags as the probe suite's ``distances``."""
     options = dict(args.dataset_option)
@@ -319,7 +305,7 @@ def _dataset_options(args: argparse.Namespace) -> dict[str, Any]:
         if args.dataset != "probes":
             raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
         try:
-            options["distances"] = [int(k) for k in _csv_list(args.lags)]
+            options["distances"] = [int(k) for k in csv_list(args.lags)]
         except ValueError:
             raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
     return options
@@ -375,10 +361,10 @@ def _check_encodings_fit(base: RunConfig, encodings: tuple[str, ...]) -> None:
 def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad field;
     :func:`flag_names` writes it as the flag)."""
-    encodings = _encodings(args)
+    encodings = encoding_names(args.encodings or DEFAULT_ENCODINGS, ALWAYS)
     if args.threads < 1:
         raise ValueError(f"--threads must be >= 1, got {args.threads}")
-    detectors = _csv_list(args.detector)
+    detectors = csv_list(args.detector)
     base = _base(args, detectors)
     probes = base.axes.data.probes
     _check_encodings_fit(base, encodings)
@@ -391,7 +377,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     return BenchPlan(
         base,
         encodings,
-        _csv_list(args.scale if args.scale is not None else ("matched" if probes else "native")),
+        csv_list(args.scale if args.scale is not None else ("matched" if probes else "native")),
         seeds=5 if args.seeds is None else args.seeds,
         splits=args.splits,
         encoding_options=encoding_options,
