@@ -20,7 +20,7 @@ import functools
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from posenc import registry, validate
 from posenc_bench.experiment.axes import (
@@ -33,6 +33,7 @@ from posenc_bench.experiment.axes import (
     TrainingAxis,
     check_encoding_options,
 )
+from posenc_bench.experiment.constraints import Constraints, Interval, check_parameters
 
 
 def resolve_encoding_options(
@@ -234,7 +235,13 @@ class BenchPlan:
     encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     detectors: tuple[str, ...] = ()
 
+    _parameter_constraints: ClassVar[Constraints] = {
+        "seeds": Interval(int, 1, None),
+        "splits": Interval(int, 1, None),
+    }
+
     def __post_init__(self) -> None:
+        check_parameters(self)
         for name in self.detectors:
             validate.choice("detector", name, DETECTORS)
         if not self.encodings:
@@ -247,8 +254,6 @@ class BenchPlan:
             raise ValueError(f"scales must name at least one policy of {', '.join(SCALE_POLICIES)}")
         for scale in self.scales:
             validate.choice("scale", scale, SCALE_POLICIES)
-        validate.positive_int("seeds", self.seeds)
-        validate.positive_int("splits", self.splits)
         for name, options in self.encoding_options.items():
             if name not in self.encodings:
                 raise ValueError(
