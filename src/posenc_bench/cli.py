@@ -283,32 +283,40 @@ def _default_stride(model: ModelAxis, window: int) -> int:
     return window if model.spatiotemporal else max(1, window // 2)
 
 
-def _training(args: argparse.Namespace) -> dict[str, Any]:
-    """The training fields whose default depends on the task or protocol: ``--task detect`` its own
-    (:data:`DETECT_TRAINING`), ``--protocol dfstrans`` early stopping on validation loss."""
-    detect, dfstrans = args.task == "detect", args.protocol == "dfstrans"
-    return _given(
+def _training(args: argparse.Namespace, task: TaskAxis, protocol: ProtocolAxis) -> TrainingAxis:
+    """The training flags; where one is not given, the detect task's own default (:data:`DETECT_TRAINING`)
+    and, for protocol dfstrans, early stopping on validation loss (as Labaien et al. 2023 stop)."""
+    contextual = _given(
         args,
         {
-            "monitor": "loss" if dfstrans else TrainingAxis.monitor,
+            "monitor": "loss" if protocol.dfstrans else TrainingAxis.monitor,
             **{
-                key: DETECT_TRAINING[key] if detect else getattr(TrainingAxis, key) for key in DETECT_TRAINING
+                key: DETECT_TRAINING[key] if task.detect else getattr(TrainingAxis, key)
+                for key in DETECT_TRAINING
             },
         },
     )
+    return TrainingAxis(epochs=args.epochs, weight_decay=args.weight_decay, **contextual)
 
 
-def _dataset_options(args: argparse.Namespace) -> dict[str, Any]:
-    """--dataset-option items, with --lags as the probe suite's ``distances``."""
-    options = dict(args.dataset_option)
-    if args.lags is not None:
-        if args.dataset != "probes":
-            raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
-        try:
-            options["distances"] = [int(k) for k in csv_list(args.lags)]
-        except ValueError:
-            raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
-    return options
+def _data(args: argparse.Namespace, model: ModelAxis) -> DataAxis:
+    """The data flags, the window's and stride's defaults from the model, --lags as the probes' ``distances``."""
+    window = args.window
+    if window is None:
+        window = model.n_windows * model.window_length if model.spatiotemporal else DataAxis.window
+    stride = args.stride if args.stride is not None else _default_stride(model, window)
+    data = DataAxis(
+        dataset=args.dataset, dataset_options=dict(args.dataset_option), window=window, stride=stride
+    )
+    if args.lags is None:
+        return data
+    if not data.probes:
+        raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
+    try:
+        distances = [int(k) for k in csv_list(args.lags)]
+    except ValueError:
+        raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
+    return dataclasses.replace(data, dataset_options={**data.dataset_options, "distances": distances})
 
 
 def _base(args: argparse.Namespace, detectors: tuple[str, ...]) -> RunConfig:
@@ -321,27 +329,15 @@ def _base(args: argparse.Namespace, detectors: tuple[str, ...]) -> RunConfig:
         n_layers=args.layers,
         dropout=args.dropout,
     )
-    window = args.window
-    if window is None:
-        window = model.n_windows * model.window_length if model.spatiotemporal else DataAxis.window
-    return RunConfig.from_axes(
-        DataAxis(
-            dataset=args.dataset,
-            dataset_options=_dataset_options(args),
-            window=window,
-            stride=args.stride if args.stride is not None else _default_stride(model, window),
-        ),
-        ProtocolAxis(protocol=args.protocol, anomaly_percent=args.anomaly_percent),
-        model,
-        TaskAxis(
-            task=args.task,
-            detector=detectors[0] if detectors else args.detector,
-            horizon=args.horizon,
-            smoothing=args.smoothing,
-            holdout=args.holdout,
-        ),
-        TrainingAxis(epochs=args.epochs, weight_decay=args.weight_decay, **_training(args)),
+    protocol = ProtocolAxis(protocol=args.protocol, anomaly_percent=args.anomaly_percent)
+    task = TaskAxis(
+        task=args.task,
+        detector=detectors[0] if detectors else args.detector,
+        horizon=args.horizon,
+        smoothing=args.smoothing,
+        holdout=args.holdout,
     )
+    return RunConfig.from_axes(_data(args, model), protocol, model, task, _training(args, task, protocol))
 
 
 def _check_encodings_fit(base: RunConfig, encodings: tuple[str, ...]) -> None:
