@@ -45,7 +45,8 @@ from posenc_bench.flags import csv_list, encoding_names
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
-SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotemporal (fast on 2 CPU cores)
+#: default d_model, heads of the models whose sizes differ from ModelAxis' (fast on 2 CPU cores)
+DEFAULT_SIZES = {"spatiotemporal": (16, 2)}
 #: --task detect's own training defaults (those of docs/results/msl-detect): a forecaster's loss on
 #: nominal data is smooth, so larger batches, a smaller lr and a short patience suffice.
 DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
@@ -77,8 +78,11 @@ _option = _key_value("--dataset-option")
 CONTEXTUAL = {
     "window": "default {default}; --model spatiotemporal: n_windows × window_length",
     "stride": "default window // 2; --model spatiotemporal: window, no overlap",
-    "d_model": f"default {{default}}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[0]}",
-    "n_heads": f"default {{default}}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[1]}",
+    **{
+        key: "default {default}; "
+        + "; ".join(f"--model {m} {sizes[i]}" for m, sizes in DEFAULT_SIZES.items())
+        for i, key in enumerate(("d_model", "n_heads"))
+    },
     **{key: f"default {{default}}; --task detect {value}" for key, value in DETECT_TRAINING.items()},
     "monitor": "default {default}; --protocol dfstrans: loss, as its authors stop",
 }
@@ -266,16 +270,10 @@ def _given(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]
     return {key: default if given[key] is None else given[key] for key, default in defaults.items()}
 
 
-def _contextual(args: argparse.Namespace) -> dict[str, Any]:
-    """The model sizes, whose default depends on the model: ``--model spatiotemporal`` is smaller."""
-    spatiotemporal = args.model == "spatiotemporal"
-    return _given(
-        args,
-        {
-            "d_model": SPATIOTEMPORAL_SIZES[0] if spatiotemporal else ModelAxis.d_model,
-            "n_heads": SPATIOTEMPORAL_SIZES[1] if spatiotemporal else ModelAxis.n_heads,
-        },
-    )
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """--d-model and --heads, where not given the model's own default (:data:`DEFAULT_SIZES`)."""
+    d_model, n_heads = DEFAULT_SIZES.get(args.model, (ModelAxis.d_model, ModelAxis.n_heads))
+    return _given(args, {"d_model": d_model, "n_heads": n_heads})
 
 
 def _default_stride(model: ModelAxis, window: int) -> int:
@@ -325,7 +323,7 @@ def _base(args: argparse.Namespace, detectors: tuple[str, ...]) -> RunConfig:
         model=args.model,
         n_windows=args.n_windows,
         window_length=args.window_length,
-        **_contextual(args),
+        **_sizes(args),
         n_layers=args.layers,
         dropout=args.dropout,
     )
