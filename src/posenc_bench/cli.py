@@ -20,6 +20,7 @@ runs and resumes the interrupted one from its last epoch. Processes started toge
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -28,21 +29,24 @@ from typing import Any
 from posenc import registry, validate
 from posenc.errors import UsageError
 from posenc_bench import lengthgen_cli
-from posenc_bench.data.splits import PROTOCOLS
-from posenc_bench.experiment.config import (
+from posenc_bench.experiment.axes import (
     DETECTORS,
-    MODELS,
-    MONITORS,
     SCALE_POLICIES,
     TASKS,
-    BenchPlan,
-    RunConfig,
-    resolve_encoding_options,
+    DataAxis,
+    ModelAxis,
+    ProtocolAxis,
+    TaskAxis,
+    TrainingAxis,
 )
+from posenc_bench.experiment.config import BenchPlan, RunConfig, resolve_encoding_options
+from posenc_bench.experiment.constraints import Interval, Options
+from posenc_bench.flags import csv_list, encoding_names
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
 ALWAYS = ("none", "sinusoidal")  # the no-order control and the reference of the paired test
-SPATIOTEMPORAL_SIZES = (16, 2)  # default d_model, heads of --model spatiotemporal (fast on 2 CPU cores)
+#: default d_model, heads of the models whose sizes differ from ModelAxis' (fast on 2 CPU cores)
+DEFAULT_SIZES = {"spatiotemporal": (16, 2)}
 #: --task detect's own training defaults (those of docs/results/msl-detect): a forecaster's loss on
 #: nominal data is smooth, so larger batches, a smaller lr and a short patience suffice.
 DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
@@ -51,10 +55,6 @@ DETECT_TRAINING = {"patience": 3, "batch_size": 32, "lr": 1e-3}
 def _plain(doc: str | None) -> str:
     """The module docstring as help text: without reStructuredText's ````literal```` quotes and ``::`` markers."""
     return re.sub(r"::$", ":", (doc or "").replace("``", ""), flags=re.M)
-
-
-def _csv_list(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _key_value(flag: str) -> Any:
@@ -73,8 +73,50 @@ def _key_value(flag: str) -> Any:
 _option = _key_value("--dataset-option")
 
 
+#: Run fields whose default depends on other flags (:func:`_base`): their flag defaults to ``None`` and its
+#: help gives each default.
+CONTEXTUAL = {
+    "window": "default {default}; --model spatiotemporal: n_windows × window_length",
+    "stride": "default window // 2; --model spatiotemporal: window, no overlap",
+    **{
+        key: "default {default}; "
+        + "; ".join(f"--model {m} {sizes[i]}" for m, sizes in DEFAULT_SIZES.items())
+        for i, key in enumerate(("d_model", "n_heads"))
+    },
+    **{key: f"default {{default}}; --task detect {value}" for key, value in DETECT_TRAINING.items()},
+    "monitor": "default {default}; --protocol dfstrans: loss, as its authors stop",
+}
+#: The axes whose fields are flags, in --help order.
+FLAG_AXES = (DataAxis, ProtocolAxis, ModelAxis, TaskAxis, TrainingAxis)
+
+
+def _flag(item: dataclasses.Field[Any]) -> str:
+    """The flag that sets a run field: its ``flag`` metadata, else ``--`` and the name with dashes."""
+    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
+
+
+def add_axis_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """One flag per axis field that declares a help text: its type and choices from the field's constraint,
+    its default from the field (``None`` for the fields of :data:`CONTEXTUAL`)."""
+    for axis in FLAG_AXES:
+        constraints = axis._parameter_constraints
+        for item in dataclasses.fields(axis):
+            if "help" not in item.metadata:
+                continue
+            constraint = constraints[item.name]
+            text: str = item.metadata["help"]
+            note = CONTEXTUAL.get(item.name, "" if "{default" in text else "default {default}")
+            help_text = (text + (f" ({note})" if note else "")).format(default=item.default)
+            p.add_argument(
+                _flag(item),
+                type=constraint.kind if isinstance(constraint, Interval) else str,
+                choices=constraint.values if isinstance(constraint, Options) else None,
+                default=None if item.name in CONTEXTUAL else item.default,
+                help=help_text,
+            )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    d = RunConfig()
     p = sub.add_parser(
         "bench",
         help="compare positional encodings on windowed anomaly classification",
@@ -83,7 +125,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--task",
-        default=d.task,
+        default=TaskAxis.task,
         choices=(*TASKS, "lengthgen"),
         help="classify: supervised window classification on blocked splits (default); detect: train a "
         "forecaster/reconstructor on the nominal training arrays only, score test steps by error; "
@@ -91,31 +133,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--detector",
-        default=d.detector,
-        help=f"--task detect: model(s), comma-separated: {', '.join(DETECTORS)} (default {d.detector})",
+        default=TaskAxis.detector,
+        help=f"--task detect: model(s), comma-separated: {', '.join(DETECTORS)} (default {TaskAxis.detector})",
     )
-    p.add_argument(
-        "--horizon",
-        type=int,
-        default=d.horizon,
-        help=f"--task detect: steps forecast from each window (< --window, default {d.horizon})",
-    )
-    p.add_argument(
-        "--smoothing",
-        type=float,
-        default=d.smoothing,
-        help=f"--task detect: EWMA span of the step errors (telemanom smoothing; default {d.smoothing:g})",
-    )
-    p.add_argument(
-        "--holdout",
-        type=float,
-        default=d.holdout,
-        help=f"--task detect: held-out tail of each nominal training array for calibration "
-        f"(default {d.holdout})",
-    )
-    p.add_argument(
-        "--dataset", default=d.dataset, help="msl, smd, synthetic, probes or a PATH (default synthetic)"
-    )
+    add_axis_flags(p)
     p.add_argument(
         "--dataset-option",
         action="append",
@@ -162,97 +183,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
     p.add_argument(
-        "--protocol",
-        default=d.protocol,
-        choices=PROTOCOLS,
-        help="split protocol: blocked (leakage-free, default), random_windows (LEAKY: windows dealt "
-        "at random as in much of the literature; only to measure how much leakage inflates scores) "
-        "or dfstrans (LEAKY: Labaien et al. 2023 — stratified random split of non-overlapping "
-        "segments 70/15/15, min-max scaling, threshold 0.5)",
-    )
-    p.add_argument(
-        "--anomaly-percent",
-        type=float,
-        default=d.anomaly_percent,
-        help="--protocol dfstrans: keep anomalous instances up to this percent of all, in (0, 100] "
-        f"(default {d.anomaly_percent:g})",
-    )
-    p.add_argument(
-        "--model",
-        default=d.model,
-        choices=MODELS,
-        help="transformer (default) or spatiotemporal (DFStrans: per-sensor CNN per window, attention "
-        "across windows and across sensors; the encoding acts on the window axis)",
-    )
-    p.add_argument(
-        "--n-windows",
-        type=int,
-        default=d.n_windows,
-        help=f"--model spatiotemporal: windows per instance (default {d.n_windows}; the paper 80)",
-    )
-    p.add_argument(
-        "--window-length",
-        type=int,
-        default=d.window_length,
-        help=f"--model spatiotemporal: steps per window, >= 8 (default {d.window_length}; the paper 100)",
-    )
-    p.add_argument(
         "--out",
         type=Path,
         default=None,
         help="output directory (default ./posenc-bench; runs are kept per dataset under runs/)",
-    )
-    p.add_argument(
-        "--window",
-        type=int,
-        default=None,
-        help=f"window length (default {d.window}; --model spatiotemporal: n_windows × window_length)",
-    )
-    p.add_argument(
-        "--stride",
-        type=int,
-        default=None,
-        help="window stride (default window // 2; --model spatiotemporal: window, no overlap)",
-    )
-    p.add_argument(
-        "--d-model",
-        type=int,
-        default=None,
-        help=f"model width (default {d.d_model}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[0]})",
-    )
-    p.add_argument(
-        "--heads",
-        type=int,
-        default=None,
-        help=f"attention heads (default {d.n_heads}; --model spatiotemporal {SPATIOTEMPORAL_SIZES[1]})",
-    )
-    p.add_argument("--layers", type=int, default=d.n_layers, help=f"encoder layers (default {d.n_layers})")
-    p.add_argument("--dropout", type=float, default=d.dropout, help=f"dropout (default {d.dropout})")
-    p.add_argument("--epochs", type=int, default=d.epochs, help=f"maximum epochs (default {d.epochs})")
-    for flag, kind, what in (
-        ("--patience", int, "early-stopping patience"),
-        ("--batch-size", int, "batch size"),
-        ("--lr", float, "AdamW learning rate"),
-    ):
-        key = flag[2:].replace("-", "_")
-        p.add_argument(
-            flag,
-            type=kind,
-            default=None,
-            help=f"{what} (default {getattr(d, key)}; --task detect {DETECT_TRAINING[key]})",
-        )
-    p.add_argument(
-        "--weight-decay",
-        type=float,
-        default=d.weight_decay,
-        help=f"AdamW weight decay (default {d.weight_decay})",
-    )
-    p.add_argument(
-        "--monitor",
-        default=None,
-        choices=MONITORS,
-        help=f"early-stopping quantity on validation (default {d.monitor}; --protocol dfstrans: loss, "
-        "as its authors stop)",
     )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: CUDA if available, else CPU)")
     p.add_argument(
@@ -283,17 +217,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-CONFIG_FLAGS = {"n_heads": "--heads", "n_layers": "--layers"}  # RunConfig fields whose flag has another name
+#: RunConfig and BenchPlan fields whose flag has another name.
+CONFIG_FLAGS = {
+    **{
+        item.name: _flag(item)
+        for axis in FLAG_AXES
+        for item in dataclasses.fields(axis)
+        if item.metadata.get("flag")
+    },
+    "scales": "--scale",
+    "detectors": "--detector",
+}
 
 
 def flag_names(message: str, args: argparse.Namespace) -> str:
-    """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``)."""
+    """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``),
+    and each ``name=value`` as the flag and its value (``--window 30``)."""
     names = {
         **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in ("func", "dataset")},
         **CONFIG_FLAGS,
     }
-    pattern = r"(?<![-\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b"
-    return re.sub(pattern, lambda m: names[m.group(1)], message)
+    pattern = (
+        r"(?<![-\w'])(" + "|".join(sorted(map(re.escape, names), key=len, reverse=True)) + r")\b(=(?=\S))?"
+    )
+    return re.sub(pattern, lambda m: names[m.group(1)] + (" " if m.group(2) else ""), message)
 
 
 def check_device(text: str | None) -> None:
@@ -318,120 +265,85 @@ def check_device(text: str | None) -> None:
         raise UsageError(f"--device must be cpu, cuda or cuda:N, got {text!r}")
 
 
-def _contextual(args: argparse.Namespace, window: int) -> dict[str, Any]:
-    """The RunConfig fields whose default depends on another flag: each as given, else that default.
-
-    ``--model spatiotemporal`` sets the size and a non-overlapping stride, ``--task detect`` its own
-    training (:data:`DETECT_TRAINING`), ``--protocol dfstrans`` early stopping on validation loss.
-    """
-    d = RunConfig()
-    spatiotemporal = args.model == "spatiotemporal"
-    defaults: dict[str, Any] = {
-        "stride": window if spatiotemporal else max(1, window // 2),
-        "d_model": SPATIOTEMPORAL_SIZES[0] if spatiotemporal else d.d_model,
-        "n_heads": SPATIOTEMPORAL_SIZES[1] if spatiotemporal else d.n_heads,
-        "monitor": "loss" if args.protocol == "dfstrans" else d.monitor,
-        **{
-            key: DETECT_TRAINING[key] if args.task == "detect" else getattr(d, key) for key in DETECT_TRAINING
-        },
-    }
+def _given(args: argparse.Namespace, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Each of ``defaults``' fields as its flag gave it, else that default."""
     given = {key: getattr(args, "heads" if key == "n_heads" else key) for key in defaults}
     return {key: default if given[key] is None else given[key] for key, default in defaults.items()}
 
 
-def plan_from_args(args: argparse.Namespace) -> BenchPlan:
-    """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad option)."""
-    requested = _csv_list(args.encodings or DEFAULT_ENCODINGS)
-    unknown = [e for e in requested if e not in registry.ENCODINGS]
-    if unknown:
-        raise ValueError(
-            f"--encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
-        )
-    encodings = tuple(dict.fromkeys(ALWAYS + requested))
-    probes = args.dataset == "probes"
-    scales = _csv_list(args.scale if args.scale is not None else ("matched" if probes else "native"))
-    bad = [s for s in scales if s not in SCALE_POLICIES]
-    if bad or not scales:
-        raise ValueError(
-            f"--scale: unknown policy {', '.join(map(repr, bad)) or repr(args.scale)}; "
-            f"valid: {', '.join(SCALE_POLICIES)}"
-        )
-    spatiotemporal = args.model == "spatiotemporal"
-    window = (
-        args.window
-        if args.window is not None
-        else (args.n_windows * args.window_length if spatiotemporal else RunConfig().window)
+def _sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """--d-model and --heads, where not given the model's own default (:data:`DEFAULT_SIZES`)."""
+    d_model, n_heads = DEFAULT_SIZES.get(args.model, (ModelAxis.d_model, ModelAxis.n_heads))
+    return _given(args, {"d_model": d_model, "n_heads": n_heads})
+
+
+def _default_stride(model: ModelAxis, window: int) -> int:
+    """Non-overlapping windows for the spatio-temporal model (as Labaien et al. 2023 cut segments), else half."""
+    return window if model.spatiotemporal else max(1, window // 2)
+
+
+def _training(args: argparse.Namespace, task: TaskAxis, protocol: ProtocolAxis) -> TrainingAxis:
+    """The training flags; where one is not given, the detect task's own default (:data:`DETECT_TRAINING`)
+    and, for protocol dfstrans, early stopping on validation loss (as Labaien et al. 2023 stop)."""
+    contextual = _given(
+        args,
+        {
+            "monitor": "loss" if protocol.dfstrans else TrainingAxis.monitor,
+            **{
+                key: DETECT_TRAINING[key] if task.detect else getattr(TrainingAxis, key)
+                for key in DETECT_TRAINING
+            },
+        },
     )
-    for flag, value in (
-        ("--seeds", 5 if args.seeds is None else args.seeds),
-        ("--splits", args.splits),
-        ("--window", window),
-        ("--threads", args.threads),
-        ("--n-windows", args.n_windows),
-        ("--window-length", args.window_length),
-    ):
-        if value < 1:
-            raise ValueError(f"{flag} must be >= 1, got {value}")
-    detectors = _csv_list(args.detector)
-    bad = [m for m in detectors if m not in DETECTORS]
-    if bad or not detectors:
-        raise ValueError(
-            f"--detector: unknown {', '.join(map(repr, bad)) or repr(args.detector)}; "
-            f"valid: {', '.join(DETECTORS)}"
-        )
-    if args.task == "detect" and args.horizon >= window:
-        raise ValueError(f"--horizon must be < --window, got --horizon {args.horizon} with --window {window}")
-    if args.task == "detect" and args.protocol != "blocked":
-        raise ValueError(
-            f"--protocol {args.protocol} applies to --task classify only: --task detect trains on each "
-            "series' nominal training array and tests on its test array, so it has no split protocol; "
-            "leave --protocol out (blocked)"
-        )
-    if args.task == "detect" and spatiotemporal:
-        raise ValueError("--model spatiotemporal is a classifier: it applies to --task classify only")
-    options = dict(args.dataset_option)
-    if args.lags is not None:
-        if not probes:
-            raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
-        try:
-            options["distances"] = [int(k) for k in _csv_list(args.lags)]
-        except ValueError:
-            raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
-    if spatiotemporal and window != args.n_windows * args.window_length:
-        raise ValueError(
-            f"--window {window} must equal --n-windows × --window-length = {args.n_windows} × "
-            f"{args.window_length} = {args.n_windows * args.window_length} for --model spatiotemporal"
-        )
-    if spatiotemporal and args.window_length < 8:
-        raise ValueError(
-            f"--window-length must be >= 8 for --model spatiotemporal: its CNN halves the window "
-            f"three times, so {args.window_length} leaves 0 features"
-        )
-    if not 0 < args.anomaly_percent <= 100:
-        raise ValueError(f"--anomaly-percent must be in (0, 100], got {args.anomaly_percent:g}")
-    base = RunConfig(
-        dataset=args.dataset,
-        dataset_options=options,
-        window=window,
+    return TrainingAxis(epochs=args.epochs, weight_decay=args.weight_decay, **contextual)
+
+
+def _data(args: argparse.Namespace, model: ModelAxis) -> DataAxis:
+    """The data flags, the window's and stride's defaults from the model, --lags as the probes' ``distances``."""
+    window = args.window
+    if window is None:
+        window = model.n_windows * model.window_length if model.spatiotemporal else DataAxis.window
+    stride = args.stride if args.stride is not None else _default_stride(model, window)
+    data = DataAxis(
+        dataset=args.dataset, dataset_options=dict(args.dataset_option), window=window, stride=stride
+    )
+    if args.lags is None:
+        return data
+    if not data.probes:
+        raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
+    try:
+        distances = [int(k) for k in csv_list(args.lags)]
+    except ValueError:
+        raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
+    return dataclasses.replace(data, dataset_options={**data.dataset_options, "distances": distances})
+
+
+def _base(args: argparse.Namespace, detectors: tuple[str, ...]) -> RunConfig:
+    """The run every grid point varies (RunConfig checks every value and names the field)."""
+    model = ModelAxis(
         model=args.model,
         n_windows=args.n_windows,
         window_length=args.window_length,
-        anomaly_percent=args.anomaly_percent,
-        **_contextual(args, window),
+        **_sizes(args),
         n_layers=args.layers,
         dropout=args.dropout,
-        epochs=args.epochs,
-        weight_decay=args.weight_decay,
-        protocol=args.protocol,
+    )
+    protocol = ProtocolAxis(protocol=args.protocol, anomaly_percent=args.anomaly_percent)
+    task = TaskAxis(
         task=args.task,
-        detector=detectors[0],
+        detector=detectors[0] if detectors else args.detector,
         horizon=args.horizon,
         smoothing=args.smoothing,
         holdout=args.holdout,
     )
-    for name in (
-        encodings if spatiotemporal else ()
-    ):  # the encoding indexes windows: name the flag that sets them
+    return RunConfig.from_axes(_data(args, model), protocol, model, task, _training(args, task, protocol))
+
+
+def _check_encodings_fit(base: RunConfig, encodings: tuple[str, ...]) -> None:
+    """The spatio-temporal model's encodings index windows: each must be faithful for ``n_windows``."""
+    if not base.axes.model.spatiotemporal:
+        return
+    for name in encodings:
         limit = registry.get(name).faithful_length
         if limit is not None and base.n_windows > limit(base.d_model):
             raise ValueError(
@@ -439,6 +351,18 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
                 f"{limit(base.d_model)} positions at --d-model {base.d_model}; use fewer windows "
                 f"or a larger --d-model"
             )
+
+
+def plan_from_args(args: argparse.Namespace) -> BenchPlan:
+    """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad field;
+    :func:`flag_names` writes it as the flag)."""
+    encodings = encoding_names(args.encodings or DEFAULT_ENCODINGS, ALWAYS)
+    if args.threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    detectors = csv_list(args.detector)
+    base = _base(args, detectors)
+    probes = base.axes.data.probes
+    _check_encodings_fit(base, encodings)
     encoding_options = resolve_encoding_options(encodings, args.encoding_option)
     if encoding_options:  # build each optioned encoding once: a bad value fails before any training
         from posenc.nn import build_encoding
@@ -448,7 +372,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     return BenchPlan(
         base,
         encodings,
-        scales,
+        csv_list(args.scale if args.scale is not None else ("matched" if probes else "native")),
         seeds=5 if args.seeds is None else args.seeds,
         splits=args.splits,
         encoding_options=encoding_options,

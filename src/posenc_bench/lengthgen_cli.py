@@ -15,8 +15,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from posenc import registry, validate
+from posenc import validate
 from posenc.errors import UsageError
+from posenc_bench.flags import csv_list, encoding_names
 
 DEFAULT_TASKS = "passkey,recall,sort"
 DEFAULT_ENCODINGS = "none,sinusoidal,rope,alibi,fire,kerple"
@@ -25,13 +26,9 @@ DEFAULT_SEEDS = 3
 DEFAULTS: dict[str, Any] = {"d_model": 32, "n_heads": 4, "n_layers": 2, "batch_size": 32, "lr": 3e-3}
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
 def _floats(flag: str, text: str) -> tuple[float, ...]:
     try:
-        return tuple(float(x) for x in _csv(text))
+        return tuple(float(x) for x in csv_list(text))
     except ValueError:
         raise UsageError(f"{flag} must be comma-separated numbers, got {text!r}") from None
 
@@ -83,14 +80,9 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~posenc_bench.experiment.lengthgen.LengthgenPlan` of the parsed flags, checked."""
     from posenc_bench.experiment.lengthgen import LengthgenConfig, LengthgenPlan
 
-    encodings = tuple(dict.fromkeys(("none", "rope", *_csv(args.encodings or DEFAULT_ENCODINGS))))
-    unknown = [e for e in encodings if e not in registry.ENCODINGS]
-    if unknown:
-        raise UsageError(
-            f"--encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
-        )
+    encodings = encoding_names(args.encodings or DEFAULT_ENCODINGS, ("none", "rope"))
     try:
-        no_rope = tuple(int(x) for x in _csv(args.no_rope_layers))
+        no_rope = tuple(int(x) for x in csv_list(args.no_rope_layers))
     except ValueError:
         raise UsageError(
             f"--no-rope-layers must be comma-separated layer indices, got {args.no_rope_layers!r}"
@@ -115,7 +107,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         )  # fmt: skip
         plan = LengthgenPlan(
             base,
-            tasks=_csv(args.lengthgen_tasks),
+            tasks=csv_list(args.lengthgen_tasks),
             encodings=encodings,
             seeds=args.seeds if args.seeds is not None else DEFAULT_SEEDS,
             test_multiples=_floats("--test-lengths", args.test_lengths),

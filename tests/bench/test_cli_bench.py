@@ -104,10 +104,13 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
     [
         (["--dataset", "nosuchdata"], "unknown dataset 'nosuchdata'.*synthetic, probes, msl, smd"),
         (["--encodings", "sinusoidal,fourier"], "unknown 'fourier'; valid: none, sinusoidal, dft"),
-        (["--scale", "native,huge"], "--scale: unknown policy 'huge'; valid: native, unit, matched, learned"),
-        (["--splits", "0"], "--splits must be >= 1, got 0"),
+        (
+            ["--scale", "native,huge"],
+            "--scale must be one of 'native', 'unit', 'matched', 'learned'; got 'huge'",
+        ),
+        (["--splits", "0"], "--splits must be a positive int, got 0"),
         (["--dataset", "probes", "--protocol", "random_windows"], "--protocol random_windows does not apply"),
-        (["--seeds", "0"], "--seeds must be >= 1, got 0"),
+        (["--seeds", "0"], "--seeds must be a positive int, got 0"),
         (
             ["--task", "detect", "--protocol", "dfstrans"],
             "--protocol dfstrans applies to --task classify only",
@@ -250,7 +253,7 @@ def test_probe_suite_accuracy_against_lag(tmp_path, capsys):
     [
         (["--lags", "1,9"], "k=9 does not fit a window of 8 steps"),
         (["--splits", "2"], "--splits applies to anomaly datasets"),
-        (["--scale", "loud"], "unknown policy 'loud'"),
+        (["--scale", "loud"], "--scale must be one of 'native', 'unit', 'matched', 'learned'; got 'loud'"),
         (["--lags", "1,x"], "--lags must be comma-separated integers"),
     ],
 )
@@ -354,7 +357,7 @@ def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
             "'synthetic-0': its held-out part has 120 steps",
         ),
         (["--splits", "2"], "--splits applies to the classify task"),
-        (["--detector", "lstm"], "--detector: unknown 'lstm'; valid: forecast, reconstruct"),
+        (["--detector", "lstm"], "--detector must be one of 'forecast', 'reconstruct'; got 'lstm'"),
     ],
 )
 def test_detect_bad_input_fails_before_training(tmp_path, capsys, args, message):

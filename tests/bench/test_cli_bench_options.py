@@ -167,3 +167,35 @@ def test_help_texts_are_plain_text_and_name_every_encoding(capsys):
         re.findall(r"'([a-z_0-9]+)'", "\n".join(re.findall(r"available_encodings\(\).*(?:\n.*){2}", readme)))
     )
     assert listed == set(registry.names()), set(registry.names()) ^ listed
+
+
+def _other_value(item, constraint):
+    """A valid value of a run field other than its default, as a flag's text."""
+    from posenc_bench.experiment.constraints import Interval, Options
+
+    if isinstance(constraint, Options):
+        return next(v for v in constraint.values if v != item.default)
+    if isinstance(constraint, Interval):
+        return item.default * 2 if constraint.kind is int else item.default / 2
+    return "msl"  # the dataset (read only when the runs start)
+
+
+def test_every_run_flag_comes_from_an_axis_field_and_sets_it():
+    """The flags of the run fields are derived from the axes' field metadata: each one exists and sets
+    its field (a flag that parsed but set nothing, or set another field, would fail here)."""
+    import argparse
+    import dataclasses
+
+    from posenc_bench.cli import FLAG_AXES, _flag, plan_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    flagged = [
+        (axis, item) for axis in FLAG_AXES for item in dataclasses.fields(axis) if "help" in item.metadata
+    ]
+    assert len(flagged) >= 20
+    default = plan_from_args(parser.parse_args(["bench"])).base
+    for axis, item in flagged:
+        value = _other_value(item, axis._parameter_constraints[item.name])
+        base = plan_from_args(parser.parse_args(["bench", _flag(item), str(value)])).base
+        assert getattr(base, item.name) == value != getattr(default, item.name), item.name

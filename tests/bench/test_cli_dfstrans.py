@@ -128,9 +128,12 @@ def test_blocked_protocol_with_the_spatiotemporal_model(tmp_path, capsys):
         (["--window-length", "7", "--window", "28"], r"--window-length must be >= 8.*7 leaves 0 features"),
         (
             ["--protocol", "dfstrans", "--anomaly-percent", "0"],
-            r"--anomaly-percent must be in \(0, 100\], got 0",
+            r"--anomaly-percent must be a number in \(0, 100\]; got 0\.0",
         ),
-        (["--protocol", "dfstrans", "--anomaly-percent", "120"], r"--anomaly-percent must be in \(0, 100\]"),
+        (
+            ["--protocol", "dfstrans", "--anomaly-percent", "120"],
+            r"--anomaly-percent must be a number in \(0, 100\]; got 120\.0",
+        ),
         (
             ["--protocol", "dfstrans", "--anomaly-percent", "0.5"],
             r"anomaly_percent=0.5: fewer than 2 positive",

@@ -89,7 +89,7 @@ def prepare(plan: BenchPlan) -> tuple[Any, dict[int, Any]]:
     from posenc_bench.data import load_dataset, make_splits
 
     base = plan.base
-    positions = base.n_windows if base.model == "spatiotemporal" else base.window  # what the encoding indexes
+    positions = base.n_windows if base.axes.model.spatiotemporal else base.window  # what the encoding indexes
     check_faithful_window(plan.encodings, window=positions, d_model=base.d_model)
     dataset = cast("Dataset", load_dataset(base.dataset, **base.dataset_options))  # probes: ProbeSource
     splits = {
@@ -355,11 +355,11 @@ class DetectSource:
 
 def source_for(plan: BenchPlan) -> SplitSource:
     """The split source of ``plan``: the probe suite for dataset ``"probes"``, else its task's."""
-    if plan.base.dataset == "probes":
+    if plan.base.axes.data.probes:
         from posenc_bench.experiment.probes import ProbeSource
 
         return ProbeSource()
-    return DetectSource() if plan.base.task == "detect" else ClassifySource()
+    return DetectSource() if plan.base.axes.task.detect else ClassifySource()
 
 
 def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> dict[str, Any]:
@@ -444,7 +444,7 @@ def run_bench(
                 task=prepared.task,
                 wait=wait,
             )
-            model = f"{config.detector} " if config.task == "detect" else ""
+            model = f"{config.detector} " if config.axes.task.detect else ""
             part = f" {config.subset}" if config.subset else ""
             name = f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} seed {config.seed}"
             if record is None:

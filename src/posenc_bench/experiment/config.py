@@ -16,46 +16,24 @@ dropout 0.1. Before 2026-11-22 they were 8 epochs, patience 3, batch 32, ``lr=1e
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import numbers
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from posenc import registry, validate
-from posenc_bench.data.instances import check_anomaly_percent
-from posenc_bench.data.splits import PROTOCOLS
-
-#: Scale policies of encodings registered with ``scales=True``; see :mod:`posenc_bench.experiment.scale`.
-SCALE_POLICIES = ("native", "unit", "matched", "learned")
-#: What early stopping watches on the validation set.
-MONITORS = ("auprc", "loss")
-#: Benchmark tasks: supervised window classification, unsupervised detection (:mod:`posenc_bench.experiment.detect`).
-TASKS = ("classify", "detect")
-#: Detectors of the detect task (:class:`posenc_bench.detectors.SequenceDetector`).
-DETECTORS = ("forecast", "reconstruct")
-#: Classifiers: :class:`posenc_bench.models.TransformerClassifier` or :class:`posenc_bench.models.SpatioTemporalClassifier`.
-MODELS = ("transformer", "spatiotemporal")
-
-
-def _check_encoding_options(options: object) -> None:
-    """Options must be a mapping of option names to JSON values (they are recorded in config.json)."""
-    if not isinstance(options, Mapping):
-        raise TypeError(f"encoding_options must be a mapping, got {type(options).__name__}")
-    for key, value in options.items():
-        if not isinstance(key, str) or not key.isidentifier():
-            raise ValueError(f"encoding_options keys must be option names, got {key!r}")
-        if key in registry.MODEL_SIZES:
-            raise ValueError(
-                f"encoding option {key!r} is set by the model's sizes ({', '.join(registry.MODEL_SIZES)})"
-            )
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"encoding option {key}={value!r} must be a JSON value (it is recorded per run)"
-            ) from None
+from posenc_bench.experiment.axes import (
+    DETECTORS,
+    SCALE_POLICIES,
+    DataAxis,
+    ModelAxis,
+    ProtocolAxis,
+    TaskAxis,
+    TrainingAxis,
+    check_encoding_options,
+)
+from posenc_bench.experiment.constraints import Constraints, Interval, check_parameters
 
 
 def resolve_encoding_options(
@@ -100,152 +78,107 @@ def resolve_encoding_options(
     return resolved
 
 
+_Axis = TypeVar("_Axis", DataAxis, ProtocolAxis, ModelAxis, TaskAxis, TrainingAxis)
+
+
+def _project(config: RunConfig, kind: type[_Axis]) -> _Axis:
+    """The fields of ``config`` that make up one axis."""
+    return kind(**{f.name: getattr(config, f.name) for f in dataclasses.fields(kind)})
+
+
+class Axes(NamedTuple):
+    """A run's configuration per axis (:mod:`posenc_bench.experiment.axes`)."""
+
+    data: DataAxis
+    protocol: ProtocolAxis
+    model: ModelAxis
+    task: TaskAxis
+    training: TrainingAxis
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that determines one training run.
+    """Everything that determines one training run: the flat view of its :class:`Axes`, as recorded.
 
-    Attributes:
-        dataset: dataset spec for :func:`posenc_bench.data.load_dataset` (``"synthetic"``, ``"msl"``, a path, …).
-        dataset_options: keyword options for ``load_dataset`` (e.g. the synthetic generator's size).
-        subset: the part of the dataset the run uses, ``""`` for all of it (probes: ``"k5"``, distance 5).
-        window: window length ``s`` (time steps per example).
-        stride: step between window starts.
-        split_seed: seed of the blocked train/val/test assignment (:func:`posenc_bench.data.make_splits`).
-        protocol: split protocol, ``"blocked"`` (leakage-free, default) or ``"random_windows"``
-            (LEAKY; only to measure how much leakage inflates scores — :data:`posenc_bench.data.PROTOCOLS`).
-        encoding: registry name of the positional encoding.
-        encoding_options: constructor options of that encoding (e.g. ``{"layout": "adjacent"}`` for
-            ``rope``, ``{"num_buckets": 16}`` for ``t5``); the model's sizes are not options.
-        scale: scale policy of an additive encoding (:data:`SCALE_POLICIES`; ``"native"`` for others).
-        seed: seed of model initialisation, batch order and dropout.
-        d_model, n_heads, n_layers, dropout: the :class:`posenc_bench.models.TransformerClassifier`.
-        epochs: maximum number of epochs; patience: epochs without improvement before stopping.
-        batch_size, lr, weight_decay: AdamW training.
-        monitor: validation quantity for early stopping: ``"auprc"`` (higher is better) or ``"loss"``.
-        task: ``"classify"`` (labelled windows) or ``"detect"`` (train on nominal data, score test steps).
-        detector, horizon, smoothing, holdout: the detect task's model (``"forecast"`` or
-            ``"reconstruct"``), forecast horizon (< ``window``), EWMA span of the errors and the
-            held-out fraction of each nominal training array (:mod:`posenc_bench.experiment.detect`).
-        model: ``"transformer"`` or ``"spatiotemporal"`` (:data:`MODELS`).
-        n_windows, window_length: the spatio-temporal model's windows per instance and steps per
-            window (``window`` must equal their product).
-        anomaly_percent: protocol ``"dfstrans"``: anomalous instances kept, percent of all, in (0, 100].
+    The fields are those of the five axes (:class:`~posenc_bench.experiment.axes.DataAxis`,
+    :class:`~posenc_bench.experiment.axes.ProtocolAxis`, :class:`~posenc_bench.experiment.axes.ModelAxis`,
+    :class:`~posenc_bench.experiment.axes.TaskAxis`, :class:`~posenc_bench.experiment.axes.TrainingAxis`),
+    which document and check them, in the order of the run's ``config.json``. This class checks only the
+    rules between axes.
     """
 
-    dataset: str = "synthetic"
+    dataset: str = DataAxis.dataset
     dataset_options: Mapping[str, Any] = field(default_factory=dict)
-    subset: str = ""
-    window: int = 32
-    stride: int = 16
-    split_seed: int = 0
-    protocol: str = "blocked"
-    encoding: str = "sinusoidal"
+    subset: str = DataAxis.subset
+    window: int = DataAxis.window
+    stride: int = DataAxis.stride
+    split_seed: int = ProtocolAxis.split_seed
+    protocol: str = ProtocolAxis.protocol
+    encoding: str = ModelAxis.encoding
     encoding_options: Mapping[str, Any] = field(default_factory=dict)
-    scale: str = "native"
-    seed: int = 0
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    dropout: float = 0.1
-    epochs: int = 16
-    patience: int = 16
-    batch_size: int = 16
-    lr: float = 3e-3
-    weight_decay: float = 1e-2
-    monitor: str = "auprc"
-    task: str = "classify"
-    detector: str = "forecast"
-    horizon: int = 4
-    smoothing: float = 8.0
-    holdout: float = 0.2
-    model: str = "transformer"
-    n_windows: int = 8
-    window_length: int = 16
-    anomaly_percent: float = 100.0
+    scale: str = ModelAxis.scale
+    seed: int = TrainingAxis.seed
+    d_model: int = ModelAxis.d_model
+    n_heads: int = ModelAxis.n_heads
+    n_layers: int = ModelAxis.n_layers
+    dropout: float = ModelAxis.dropout
+    epochs: int = TrainingAxis.epochs
+    patience: int = TrainingAxis.patience
+    batch_size: int = TrainingAxis.batch_size
+    lr: float = TrainingAxis.lr
+    weight_decay: float = TrainingAxis.weight_decay
+    monitor: str = TrainingAxis.monitor
+    task: str = TaskAxis.task
+    detector: str = TaskAxis.detector
+    horizon: int = TaskAxis.horizon
+    smoothing: float = TaskAxis.smoothing
+    holdout: float = TaskAxis.holdout
+    model: str = ModelAxis.model
+    n_windows: int = ModelAxis.n_windows
+    window_length: int = ModelAxis.window_length
+    anomaly_percent: float = ProtocolAxis.anomaly_percent
 
     def __post_init__(self) -> None:
-        if not isinstance(self.dataset, str) or not self.dataset:
-            raise ValueError(f"dataset must be a non-empty string, got {self.dataset!r}")
-        if not isinstance(self.subset, str) or not re.fullmatch(r"[A-Za-z0-9._-]*", self.subset):
+        data, protocol, model, task, _ = self.axes  # each axis checks its own fields
+        if model.spatiotemporal and data.window != model.n_windows * model.window_length:
             raise ValueError(
-                f"subset must be a string of letters, digits, '.', '_' or '-', got {self.subset!r}"
+                f"window={data.window} must equal n_windows × window_length = {model.n_windows} × "
+                f"{model.window_length} = {model.n_windows * model.window_length} for model 'spatiotemporal'"
             )
-        if not isinstance(self.dataset_options, Mapping):
-            raise TypeError(f"dataset_options must be a mapping, got {type(self.dataset_options).__name__}")
-        for name in (
-            "window",
-            "stride",
-            "d_model",
-            "n_heads",
-            "n_layers",
-            "epochs",
-            "patience",
-            "batch_size",
-        ):
-            validate.positive_int(name, getattr(self, name))
-        validate.non_negative_int("split_seed", self.split_seed)
-        validate.non_negative_int("seed", self.seed)
-        registry.get(self.encoding)
-        _check_encoding_options(self.encoding_options)
-        validate.choice("scale", self.scale, SCALE_POLICIES)
-        validate.choice("protocol", self.protocol, PROTOCOLS)
-        validate.choice("monitor", self.monitor, MONITORS)
-        validate.choice("task", self.task, TASKS)
-        validate.choice("detector", self.detector, DETECTORS)
-        validate.positive_int("horizon", self.horizon)
-        if self.task == "detect" and self.horizon >= self.window:
+        if task.detect:
+            self._check_detect(protocol, model)
+
+    def _check_detect(self, protocol: ProtocolAxis, model: ModelAxis) -> None:
+        """The detect task forecasts within a window, from each series' own nominal training array."""
+        if self.horizon >= self.window:
             raise ValueError(
-                f"horizon must be < window (a forecast of at least a whole window from one window), "
-                f"got horizon={self.horizon}, window={self.window}"
+                f"horizon must be < window, got horizon={self.horizon} with window={self.window} "
+                "(a forecast of at least a whole window from one window)"
             )
-        if (
-            isinstance(self.smoothing, bool)
-            or not isinstance(self.smoothing, numbers.Real)
-            or not self.smoothing >= 1
-        ):
-            raise ValueError(f"smoothing (EWMA span) must be a number >= 1, got {self.smoothing!r}")
-        if (
-            isinstance(self.holdout, bool)
-            or not isinstance(self.holdout, numbers.Real)
-            or not 0 < self.holdout < 1
-        ):
-            raise ValueError(f"holdout must be a fraction in (0, 1), got {self.holdout!r}")
-        validate.choice("model", self.model, MODELS)
-        validate.positive_int("n_windows", self.n_windows)
-        validate.positive_int("window_length", self.window_length)
-        check_anomaly_percent(self.anomaly_percent)
-        if self.model == "spatiotemporal":
-            if self.window != self.n_windows * self.window_length:
-                raise ValueError(
-                    f"window (segment length) must equal n_windows × window_length = {self.n_windows} × "
-                    f"{self.window_length} = {self.n_windows * self.window_length} for model 'spatiotemporal', "
-                    f"got window={self.window}"
-                )
-            if self.window_length < 8:
-                raise ValueError(
-                    f"window_length must be >= 8 for model 'spatiotemporal': its CNN halves it three "
-                    f"times, so window_length={self.window_length} leaves 0 features"
-                )
-            if self.d_model % (self.window_length // 8):
-                raise ValueError(
-                    f"d_model must be a multiple of window_length // 8 = {self.window_length // 8} for "
-                    f"model 'spatiotemporal' (CNN channels × {self.window_length // 8}), "
-                    f"got d_model={self.d_model}"
-                )
-        if self.d_model % self.n_heads:
+        if not protocol.blocked:
             raise ValueError(
-                f"d_model must be divisible by n_heads, got d_model={self.d_model}, n_heads={self.n_heads}"
+                f"protocol={protocol.protocol} applies to task=classify only: task=detect trains on each "
+                "series' nominal training array and tests on its test array, so it has no split protocol; "
+                "leave protocol out (blocked)"
             )
-        if (
-            isinstance(self.dropout, bool)
-            or not isinstance(self.dropout, numbers.Real)
-            or not 0 <= self.dropout < 1
-        ):
-            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        validate.positive_float("lr", self.lr)
-        wd = self.weight_decay
-        if isinstance(wd, bool) or not isinstance(wd, numbers.Real) or not 0 <= wd < float("inf"):
-            raise ValueError(f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
+        if model.spatiotemporal:
+            raise ValueError("model=spatiotemporal is a classifier: it applies to task=classify only")
+
+    @classmethod
+    def from_axes(cls, *axes: DataAxis | ProtocolAxis | ModelAxis | TaskAxis | TrainingAxis) -> RunConfig:
+        """The run of the given axes (an axis left out takes its defaults)."""
+        return cls(**{f.name: getattr(axis, f.name) for axis in axes for f in dataclasses.fields(axis)})
+
+    @functools.cached_property
+    def axes(self) -> Axes:
+        """This run per axis (built, and so checked, when the run is)."""
+        return Axes(
+            _project(self, DataAxis),
+            _project(self, ProtocolAxis),
+            _project(self, ModelAxis),
+            _project(self, TaskAxis),
+            _project(self, TrainingAxis),
+        )
 
     @property
     def encoding_label(self) -> str:
@@ -262,10 +195,18 @@ class RunConfig:
         out["encoding_options"] = dict(self.encoding_options)
         if not out["encoding_options"]:
             del out["encoding_options"]
-        if self.task == "classify":
+        if self.axes.task.classify:
             for name in ("task", "detector", "horizon", "smoothing", "holdout"):
                 del out[name]
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """The config :meth:`to_dict` wrote (fields it left out take their defaults); ``TypeError`` names an unknown key."""
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"run config has no field {', '.join(map(repr, unknown))}")
+        return cls(**data)
 
 
 @dataclass(frozen=True)
@@ -294,7 +235,13 @@ class BenchPlan:
     encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     detectors: tuple[str, ...] = ()
 
+    _parameter_constraints: ClassVar[Constraints] = {
+        "seeds": Interval(int, 1, None),
+        "splits": Interval(int, 1, None),
+    }
+
     def __post_init__(self) -> None:
+        check_parameters(self)
         for name in self.detectors:
             validate.choice("detector", name, DETECTORS)
         if not self.encodings:
@@ -307,14 +254,12 @@ class BenchPlan:
             raise ValueError(f"scales must name at least one policy of {', '.join(SCALE_POLICIES)}")
         for scale in self.scales:
             validate.choice("scale", scale, SCALE_POLICIES)
-        validate.positive_int("seeds", self.seeds)
-        validate.positive_int("splits", self.splits)
         for name, options in self.encoding_options.items():
             if name not in self.encodings:
                 raise ValueError(
                     f"encoding_options name {name!r}, which is not among encodings {self.encodings}"
                 )
-            _check_encoding_options(options)
+            check_encoding_options(f"encoding_options[{name!r}]", options)
 
     def options_for(self, encoding: str) -> dict[str, Any]:
         """The constructor options of ``encoding`` in this plan (``{}`` when none were given)."""
@@ -327,7 +272,7 @@ class BenchPlan:
     def runs(self) -> Iterator[RunConfig]:
         """Every run of the grid, split seed outermost (so one split's data is reused), then detector."""
         detectors = (
-            (self.detectors or (self.base.detector,)) if self.base.task == "detect" else (self.base.detector,)
+            (self.detectors or (self.base.detector,)) if self.base.axes.task.detect else (self.base.detector,)
         )
         for split_seed in range(self.splits):
             for detector in detectors:

@@ -82,12 +82,12 @@ class ProbeSource:
         from posenc_bench.experiment.runs import ClassifyTask
 
         base = plan.base
-        if base.task != "classify":
+        if not base.axes.task.classify:
             raise ValueError(
                 "--task detect needs a dataset with nominal training arrays (msl, smd, synthetic, a "
                 "telemanom/SMD path); probes have none"
             )
-        if base.protocol != "blocked":
+        if not base.axes.protocol.blocked:
             raise ValueError(
                 f"--protocol {base.protocol} does not apply to --dataset probes (independent draws per split)"
             )

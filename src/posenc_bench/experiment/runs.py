@@ -88,8 +88,8 @@ def dataset_slug(spec: str) -> str:
 
 def run_dir(root: Path, config: RunConfig) -> Path:
     """The directory of ``config``'s run under ``root`` (see the module docstring; detect runs under ``detect-<detector>/``)."""
-    data = dataset_slug(config.dataset) + ("" if config.protocol == "blocked" else f"-{config.protocol}")
-    task = f"detect-{config.detector}" if config.task == "detect" else ""
+    data = dataset_slug(config.dataset) + ("" if config.axes.protocol.blocked else f"-{config.protocol}")
+    task = f"detect-{config.detector}" if config.axes.task.detect else ""
     return (
         Path(root)
         / "runs"
@@ -361,7 +361,7 @@ class ClassifyTask(RunTask[Splits]):
         # protocol "dfstrans" thresholds the sigmoid at 0.5, as Labaien et al. (2023) do; others pick the best val F1
         threshold = (
             0.5
-            if config.protocol == "dfstrans"
+            if config.axes.protocol.dfstrans
             else best_f1_threshold(data.val.y, predict_scores(model, data.val.X, device=device))
         )
         test = data.test

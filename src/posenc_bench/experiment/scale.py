@@ -85,7 +85,7 @@ def build_classifier(
 
     def build(encoding: str, options: dict[str, Any]) -> Classifier:
         torch.manual_seed(config.seed)
-        if config.model == "spatiotemporal":
+        if config.axes.model.spatiotemporal:
             return SpatioTemporalClassifier(
                 n_features,
                 n_windows=config.n_windows,

@@ -49,12 +49,12 @@ def read_run(run_dir: Path | str) -> Run:
             )
     resolved = read_config(directory)
     try:
-        config = RunConfig(**resolved["config"])
+        config = RunConfig.from_dict(resolved["config"])
     except (KeyError, TypeError) as exc:
         raise ValueError(
             f"{directory / CONFIG} does not hold a run configuration of this posenc: {exc}"
         ) from None
-    if config.task != "classify":
+    if not config.axes.task.classify:
         raise ValueError(
             f"{directory} is a run of task {config.task!r}; only classifier runs (task 'classify') "
             "can be rebuilt for analysis"

@@ -50,7 +50,7 @@ def plan_of(results: Mapping[str, Any]) -> BenchPlan:
     """The grid that wrote ``results`` (a ``results.json`` object), baselines off."""
     try:
         meta = results["meta"]
-        base = RunConfig(**meta["hyperparameters"])
+        base = RunConfig.from_dict(meta["hyperparameters"])
         runs = [as_record(r) for r in results["runs"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"--verify: not a results.json written by posenc bench ({exc})") from None

@@ -22,6 +22,18 @@ from posenc_bench.experiment.distributed import World, init_world, select_device
         ({"seed": -1}, "seed must be an int >= 0"),
         ({"monitor": "f1"}, "monitor must be one of 'auprc', 'loss'"),
         ({"subset": "k 1"}, "subset must be a string of letters"),
+        ({"window": 32.0}, r"window must be a positive int, got 32.0 \(float\)"),
+        ({"lr": float("inf")}, "lr must be a number > 0, got inf"),
+        ({"anomaly_percent": 0}, r"anomaly_percent must be a number in \(0, 100\]; got 0"),
+        ({"task": "detect", "protocol": "dfstrans"}, "protocol=dfstrans applies to task=classify only"),
+        (
+            {"task": "detect", "model": "spatiotemporal", "window": 128},
+            "model=spatiotemporal is a classifier",
+        ),
+        (
+            {"model": "spatiotemporal", "window": 30},
+            "window=30 must equal n_windows × window_length = 8 × 16",
+        ),
     ],
 )
 def test_run_config_rejects_bad_values_naming_them(changes, message):
@@ -29,11 +41,27 @@ def test_run_config_rejects_bad_values_naming_them(changes, message):
         RunConfig(**changes)
 
 
+def test_a_wrong_type_is_a_type_error_and_a_bool_is_no_number():
+    with pytest.raises(TypeError, match="dropout must be a number in"):
+        RunConfig(dropout=True)
+    with pytest.raises(TypeError, match="monitor must be one of"):
+        RunConfig(monitor=1)
+
+
+def test_run_config_is_the_flat_view_of_its_axes():
+    """Every field belongs to exactly one axis, and the axes give back the run they came from."""
+    config = RunConfig(task="detect", horizon=2, encoding="rope", encoding_options={"layout": "adjacent"})
+    names = [f.name for axis in config.axes for f in dataclasses.fields(axis)]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(RunConfig))
+    assert RunConfig.from_axes(*config.axes) == config
+    assert config.axes.task.detect and not config.axes.model.spatiotemporal
+
+
 @pytest.mark.parametrize("window", [1, 2, 4])
 def test_horizon_binds_the_detect_task_only(window):
     """The forecast horizon is a detect-task field: a classifier over short windows is not refused by it."""
     assert RunConfig(window=window).to_dict()["window"] == window
-    with pytest.raises(ValueError, match=f"horizon must be < window.*horizon=4, window={window}"):
+    with pytest.raises(ValueError, match=f"horizon must be < window, got horizon=4 with window={window}"):
         RunConfig(window=window, task="detect")
 
 

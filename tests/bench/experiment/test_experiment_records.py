@@ -129,3 +129,39 @@ def test_every_committed_probe_run_is_a_record(path):
         record = records.RunRecord.from_json(data)
         assert record.to_json() == data and record.extra == {"k": data["k"]}
         assert record.subset == f"k{data['k']}"
+
+
+#: sha256 (first 16 hex digits) of each committed grid's run directories and run identities
+#: (``RunConfig.to_dict`` as sorted JSON), as written before the run configuration was split into axes.
+RUN_IDENTITIES = {
+    "msl-detect": "72964add98825836",
+    "msl-leaky": "484f32c9729ecdb7",
+    "msl-rigour": "d9cd95e277f3c70e",
+    "msl-series": "72964add98825836",
+    "msl": "d16d44e7d495bfff",
+    "synthetic-series": "e6befbc61b7ffe6d",
+    "synthetic": "e6befbc61b7ffe6d",
+}
+
+
+@pytest.mark.parametrize("path", sorted(RESULTS.glob("*/results.json")), ids=lambda p: p.parent.name)
+def test_every_committed_grid_keeps_its_run_identities_and_directories(path):
+    """A run's identity (its config.json) and directory name key it on disk: a refactoring of the
+    configuration must leave both as they were for every committed grid, or re-runs would not find them."""
+    import hashlib
+
+    from posenc_bench.experiment.config import RunConfig
+    from posenc_bench.experiment.runs import run_dir
+    from posenc_bench.experiment.verify import plan_of
+
+    results = json.loads(path.read_text(encoding="utf-8"))
+    stored = results["meta"]["hyperparameters"]
+    written = RunConfig(**stored).to_dict()
+    assert {k: written[k] for k in stored} == stored  # older files lack fields added later, nothing else
+    assert json.dumps(RunConfig.from_dict(written).to_dict()) == json.dumps(written)
+    configs = list(plan_of(results).runs())
+    assert len(configs) == len(results["runs"])
+    dirs = sorted(str(run_dir(Path("."), c).as_posix()) for c in configs)
+    ids = sorted(json.dumps(c.to_dict(), sort_keys=True) for c in configs)
+    digest = hashlib.sha256("\n".join(dirs + ids).encode()).hexdigest()[:16]
+    assert digest == RUN_IDENTITIES[path.parent.name]

@@ -1,0 +1,149 @@
+"""Declarative parameter constraints, checked by one function (the pattern of scikit-learn's
+``_parameter_constraints``, Pedregosa et al. 2011).
+
+A frozen configuration dataclass declares, per field, what its value may be::
+
+    _parameter_constraints: ClassVar[Constraints] = {
+        "window": Interval(int, 1, None),
+        "dropout": Interval(float, 0, 1, closed="left"),
+        "monitor": Options(("auprc", "loss")),
+    }
+
+and calls :func:`check_parameters` once in ``__post_init__``. An error names the field, the value and
+what is allowed: ``ValueError`` (:class:`posenc.errors.UsageError`) for a value out of range,
+``TypeError`` (:class:`posenc.errors.UsageTypeError`) for a value of the wrong type.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from posenc.errors import UsageError, UsageTypeError
+
+
+class Constraint:
+    """What one field may hold: :meth:`check` raises naming the field, the value and what is allowed."""
+
+    #: The types a value must have (``bool`` never counts as a number).
+    types: tuple[type, ...] = (object,)
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` (already of :attr:`types`) is allowed."""
+        return True
+
+    def describe(self) -> str:
+        """What is allowed, as it follows "must be", e.g. ``"an int >= 1"``."""
+        raise NotImplementedError
+
+    def check(self, name: str, value: Any) -> None:
+        allowed = self.describe()
+        got = f"{';' if ',' in allowed else ','} got {value!r}"
+        numeric = any(issubclass(t, numbers.Number) for t in self.types)
+        if not isinstance(value, self.types) or (numeric and isinstance(value, bool)):
+            raise UsageTypeError(f"{name} must be {allowed}{got} ({type(value).__name__})")
+        if not self.holds(value):
+            raise UsageError(f"{name} must be {allowed}{got}")
+
+
+@dataclass(frozen=True)
+class Interval(Constraint):
+    """A number of ``kind`` (``int``: any integer; ``float``: any real) in ``[low, high]``; ``None`` is
+    unbounded, ``closed`` says which ends belong. A real number must be finite unless ``high`` is ``inf``."""
+
+    kind: type[int] | type[float]
+    low: float | None
+    high: float | None
+    closed: Literal["both", "left", "right", "neither"] = "both"
+
+    @property
+    def types(self) -> tuple[type, ...]:  # type: ignore[override]
+        return (numbers.Integral,) if self.kind is int else (numbers.Real,)
+
+    def holds(self, value: Any) -> bool:
+        v = float(value)
+        if math.isnan(v) or (math.isinf(v) and self.high != math.inf):
+            return False
+        above = self.low is None or (v >= self.low if self.closed in ("both", "left") else v > self.low)
+        below = self.high is None or (v <= self.high if self.closed in ("both", "right") else v < self.high)
+        return above and below
+
+    def describe(self) -> str:
+        noun = "an int" if self.kind is int else "a number"
+        if self.kind is int and self.low == 1 and self.high is None:
+            return "a positive int"
+        if self.high is None and self.low is not None:
+            return f"{noun} {'>=' if self.closed in ('both', 'left') else '>'} {self.low:g}"
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        return f"{noun} in {left}{low}, {high}{right}"
+
+
+@dataclass(frozen=True)
+class Options(Constraint):
+    """One of a fixed set of strings."""
+
+    values: tuple[str, ...]
+    types: tuple[type, ...] = (str,)
+
+    def holds(self, value: Any) -> bool:
+        return value in self.values
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(map(repr, self.values))
+
+
+@dataclass(frozen=True)
+class Pattern(Constraint):
+    """A string matching ``regex`` in full; ``description`` says what that means to a reader."""
+
+    regex: str
+    description: str
+    types: tuple[type, ...] = (str,)
+
+    def holds(self, value: Any) -> bool:
+        return re.fullmatch(self.regex, value) is not None
+
+    def describe(self) -> str:
+        return self.description
+
+
+@dataclass(frozen=True)
+class Type(Constraint):
+    """Any value of ``kind`` (e.g. ``Mapping``)."""
+
+    kind: type
+    description: str
+
+    @property
+    def types(self) -> tuple[type, ...]:  # type: ignore[override]
+        return (self.kind,)
+
+    def describe(self) -> str:
+        return self.description
+
+
+@dataclass(frozen=True)
+class Satisfies(Constraint):
+    """A check that names what is wrong itself: ``function(name, value)`` raises (e.g. a registry lookup)."""
+
+    function: Callable[[str, Any], object]
+
+    def check(self, name: str, value: Any) -> None:
+        self.function(name, value)
+
+
+Constraints = Mapping[str, Constraint]
+
+
+def check_parameters(config: object) -> None:
+    """Check every field of ``config`` against its class's ``_parameter_constraints``, in table order."""
+    table: Constraints = type(config)._parameter_constraints  # type: ignore[attr-defined]
+    for name, constraint in table.items():
+        constraint.check(name, getattr(config, name))
