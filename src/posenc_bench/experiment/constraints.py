@@ -73,7 +73,14 @@ class Interval(Constraint):
         return above and below
 
     def describe(self) -> str:
-        noun = "an int" if self.kind is int else "a number"
+        unbounded = self.low is None or self.high is None
+        noun = (
+            "an int"
+            if self.kind is int
+            else "a finite number"
+            if unbounded and self.high != math.inf
+            else "a number"
+        )
         if self.kind is int and self.low == 1 and self.high is None:
             return "a positive int"
         if self.high is None and self.low is not None:
