@@ -26,7 +26,7 @@ def _rotate_kernel(
     tables' dtype; dims ``r … d−1`` copied. ``PAIRED``: tables ``[seq, r/2]``, ``c_a = c_b = c``,
     ``(σ_a, σ_b) = (−s, s)``; else ``[seq, r]`` in the layout with signed sines ``σ``. ``half_split``
     halves are read as two contiguous tiles; ``adjacent`` rows as one, split into its pairs in
-    registers (strided loads of every other element measured 6× slower)."""
+    registers (strided loads of every other element measured slower; benchmarks/README.md)."""
     pid = tl.program_id(0)
     lead = pid // n_seq_blocks
     i0 = (lead // n1).to(tl.int64)

@@ -23,9 +23,9 @@ done in float64, one cache-sized block at a time, then cast: combining in float3
 an error of up to ~1.3e-7 (four float32 roundings), while the float64 combination is within
 a few 1e-16 of the float64 angle's sin/cos, so the float32 table is correctly rounded
 (error ≤ 3e-8) at every position up to 10^7 and beyond. Ranges are taken when ``positions`` is
-an int, or a tensor that holds a contiguous ascending range of integers (checked in eager mode);
-anything else — fractional positions, gradients to the frequencies, ``torch.compile``
-tracing — forms every angle directly, which is exact and differentiable but ~10× slower.
+an int (with an ``offset``); a tensor of positions — whose values are never read on the host to
+detect a range — and gradients to the frequencies form every angle directly, which is exact and
+differentiable but slower (``benchmarks/README.md``).
 The interleaved ``(sin, cos)`` layout without amplitudes (the sinusoidal encoding) does the
 same by one complex multiply per pair (:func:`_range_interleaved`), written straight into the
 output.

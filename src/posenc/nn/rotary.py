@@ -311,14 +311,12 @@ def _rotate_compiled(
 
     On the CPU, where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for
     ``adjacent`` without it: the eager kernel as the opaque operator ``posenc::rotate``, its tables
-    cached as in eager mode. The loop measured faster than the compiler's own (bfloat16: 1.00–1.04× a
-    copy eager, 1.32–1.55× as the compiled operator, against 1.45–1.65× for inductor's fused loop), and
-    for ``adjacent`` without the loop the compiler's CPU code for stride-2 pairs is slower than torch's
-    complex multiply. Otherwise (other devices, ``half_split`` without the loop), and everything
-    under ``torch.export``: the real expression :func:`_rotation_expr`, which the compiler fuses into
-    one kernel. On an H100 that kernel took 1.08–1.17× a copy of ``q`` and ``k`` in float32, where
-    posenc's Triton kernel, launched from Python, took 1.85–1.95× eagerly (32 MiB tensors: the launch
-    costs more than the kernel) and 1.06–1.08× on 256 MiB tensors.
+    cached as in eager mode: the loop measured faster than the compiler's own, and for ``adjacent``
+    without the loop the compiler's CPU code for stride-2 pairs slower than torch's complex multiply
+    (``benchmarks/README.md``). Otherwise (other devices, ``half_split`` without the loop), and
+    everything under ``torch.export``: the real expression :func:`_rotation_expr`, which the compiler
+    fuses into one kernel (on CUDA it measured closer to a copy than the Triton kernel launched from
+    Python on mid-sized tensors).
     """
     r = cos.shape[-1]
     cpu = x.device.type == "cpu"
@@ -461,8 +459,8 @@ def _rotate_upcast_blocks(
 
 _LIBRARY = torch.library.Library("posenc", "DEF")
 _LIBRARY.define("rotate(Tensor x, Tensor cos, Tensor sin, str layout, bool inverse, bool rotation) -> Tensor")
-# A plain kernel registration, not ``torch.library.custom_op``: that wrapper's per-call machinery cost
-# ~7 % of a (8, 8, 2048, 64) float32 rotation (0.14 of 2.0 ms), this one ~0.5 %.
+# A plain kernel registration, not ``torch.library.custom_op``: that wrapper's per-call machinery
+# measured an order of magnitude more costly per call (benchmarks/README.md).
 _LIBRARY.impl("rotate", _rotate, "CompositeExplicitAutograd")
 
 
