@@ -28,7 +28,7 @@ from typing import Any
 
 from posenc import registry, validate
 from posenc.errors import UsageError
-from posenc_bench import lengthgen_cli
+from posenc_bench import lengthgen_cli, plugin
 from posenc_bench.experiment.axes import (
     DETECTORS,
     SCALE_POLICIES,
@@ -119,7 +119,7 @@ def add_axis_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
-        help="compare positional encodings on windowed anomaly classification",
+        help=plugin.COMMANDS["bench"],
         description=_plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from posenc import plugins
 
-COMMANDS = {"bench": "compare positional encodings on windowed anomaly classification"}
+COMMANDS = {
+    "bench": "compare positional encodings: anomaly classification and detection, length generalisation"
+}
 
 
 def register_command(name: str, sub: argparse._SubParsersAction) -> None:
