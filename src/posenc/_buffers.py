@@ -111,17 +111,20 @@ class Buffer:
             raise TypeError(f"{self.name}: dtype {self.dtype}, expected one of {', '.join(allowed)}")
 
 
-def buffer(name: str, array: Any) -> Buffer:
-    """The :class:`Buffer` of ``array``, a CPU torch tensor or a NumPy array; ``TypeError`` for anything
-    else, ``ValueError`` for a tensor on another device or strides that are not whole elements."""
+def buffer(name: str, array: Any, *, device: Any = None) -> Buffer:
+    """The :class:`Buffer` of ``array``, a torch tensor on ``device`` (default the CPU; the GPU kernels name
+    theirs) or a NumPy array; ``TypeError`` for anything else, ``ValueError`` for a tensor on another
+    device or strides that are not whole elements. Only metadata is read, never the elements."""
     if hasattr(array, "untyped_storage") and hasattr(array, "data_ptr"):
         torch = sys.modules["torch"]  # loaded: array is one of its tensors
         if array.layout is not torch.strided:
-            raise TypeError(
-                f"{name}: a tensor of layout {array.layout}; the compiled loops take strided tensors"
-            )
-        if not array.is_cpu:
+            raise TypeError(f"{name}: a tensor of layout {array.layout}; the kernels take strided tensors")
+        if device is None and not array.is_cpu:
             raise ValueError(f"{name}: a tensor on {array.device}; the compiled loops take CPU tensors")
+        if device is not None and array.device != device:
+            raise ValueError(
+                f"{name}: a tensor on {array.device}, expected {device} like the other arguments"
+            )
         storage = array.untyped_storage()
         lo = storage.data_ptr()
         dtype = str(array.dtype).removeprefix("torch.")

@@ -1,7 +1,8 @@
 """Triton kernels for CUDA tensors: rotary pairs and sinusoidal tables (loaded by :mod:`posenc._gpu`).
 
-Each kernel is one launch and one pass over its output. Callers check shapes, dtypes and devices;
-the launchers take views whose last stride is 1. Importing this module imports Triton.
+Each kernel is one launch and one pass over its output. Each launcher checks its arguments first
+(:mod:`posenc._gpu_checks`: shapes, dtypes, unit last strides, device, storage bounds, overlaps;
+metadata only). Importing this module imports Triton.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
+from posenc._gpu_checks import check_rotate, check_rotate_qk, check_waves
 
 _TILE = 4096
 """Elements of ``x`` (or of the table) one program works on: enough loads in flight per program to
@@ -84,6 +87,7 @@ def rotate(
     first ``r`` dims rotated in ``layout`` (``"adjacent"`` or ``"half_split"``) by the tables ``c``, ``s``
     (``[seq, r/2]`` when ``paired``, else ``[seq, r]``; rows ``c.stride(0)`` apart, both alike), the rest
     copied. The work dtype is the tables' (float32, or float64 for float64 ``x``)."""
+    check_rotate(x, out, c, s, layout, r, paired)
     n0, n1, seq, d = x.shape
     block_p = triton.next_power_of_2(max(r // 2, 1))
     block_rest = triton.next_power_of_2(d - r) if d > r else 1
@@ -148,6 +152,7 @@ def waves(
     """``out[q·b + u]``, ``[n, c]`` (unit last stride), the sines and cosines of ``(t_q + u)·w`` in ``layout``
     (:data:`PAIRS_SIN_COS`, :data:`PAIRS_COS_SIN` or :data:`SPLIT`), from ``fine = (sin(u·w), cos(u·w))``,
     ``[b, f]``, and ``coarse = (sin(t_q·w), cos(t_q·w))``, ``[⌈n/b⌉, f]``, all contiguous float64."""
+    check_waves(out, fine, coarse, layout, SPLIT + 1)
     n, c = out.shape
     b, f = fine[0].shape
     block_f = min(triton.next_power_of_2(f), 64)
@@ -276,6 +281,7 @@ def rotate_qk(
     or float64 beside float64 ``q``), gathered by position; beyond row ``n`` the angles are formed from the
     float64 frequencies ``theta[:r/2]`` and scaled by ``theta[r/2]``, the tables' attention factor (float64,
     contiguous)."""
+    check_rotate_qk(q, k, q_out, k_out, positions, offsets, tables, theta, layout, r)
     b, q_heads, s_q, d = q.shape
     k_heads, s_k = k.shape[1], k.shape[2]
     c, s = tables
