@@ -75,7 +75,7 @@ def _tables(s: int, r: int, layout: str, dtype: torch.dtype, general: bool):
 
 def _reference(x, cos, sin, layout, inverse):
     r = cos.shape[-1]
-    rotated = rotary._rotation_expr(x.double()[..., :r], cos.double(), sin.double(), layout, inverse)
+    rotated = rotary.rotation_reference(x.double()[..., :r], cos.double(), sin.double(), layout, inverse)
     return torch.cat([rotated, x.double()[..., r:]], dim=-1)
 
 
@@ -238,7 +238,7 @@ def test_rotation_rounds_each_product_once(dtype, table_dtype, layout, general, 
     assert out is not None
     work = torch.float64 if dtype == torch.float64 else torch.float32
     # torch's eager elementwise multiplies and adds, one rounding each; dims r … d − 1 copied
-    rotated = rotary._rotation_expr(x[..., :r].to(work), cos.to(work), sin.to(work), layout, inverse)
+    rotated = rotary.rotation_reference(x[..., :r].to(work), cos.to(work), sin.to(work), layout, inverse)
     expected = torch.cat([rotated, x[..., r:].to(work)], dim=-1)
     if scale < 1:  # some results are float32 subnormals: what the AVX512-BF16 rows must redo
         assert (expected[1:].abs() < torch.finfo(torch.float32).tiny).any() and (expected[1:] != 0).any()

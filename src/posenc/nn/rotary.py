@@ -67,6 +67,27 @@ def _pairs(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
     return t[..., 0::2], t[..., 1::2]
 
 
+def rotation_reference(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool = False
+) -> torch.Tensor:
+    """The definition every backend of :func:`apply_rotary` is tested against, and the form compilers fuse.
+
+    ``R x`` (``Rᵀ x`` when ``inverse``) over the first ``r`` dims of ``x[..., s, d]``, dims ``r …`` passed
+    through; ``cos``, ``sin`` ``[s, r]`` in ``layout``, pair ``i`` rotated by ``[[c_a, −s_a], [s_b, c_b]]``
+    (Su et al. 2021, eq. 34, where ``c_a = c_b``, ``s_a = s_b``). One out-of-place real expression: no
+    complex dtype, no in-place writes, so ``torch.compile`` makes one loop of it and ``torch.export``
+    graphs stay real.
+    """
+    r = cos.shape[-1]
+    (x_a, x_b), (c_a, c_b), (s_a, s_b) = _pairs(x[..., :r], layout), _pairs(cos, layout), _pairs(sin, layout)
+    if inverse:
+        o_a, o_b = x_a * c_a + x_b * s_b, x_b * c_b - x_a * s_a
+    else:
+        o_a, o_b = x_a * c_a - x_b * s_a, x_b * c_b + x_a * s_b
+    rotated = torch.cat([o_a, o_b], -1) if layout == "half_split" else torch.stack([o_a, o_b], -1).flatten(-2)
+    return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
+
+
 def _pair_values(
     cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -95,24 +116,6 @@ def _rotate_into(
     else:
         o_a.addcmul_(x_b, s_a, value=-1.0)
         o_b.addcmul_(x_a, s_b)
-
-
-def _rotation_expr(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool
-) -> torch.Tensor:
-    """``R x`` (``Rᵀ x`` when ``inverse``) as one out-of-place real expression, for compilers to fuse.
-
-    No complex dtype and no in-place writes, so ``torch.compile`` makes one loop of it and
-    ``torch.export`` graphs stay real.
-    """
-    (x_a, x_b), (c_a, c_b), (s_a, s_b) = _pairs(x, layout), _pairs(cos, layout), _pairs(sin, layout)
-    if inverse:
-        o_a, o_b = x_a * c_a + x_b * s_b, x_b * c_b - x_a * s_a
-    else:
-        o_a, o_b = x_a * c_a - x_b * s_a, x_b * c_b + x_a * s_b
-    if layout == "half_split":
-        return torch.cat([o_a, o_b], dim=-1)
-    return torch.stack([o_a, o_b], dim=-1).flatten(-2)
 
 
 def _cached(
@@ -314,17 +317,15 @@ def _rotate_compiled(
     cached as in eager mode: the loop measured faster than the compiler's own, and for ``adjacent``
     without the loop the compiler's CPU code for stride-2 pairs slower than torch's complex multiply
     (``benchmarks/README.md``). Otherwise (other devices, ``half_split`` without the loop), and
-    everything under ``torch.export``: the real expression :func:`_rotation_expr`, which the compiler
+    everything under ``torch.export``: the reference expression :func:`rotation_reference`, which the compiler
     fuses into one kernel (on CUDA it measured closer to a copy than the Triton kernel launched from
     Python on mid-sized tensors).
     """
-    r = cos.shape[-1]
     cpu = x.device.type == "cpu"
     if cpu and (_native_ok(x) or layout == "adjacent") and not torch.compiler.is_exporting():
         fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse, rotation)
         return fused
-    rotated = _rotation_expr(x[..., :r], cos, sin, layout, inverse)
-    return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
+    return rotation_reference(x, cos, sin, layout, inverse)
 
 
 def _whole_rotor(
@@ -344,31 +345,63 @@ def _whole_rotor(
     return None
 
 
+def _backends(x: torch.Tensor) -> tuple[Callable[..., torch.Tensor | None], ...]:
+    """The one place a rotation's backend is chosen: the candidates for ``x``, in order; each returns
+    ``None`` where it cannot serve after all (leading dims that cannot be merged, a table that is not a
+    rotation), and :func:`_rotate_blocks` always serves.
+
+    ====================  ==========================================================================
+    backend               where
+    ====================  ==========================================================================
+    _rotate_compiled      while ``torch.compile`` traces: the CPU loop as an opaque operator, or the
+                          reference expression (:func:`rotation_reference`) for the compiler to fuse
+    _rotate_fused         the CPU loop of :mod:`posenc._native` (float32/float64/bfloat16) or the
+                          Triton kernel on CUDA: one pass, both layouts, partial rotary, strided ``x``
+    _rotate_whole_complex ``adjacent`` rotation tables over all of a contiguous float32/float64 ``x``:
+                          one complex multiply (:func:`_whole_rotor`)
+    _rotate_blocks        the pair arithmetic, block by block in the cache on the CPU
+    ====================  ==========================================================================
+    """
+    if torch.compiler.is_compiling():
+        return (_rotate_compiled,)
+    if _fused_ok(x):
+        return (_rotate_fused, _rotate_blocks)
+    return (_rotate_whole_complex, _rotate_blocks)
+
+
 def _rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool = False
 ) -> torch.Tensor:
-    """``R x`` over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are copied.
+    """``R x`` (``Rᵀ x`` when ``inverse``) over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are
+    copied: the first of :func:`_backends` that serves."""
+    for backend in _backends(x):
+        out = backend(x, cos, sin, layout, inverse, rotation)
+        if out is not None:
+            return out
+    raise AssertionError("_rotate_blocks serves every rotation")
 
-    Eager, where one applies, a one-pass kernel (:func:`_rotate_fused`: the CPU loop for float32/
-    float64/bfloat16, the Triton kernel on CUDA; both layouts, partial rotary, strided ``x``). Without
-    it, ``adjacent`` layout with a rotation table in float32/float64: one complex multiply over all of
-    ``x`` (a single pass; :func:`_whole_rotor`). Otherwise the pair arithmetic (one multiply, two
-    multiply-adds; ``half_split`` halves are contiguous) or, for half precision ``adjacent``, an
-    upcast complex multiply rounded back: on the CPU in blocks of rows and of positions of about
-    :data:`_CHUNK_BYTES`, each worked on while it is in the cache; elsewhere over all of ``x`` at once
-    (every block would be a kernel launch). Under ``torch.compile``: :func:`_rotate_compiled`.
-    """
-    if torch.compiler.is_compiling():
-        return _rotate_compiled(x, cos, sin, layout, inverse, rotation)
-    r = cos.shape[-1]
-    fused = _rotate_fused(x, cos, sin, layout, inverse, rotation)
-    if fused is not None:
-        return fused
+
+def _rotate_whole_complex(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+) -> torch.Tensor | None:
+    """One complex multiply over all of ``x`` by :func:`_whole_rotor`, with the least Python; ``None``
+    where that rotor does not apply."""
     rotor = _whole_rotor(x, cos, sin, layout, inverse, rotation)
-    if rotor is not None:  # one complex multiply over all of x, with the least Python
-        out = torch.empty_like(x)
-        _rotate_complex_into(out, x, rotor)
-        return out
+    if rotor is None:
+        return None
+    out = torch.empty_like(x)
+    _rotate_complex_into(out, x, rotor)
+    return out
+
+
+def _rotate_blocks(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+) -> torch.Tensor:
+    """The pair arithmetic (one multiply, two multiply-adds; ``half_split`` halves are contiguous) or, for
+    half precision ``adjacent``, an upcast complex multiply rounded back: on the CPU in blocks of rows
+    and of positions of about :data:`_CHUNK_BYTES`, each worked on while it is in the cache; elsewhere
+    over all of ``x`` at once (every block would be a kernel launch)."""
+    r = cos.shape[-1]
     out = torch.empty_like(x)
     if r < x.shape[-1]:
         out[..., r:].copy_(x[..., r:])
