@@ -168,8 +168,8 @@ class MultiAxisRotary(nn.Module):
         pair ``i`` follows the axis :func:`mrope_axes` gives it.
         """
         r = spectrum.rotary_dim(validate.positive_int("head_dim", head_dim), rotary_dim)
-        theta = spectrum.geometric(r, validate.positive_float("base", base)) if theta is None else theta
         axes = mrope_axes(sections, r // 2, interleaved=validate.boolean("interleaved", interleaved))
+        theta = spectrum.geometric(r, validate.positive_float("base", base)) if theta is None else theta
         return cls(
             head_dim,
             axis_frequencies(np.asarray(theta, dtype=np.float64), axes, len(sections)),
