@@ -217,17 +217,18 @@ def _multiaxis_shape(k: dict[str, Any]) -> tuple[int, ...]:
 
 
 SECTIONS = Arg(
-    st.lists(st.integers(0, 5), min_size=1, max_size=4),
+    st.sampled_from([[4], [1, 3], [2, 2], [2, 1, 1], [1, 1, 2], [0, 2, 2], [4, 0, 0], [1, 1, 1, 1]]),
     ANY_BAD | st.sampled_from([[], [2, -1, 7], [2.5, 5.5], ["2", "6"], (8,), "233", [True, 7], [8, None]]),
 )
 GRID = Arg(
-    st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple),
-    ANY_BAD | st.sampled_from([(), (2, 0), (2, -3), (2.5,), ("3",)]),
+    st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    ANY_BAD | st.sampled_from([(), (2, 0), (2, -3), (2.5, 2), ("3", 2), (3,), (2, 2, 2)]),
 )
 AXIS_DIMS = Arg(
-    st.lists(st.integers(1, 4).map(lambda n: 2 * n), min_size=1, max_size=3).map(tuple),
-    ANY_BAD | st.sampled_from([(), (3, 4), (4, 0), (4, -2), (4.0,), (5,), (2, 2, 2, 2)]),
+    st.tuples(st.integers(1, 4), st.integers(1, 4)).map(lambda t: (2 * t[0], 2 * t[1])),
+    ANY_BAD | st.sampled_from([(), (3, 4), (4, 0), (4, -2), (4.0, 2), (5,), (2, 2, 2), (4,)]),
 )
+"""Two axes when good (a 2-D grid, the common case), so that shape and axis_dims drawn apart agree."""
 
 
 TARGETS = {
@@ -331,7 +332,7 @@ TARGETS = {
             .numpy()
         ),
         {
-            "head_dim": Arg(st.sampled_from([4, 8, 16])),
+            "head_dim": Arg(st.just(8)),  # 4 pairs: the good sections sum to 4
             "sections": SECTIONS,
             "interleaved": Arg(st.booleans(), ANY_BAD),
         },
