@@ -316,3 +316,27 @@ def test_llama4_rope_layers_are_read_as_transformers_reads_them():
     assert model.config.layer_types == ["chunked_attention", "full_attention"] * 2
     with pytest.raises(ValueError, match=r"layer_type must name one of the per-layer rope parameters \[\]"):
         RotaryEmbedding.from_hf(model.config, layer_type="chunked_attention")
+
+
+def test_llama4_with_its_vision_rope_is_refused_naming_the_fixed_table():
+    vision = {
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "image_size": 16,
+        "patch_size": 4,
+        "vision_output_dim": 64,
+        "projector_input_dim": 64,
+        "projector_output_dim": 64,
+    }
+    text = {**TEXT, "head_dim": 16, "num_local_experts": 2, "intermediate_size_mlp": 96}
+    config = peer_class("Llama4Config")(text_config=text, vision_config=vision, image_token_index=95)
+    model = peer_class("Llama4ForConditionalGeneration")(config).eval()
+    text_rope = model.language_model.model.rotary_emb
+    with pytest.raises(RotaryMismatch) as refusal:
+        swap_rotary(model)
+    message = str(refusal.value)
+    assert "Llama4ForConditionalGeneration" in message and "vision_model.rotary_embedding" in message
+    assert "its forward takes no position ids" in message and "language_model" not in message
+    assert model.language_model.model.rotary_emb is text_rope  # nothing replaced
