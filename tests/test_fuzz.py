@@ -568,8 +568,17 @@ def _true_dump(n: int) -> dict[str, Any]:
     return {"positions": t, "cos": cos, "sin": sin, "q": q, "q_rot": q_rot}
 
 
-POISON = ["positions", "q", "cos", "sin", "q_rot", "length"]
-"""Arrays whose non-finite entries must never pass as agreement."""
+POISON = [("positions",), ("length",), ("cos", "sin"), ("q", "q_rot")]
+"""Arrays whose non-finite entries must never pass as agreement (a pair is compared when both are there)."""
+
+
+def _non_finite(arrays: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether all of ``keys`` are in ``arrays`` and one holds a non-finite real number."""
+    if not all(k in arrays for k in keys):
+        return False
+    values = [np.asarray(arrays[k]) for k in keys]
+    return any(v.dtype.kind in "iuf" and not np.isfinite(v).all() for v in values)
+
 
 _MUTATIONS = st.sampled_from(
     [
@@ -586,6 +595,8 @@ _MUTATIONS = st.sampled_from(
         ("inf", "length"),
         ("set", "length", -5.0),
         ("set", "length", np.zeros(3)),
+        ("set", "length", np.zeros((40, 40))),  # its repr spans lines: the error must not
+        ("set", "layout", np.array([["half_split"] * 30] * 3)),
         ("set", "length", "long"),
         ("set", "layout", "rows"),
         ("set", "layout", np.arange(3)),
@@ -608,19 +619,21 @@ _MUTATIONS = st.sampled_from(
 def _write_dump(path, arrays: dict[str, Any], mutations: list[tuple[Any, ...]]) -> bool:
     """Write ``arrays`` with ``mutations`` applied; whether a mutation must make the check fail."""
     arrays = dict(arrays)
-    poisoned = False
     for kind, key, *value in mutations:
         if kind == "drop":
             arrays.pop(key, None)
         elif kind in ("nan", "inf"):
-            array = np.array(arrays.get(key, 10.0 if key == "length" else 0.0), dtype=np.float64)
+            array = np.array(arrays.get(key, 10.0 if key == "length" else 0.0))
+            if array.dtype.kind not in "iuf":  # already replaced by strings or complex numbers
+                continue
+            array = array.astype(np.float64)
             array.reshape(-1)[-1:] = np.nan if kind == "nan" else np.inf
             arrays[key] = array
-            poisoned = True
         elif kind == "set":
             arrays[key] = value[0]
         elif kind == "reshape" and key in arrays:
-            arrays[key] = arrays[key][:, :-1]
+            arrays[key] = np.asarray(arrays[key])[..., :-1]
+    poisoned = any(_non_finite(arrays, keys) for keys in POISON)
     np.savez(path, **arrays)
     if any(m[0] == "truncate" for m in mutations):
         path.write_bytes(path.read_bytes()[:100])

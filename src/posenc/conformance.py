@@ -307,16 +307,25 @@ def _checked(arrays: Mapping[str, Any]) -> dict[str, Any]:
     if "length" in out:
         length = out["length"]
         if length.size != 1 or not np.isfinite(length).all() or float(length.reshape(-1)[0]) <= 0:
-            raise UsageError(f"npz 'length' must be one finite number > 0, got {arrays['length']!r}")
+            raise UsageError(f"npz 'length' must be one finite number > 0, got {_shown(length)}")
         out["length"] = float(length.reshape(-1)[0])
     if "layout" in arrays:
         layout = np.asarray(arrays["layout"])
         if layout.dtype.kind != "U" or layout.size != 1:
             raise UsageError(
-                f"npz 'layout' must be one string of {', '.join(DUMP_LAYOUTS)}, got {arrays['layout']!r}"
+                f"npz 'layout' must be one string of {', '.join(DUMP_LAYOUTS)}, got {_shown(layout)}"
             )
         out["layout"] = str(layout.reshape(-1)[0])
     return out
+
+
+def _shown(value: NDArray[Any]) -> str:
+    """A one-line description of an array: its value if it has one element, else its shape and dtype."""
+    return (
+        repr(value.reshape(-1)[0].item())
+        if value.size == 1
+        else f"an array {list(value.shape)} of {value.dtype}"
+    )
 
 
 def _in_layout(values: NDArray[np.float64], layout: str) -> NDArray[np.float64]:
