@@ -10,6 +10,8 @@ values, and sensible values can be refused in combination, so the test cannot te
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +24,9 @@ from hypothesis import strategies as st
 
 import posenc
 from posenc import analysis, spectrum
+from posenc.cli import main
 from posenc.nn import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
+from posenc.nn.multiaxis import MultiAxisRotary
 
 BAD_NUMBERS = [
     0,
@@ -147,6 +151,86 @@ def MODULE_SHAPE(k: dict[str, Any]) -> tuple[int, ...]:
     return tuple(k["x"].shape)
 
 
+TORCH_POSITION_DTYPES = [
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint8,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float32,
+    torch.float64,
+]
+
+
+def _axes_positions(
+    shape: tuple[int, ...], dtype: torch.dtype, values: st.SearchStrategy
+) -> st.SearchStrategy:
+    n = int(np.prod(shape))
+    return st.lists(values, min_size=n, max_size=n).map(
+        lambda v: torch.tensor(v, dtype=torch.float64).reshape(shape).to(dtype)
+    )
+
+
+_AXES_SHAPES = st.one_of(
+    st.tuples(st.just(3), st.integers(1, 6)), st.tuples(st.just(3), st.integers(1, 3), st.integers(1, 6))
+)
+MULTIAXIS_POSITIONS = Arg(
+    st.tuples(_AXES_SHAPES, st.sampled_from(TORCH_POSITION_DTYPES)).flatmap(
+        lambda sd: _axes_positions(*sd, st.integers(0, 127))
+    ),
+    st.one_of(
+        st.tuples(
+            st.sampled_from([(2, 4), (4, 4), (3,), (4,), (1, 3, 4), (3, 2, 2, 4), (0, 4)]),
+            st.sampled_from(TORCH_POSITION_DTYPES),
+        ).flatmap(lambda sd: _axes_positions(*sd, st.integers(0, 127))),  # wrong number of axes
+        st.tuples(
+            _AXES_SHAPES, st.sampled_from([torch.float16, torch.bfloat16, torch.bool, torch.complex64])
+        ).flatmap(lambda sd: _axes_positions(*sd, st.integers(0, 1))),  # rounding or non-real dtypes
+        st.tuples(_AXES_SHAPES, st.sampled_from([torch.float32, torch.float64, torch.int64])).flatmap(
+            lambda sd: _axes_positions(
+                *sd,
+                st.sampled_from([0.0, 1.0, float("nan"), float("inf"), -float("inf"), 2.0**53, -(2.0**60)])
+                if sd[1].is_floating_point
+                else st.sampled_from([0, 1, 2**53, -(2**53), 2**62]),
+            )
+        ),  # values beyond 2^53, NaN, ±inf
+        st.sampled_from([None, 3, [[0, 1], [0, 1], [0, 1]], np.zeros((3, 4)), "positions"]),
+    ),
+)
+
+
+def _multiaxis_call(positions: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``MultiAxisRotary.mrope(16, [2, 3, 3])`` on queries and keys shaped to fit ``positions``."""
+    shape = tuple(positions.shape) if isinstance(positions, torch.Tensor) else ()
+    b = shape[1] if len(shape) == 3 else 1
+    q = torch.randn(b, 2, shape[-1] if shape else 1, 16, dtype=torch.float64)
+    out = MultiAxisRotary.mrope(16, [2, 3, 3])(q, q, positions=positions)
+    return tuple(t.numpy() for t in out)  # type: ignore[return-value]
+
+
+def _multiaxis_shape(k: dict[str, Any]) -> tuple[int, ...]:
+    shape = tuple(k["positions"].shape)
+    return (2, shape[1] if len(shape) == 3 else 1, 2, shape[-1], 16)
+
+
+SECTIONS = Arg(
+    st.sampled_from([[4], [1, 3], [2, 2], [2, 1, 1], [1, 1, 2], [0, 2, 2], [4, 0, 0], [1, 1, 1, 1]]),
+    ANY_BAD | st.sampled_from([[], [2, -1, 7], [2.5, 5.5], ["2", "6"], (8,), "233", [True, 7], [8, None]]),
+)
+GRID = Arg(
+    st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    ANY_BAD | st.sampled_from([(), (2, 0), (2, -3), (2.5, 2), ("3", 2), (3,), (2, 2, 2)]),
+)
+AXIS_DIMS = Arg(
+    st.tuples(st.integers(1, 4), st.integers(1, 4)).map(lambda t: (2 * t[0], 2 * t[1])),
+    ANY_BAD | st.sampled_from([(), (3, 4), (4, 0), (4, -2), (4.0, 2), (5,), (2, 2, 2), (4,)]),
+)
+"""Two axes when good (a 2-D grid, the common case), so that shape and axis_dims drawn apart agree."""
+
+
 TARGETS = {
     "sinusoidal": Target(
         lambda positions, dim, base: posenc.sinusoidal(positions, dim, base=base),
@@ -237,6 +321,47 @@ TARGETS = {
         lambda k, dim: analysis.shift_operator(k, dim=dim),
         {"k": Arg(st.integers(-5, 5)), "dim": DIM},
         lambda k: (k["dim"], k["dim"]),
+    ),
+    "MultiAxisRotary-positions": Target(
+        _multiaxis_call, {"positions": MULTIAXIS_POSITIONS}, _multiaxis_shape
+    ),
+    "MultiAxisRotary-sections": Target(
+        lambda head_dim, sections, interleaved: (
+            MultiAxisRotary.mrope(head_dim, sections, interleaved=interleaved)
+            .cos_sin(torch.arange(5).expand(len(sections), 5), dtype=torch.float64)[0]
+            .numpy()
+        ),
+        {
+            "head_dim": Arg(st.just(8)),  # 4 pairs: the good sections sum to 4
+            "sections": SECTIONS,
+            "interleaved": Arg(st.booleans(), ANY_BAD),
+        },
+        lambda k: (5, k["head_dim"]),
+    ),
+    "MultiAxisRotary-axial": Target(
+        lambda head_dim, axis_dims: (
+            MultiAxisRotary.axial(head_dim, axis_dims)
+            .cos_sin(torch.arange(5).expand(len(axis_dims), 5), dtype=torch.float64)[0]
+            .numpy()
+        ),
+        {"head_dim": Arg(st.sampled_from([8, 16, 24])), "axis_dims": AXIS_DIMS},
+        lambda k: (5, sum(k["axis_dims"])),
+    ),
+    "sincos_nd": Target(
+        lambda shape, axis_dims, base, layout, column_order: posenc.tables.sincos_nd(
+            shape, axis_dims, base=base, layout=layout, column_order=column_order
+        ),
+        {
+            "shape": GRID,
+            "axis_dims": AXIS_DIMS,
+            "base": BASE,
+            "layout": Arg(st.sampled_from(posenc.tables.GRID_LAYOUTS), ANY_BAD | st.just("x")),
+            "column_order": Arg(
+                st.one_of(st.none(), st.permutations([0, 1, 2])),
+                ANY_BAD | st.sampled_from([(0, 0), (1, 2), (0.0,), "01", (0, 1, 2, 3)]),
+            ),
+        },
+        lambda k: (int(np.prod(k["shape"])), sum(k["axis_dims"])),
     ),
     "SinusoidalEncoding": Target(_module(lambda d: SinusoidalEncoding(d)), MODULE_ARGS, MODULE_SHAPE),
     "DFTEncoding": Target(_module(lambda d: DFTEncoding(d, alias=True)), MODULE_ARGS, MODULE_SHAPE),
@@ -367,5 +492,182 @@ def test_tables_take_every_integer_and_floating_dtype_of_positions(name):
         out = table(t)
         np.testing.assert_array_equal(out, table(exact))
         assert np.isfinite(out).all()
+
+    check()
+
+
+@st.composite
+def _typed_axes_positions(draw) -> torch.Tensor:
+    """``[3, s]`` positions of any torch integer dtype, float32 or float64, values anywhere in its range."""
+    dtype = draw(st.sampled_from(TORCH_POSITION_DTYPES))
+    if dtype.is_floating_point:
+        width = 32 if dtype == torch.float32 else 64
+        values = st.one_of(
+            st.floats(width=width, allow_nan=False, allow_infinity=False),
+            st.sampled_from([2.0**53 - 1, 2.0**53, -(2.0**53), 0.5, float("nan"), float("inf")]),
+        )
+        rows = draw(st.lists(values, min_size=3, max_size=3 * 6))
+        s = max(len(rows) // 3, 1)
+        return torch.tensor((rows * 3)[: 3 * s], dtype=torch.float64).reshape(3, s).to(dtype)
+    info = torch.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    edges = [v for v in (2**53 - 1, 2**53, 2**53 + 1, -(2**53), lo, hi) if lo <= v <= hi]
+    values = st.one_of(
+        st.integers(max(lo, -1000), min(hi, 1000)), st.integers(lo, hi), st.sampled_from(edges)
+    )
+    rows = draw(st.lists(values, min_size=3, max_size=3 * 6))
+    s = max(len(rows) // 3, 1)
+    flat = (rows * 3)[: 3 * s]
+    if dtype == torch.uint64:  # torch.tensor takes uint64 values only through their int64 bits
+        return (
+            torch.tensor([v - 2**64 if v >= 2**63 else v for v in flat], dtype=torch.int64)
+            .view(torch.uint64)
+            .reshape(3, s)
+        )
+    return torch.tensor(flat, dtype=dtype).reshape(3, s)
+
+
+def _exact_values(positions: torch.Tensor) -> list[int | float]:
+    if positions.dtype == torch.uint64:
+        return [v % 2**64 for v in positions.view(torch.int64).reshape(-1).tolist()]
+    return positions.reshape(-1).tolist()
+
+
+def test_multiaxis_rotary_takes_every_integer_and_float_dtype_of_positions():
+    """Every integer dtype, float32 and float64: the angles of the positions' exact values (formed in float64)
+    when all are finite and below 2^53 in magnitude, else a ValueError naming ``positions``."""
+    rope = MultiAxisRotary.mrope(16, [2, 3, 3])
+    matrix = rope.frequencies.numpy()
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(_typed_axes_positions())
+    def check(p):
+        exact = _exact_values(p)
+        if not all(math.isfinite(v) and abs(v) < 2**53 for v in exact):
+            with pytest.raises(ValueError, match=r"^positions must be finite and < 2\^53"):
+                rope.angles(p)
+            return
+        values = np.array([float(v) for v in exact]).reshape(p.shape)
+        np.testing.assert_array_equal(rope.angles(p).numpy(), np.einsum("as,an->sn", values, matrix))
+
+    check()
+
+
+CHECK_CONFIG = {"head_dim": 8, "rope_theta": 500.0, "max_position_embeddings": 64}
+
+
+def _true_dump(n: int) -> dict[str, Any]:
+    """A correct dump of :data:`CHECK_CONFIG`'s rope at positions ``0 … n−1`` (float64 RoPE of Su et al.
+    2021, half-split: ``q_rot = q·cos + rotate_half(q)·sin``)."""
+    t = np.arange(n, dtype=np.float64)
+    theta = 500.0 ** (-np.arange(0, 8, 2) / 8)
+    cos, sin = np.cos(np.outer(t, theta)), np.sin(np.outer(t, theta))
+    cos, sin = np.concatenate([cos, cos], 1), np.concatenate([sin, sin], 1)
+    q = np.random.default_rng(n).standard_normal((n, 8))
+    q_rot = q * cos + np.concatenate([-q[:, 4:], q[:, :4]], 1) * sin
+    return {"positions": t, "cos": cos, "sin": sin, "q": q, "q_rot": q_rot}
+
+
+POISON = [("positions",), ("length",), ("cos", "sin"), ("q", "q_rot")]
+"""Arrays whose non-finite entries must never pass as agreement (a pair is compared when both are there)."""
+
+
+def _non_finite(arrays: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Whether all of ``keys`` are in ``arrays`` and one holds a non-finite real number."""
+    if not all(k in arrays for k in keys):
+        return False
+    values = [np.asarray(arrays[k]) for k in keys]
+    return any(v.dtype.kind in "iuf" and not np.isfinite(v).all() for v in values)
+
+
+_MUTATIONS = st.sampled_from(
+    [
+        ("drop", "positions"),
+        ("drop", "cos"),
+        ("drop", "q_rot"),
+        ("drop", "q"),
+        ("nan", "positions"),
+        ("inf", "positions"),
+        ("nan", "q"),
+        ("nan", "cos"),
+        ("inf", "q_rot"),
+        ("nan", "length"),
+        ("inf", "length"),
+        ("set", "length", -5.0),
+        ("set", "length", np.zeros(3)),
+        ("set", "length", np.zeros((40, 40))),  # its repr spans lines: the error must not
+        ("set", "layout", np.array([["half_split"] * 30] * 3)),
+        ("set", "length", "long"),
+        ("set", "layout", "rows"),
+        ("set", "layout", np.arange(3)),
+        ("set", "positions", np.zeros(0)),
+        ("set", "positions", np.array(["a", "b"])),
+        ("set", "positions", 2.0**60),
+        ("set", "positions", np.zeros((2, 2, 2))),
+        ("set", "cos", np.array(["x"] * 4)),
+        ("set", "q", np.zeros((3, 5))),
+        ("set", "q", np.zeros(8, dtype=np.complex128)),
+        ("reshape", "cos"),
+        ("reshape", "q_rot"),
+        ("truncate", ""),
+        ("not a zip", ""),
+        ("npy", ""),
+    ]
+)
+
+
+def _write_dump(path, arrays: dict[str, Any], mutations: list[tuple[Any, ...]]) -> bool:
+    """Write ``arrays`` with ``mutations`` applied; whether a mutation must make the check fail."""
+    arrays = dict(arrays)
+    for kind, key, *value in mutations:
+        if kind == "drop":
+            arrays.pop(key, None)
+        elif kind in ("nan", "inf"):
+            array = np.array(arrays.get(key, 10.0 if key == "length" else 0.0))
+            if array.dtype.kind not in "iuf":  # already replaced by strings or complex numbers
+                continue
+            array = array.astype(np.float64)
+            array.reshape(-1)[-1:] = np.nan if kind == "nan" else np.inf
+            arrays[key] = array
+        elif kind == "set":
+            arrays[key] = value[0]
+        elif kind == "reshape" and key in arrays:
+            arrays[key] = np.asarray(arrays[key])[..., :-1]
+    poisoned = any(_non_finite(arrays, keys) for keys in POISON)
+    np.savez(path, **arrays)
+    if any(m[0] == "truncate" for m in mutations):
+        path.write_bytes(path.read_bytes()[:100])
+    if any(m[0] == "npy" for m in mutations):
+        with path.open("wb") as file:
+            np.save(file, np.zeros(3))
+    if any(m[0] == "not a zip" for m in mutations):
+        path.write_bytes(b"PK\x03\x04 a broken zip")
+    return poisoned
+
+
+def test_check_against_a_malformed_dump_exits_2_with_one_line_never_a_traceback(tmp_path_factory, capsys):
+    """``posenc check --against`` on a dump with arrays dropped, misshaped, non-finite, of strings or
+    complex numbers, or a broken file: exit 2 with one line, 1 for a disagreement, 0 only when the dump
+    really agrees (non-finite values never pass)."""
+    directory = tmp_path_factory.mktemp("dumps")
+    config = directory / "config.json"
+    config.write_text(json.dumps(CHECK_CONFIG))
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(st.integers(1, 12), st.lists(_MUTATIONS, max_size=3))
+    def check(n, mutations):
+        path = directory / "dump.npz"
+        poisoned = _write_dump(path, _true_dump(n), mutations)
+        capsys.readouterr()
+        status = main(["check", str(config), "--against", str(path)])
+        lines = capsys.readouterr().err.strip().splitlines()
+        if not mutations:
+            assert status == 0, lines
+        if status == 2:
+            assert len(lines) == 1 and lines[0].startswith("posenc check: error:"), lines
+        else:
+            assert status in (0, 1) and not lines, (status, lines)
+        if poisoned:
+            assert status != 0, mutations
 
     check()

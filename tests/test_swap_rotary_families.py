@@ -14,6 +14,7 @@ from peers import import_peer
 
 from posenc.integrations.hf import HFRotary, RotaryMismatch, swap_rotary
 from posenc.nn import RotaryEmbedding
+from posenc.nn.rope_types import hf_rope_layers
 
 transformers = import_peer("transformers", "transformers is the client these tests run")
 
@@ -241,3 +242,101 @@ def test_an_unknown_rope_type_is_refused_at_swap_time_naming_it():
     model.model.rotary_emb.config.rope_parameters = {"rope_type": "quadratic", "rope_theta": 1e4}
     with pytest.raises(RotaryMismatch, match=r"LlamaForCausalLM.*posenc cannot read its config.*'quadratic'"):
         swap_rotary(model)
+
+
+def llama4_with_rope_and_nope_layers() -> torch.nn.Module:
+    """Llama 4 whose layers 1 and 3 use no rope (``no_rope_layers`` flags 1 = rotates, as transformers
+    reads them), with attention temperature tuning in those layers from position 8 on, chunked attention
+    (chunks of 16) in the rope layers and llama3 frequency scaling."""
+    torch.manual_seed(0)
+    config = peer_class("Llama4TextConfig")(
+        **{**TEXT, "num_hidden_layers": 4},
+        head_dim=16,
+        num_local_experts=2,
+        intermediate_size_mlp=96,
+        no_rope_layers=[1, 0, 1, 0],
+        attention_chunk_size=16,
+        attn_temperature_tuning=True,
+        floor_scale=8,
+        attn_scale=0.5,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 5e5,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 32,
+        },
+    )
+    model = peer_class("Llama4ForCausalLM")(config).eval()
+    for parameter in model.parameters():  # larger weights than the default init, so that rotations matter
+        parameter.data.mul_(4.0)
+    return model
+
+
+def hidden_states(model: torch.nn.Module, ids: torch.Tensor, positions: torch.Tensor) -> list[torch.Tensor]:
+    with torch.no_grad():
+        out = model(input_ids=ids, position_ids=positions, output_hidden_states=True)
+    return [*out.hidden_states, out.logits]
+
+
+def test_llama4_swap_keeps_every_layers_output_and_leaves_the_nope_layers_alone():
+    model = llama4_with_rope_and_nope_layers()
+    assert [layer.self_attn.use_rope for layer in model.model.layers] == [1, 0, 1, 0]
+    ids = torch.randint(0, 90, (2, 40), generator=torch.Generator().manual_seed(1))
+    positions = [torch.arange(start, start + 40).expand(2, 40) for start in (0, 60, 5000)]
+    theirs = [hidden_states(model, ids, p) for p in positions]
+    attention = [dict(layer.self_attn.named_modules()) for layer in model.model.layers]
+    assert swap_rotary(model) == ["model.rotary_emb"]
+    assert [dict(layer.self_attn.named_modules()) for layer in model.model.layers] == attention
+    ours = [hidden_states(model, ids, p) for p in positions]
+    for near_or_far, (a_all, b_all) in enumerate(zip(theirs, ours, strict=True)):
+        tolerance = 1e-4 if near_or_far < 2 else 2e-3  # float32 angles of transformers: ~3e-4 rad at t = 5000
+        for layer, (a, b) in enumerate(zip(a_all, b_all, strict=True)):
+            assert (a - b).abs().max() <= tolerance * a.abs().max(), (near_or_far, layer)
+    # the positions matter to this model: shuffling them changes the logits
+    assert not torch.allclose(hidden_states(model, ids, positions[0].flip(-1))[-1], ours[0][-1], atol=1e-3)
+
+
+def test_llama4_rope_layers_are_read_as_transformers_reads_them():
+    model = llama4_with_rope_and_nope_layers()
+    used = [bool(layer.self_attn.use_rope) for layer in model.model.layers]
+    assert hf_rope_layers(model.config) == hf_rope_layers(model.config.to_dict()) == used == [1, 0, 1, 0]
+    default = peer_class("Llama4TextConfig")(**{**TEXT, "num_hidden_layers": 8}, head_dim=16)
+    assert hf_rope_layers(default) == [True, True, True, False] * 2  # every 4th layer: no rope
+    assert hf_rope_layers(
+        {"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layer_interval": 3}
+    ) == [True, True, False]
+    assert hf_rope_layers(build("llama").config) is None
+    with pytest.raises(ValueError, match=r"no_rope_layers must be a list of num_hidden_layers=4 flags 0/1"):
+        hf_rope_layers({**model.config.to_dict(), "no_rope_layers": [1, 0, 1]})
+    with pytest.raises(ValueError, match=r"no_rope_layer_interval must be a positive int, got 0"):
+        hf_rope_layers({"model_type": "llama4_text", "num_hidden_layers": 3, "no_rope_layer_interval": 0})
+    # Llama 4's layer types name attention masks, not ropes: asking for one is refused, naming the parameter
+    assert model.config.layer_types == ["chunked_attention", "full_attention"] * 2
+    with pytest.raises(ValueError, match=r"layer_type must name one of the per-layer rope parameters \[\]"):
+        RotaryEmbedding.from_hf(model.config, layer_type="chunked_attention")
+
+
+def test_llama4_with_its_vision_rope_is_refused_naming_the_fixed_table():
+    vision = {
+        "hidden_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "intermediate_size": 64,
+        "image_size": 16,
+        "patch_size": 4,
+        "vision_output_dim": 64,
+        "projector_input_dim": 64,
+        "projector_output_dim": 64,
+    }
+    text = {**TEXT, "head_dim": 16, "num_local_experts": 2, "intermediate_size_mlp": 96}
+    config = peer_class("Llama4Config")(text_config=text, vision_config=vision, image_token_index=95)
+    model = peer_class("Llama4ForConditionalGeneration")(config).eval()
+    text_rope = model.language_model.model.rotary_emb
+    with pytest.raises(RotaryMismatch) as refusal:
+        swap_rotary(model)
+    message = str(refusal.value)
+    assert "Llama4ForConditionalGeneration" in message and "vision_model.rotary_embedding" in message
+    assert "its forward takes no position ids" in message and "language_model" not in message
+    assert model.language_model.model.rotary_emb is text_rope  # nothing replaced

@@ -17,6 +17,7 @@ query ``R(t)q`` (Su et al. 2021, eq. 34). Against it:
 from __future__ import annotations
 
 import dataclasses
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -220,13 +221,15 @@ class Disagreement:
 
 def load_dump(path: Path | str) -> dict[str, NDArray[Any]]:
     """The arrays of a dump, checked against the documented layout (``docs/conventions.md``)."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: np.asarray(data[key]) for key in data.files}
-    except (ValueError, OSError) as error:
-        if isinstance(error, FileNotFoundError):
-            raise
-        raise UsageError(f"--against {path}: not a readable .npz file ({error})") from None
+    with open(path, "rb") as file:  # closed here even when numpy gives up on a broken file
+        try:
+            data = np.load(file, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):
+                raise ValueError("it holds a single array, not named arrays")
+            with data:
+                arrays = {key: np.asarray(data[key]) for key in data.files}
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
+            raise UsageError(f"--against {path}: not a readable .npz file ({error})") from None
     if "positions" not in arrays or not ({"cos", "sin"} <= set(arrays) or {"q", "q_rot"} <= set(arrays)):
         raise UsageError(
             f"--against {path}: the npz must hold 'positions' [n] and 'cos' and 'sin' [n, r] (tables) and/or "
@@ -243,25 +246,26 @@ def compare_dump(truth: Truth, arrays: Mapping[str, NDArray[Any]], *, tolerance:
     the framework used (it matters for ``dynamic`` and ``longrope``). Rows off by more than
     ``tolerance`` are disagreements; each run of consecutive bad rows is reported.
     """
-    positions = np.asarray(arrays["positions"], dtype=np.float64).reshape(-1)
+    arrays = _checked(arrays)
+    positions = arrays["positions"]
     n = positions.size
     layout = str(arrays["layout"]) if "layout" in arrays else "half_split"
     if layout not in DUMP_LAYOUTS:
         raise UsageError(f"npz 'layout' must be one of {', '.join(DUMP_LAYOUTS)}, got {layout!r}")
-    length = float(arrays["length"]) if "length" in arrays else float(positions.max(initial=0.0)) + 1.0
+    length = float(arrays["length"]) if "length" in arrays else float(positions.max()) + 1.0
     cos, sin, _, _ = _truth_tables(truth, positions, length)
     expected: dict[str, NDArray[np.float64]] = {}
     if "cos" in arrays and "sin" in arrays:
         expected["cos"], expected["sin"] = (_in_layout(v, layout) for v in (cos, sin))
     if "q" in arrays and "q_rot" in arrays:
-        q = np.asarray(arrays["q"], dtype=np.float64)
+        q = arrays["q"]
         if q.shape != (n, truth.head_dim):
             raise UsageError(f"npz 'q' must be [n={n}, head_dim={truth.head_dim}], got {list(q.shape)}")
         rotated = _rotate(q, cos, sin) if layout != "adjacent" else _adjacent_rotate(q, cos, sin)
         expected["q_rot"] = np.asarray(rotated, dtype=np.float64)
     found = []
     for key, want in expected.items():
-        got = np.asarray(arrays[key], dtype=np.float64)
+        got = arrays[key]
         if got.shape != want.shape:
             raise UsageError(
                 f"npz '{key}' must be {list(want.shape)} (positions × columns in layout {layout!r}), got {list(got.shape)}"
@@ -277,6 +281,51 @@ def compare_dump(truth: Truth, arrays: Mapping[str, NDArray[Any]], *, tolerance:
                 Disagreement(key, float(positions[bad[0]]), float(error[bad].max()), int(bad.size), runs)
             )
     return found
+
+
+def _checked(arrays: Mapping[str, Any]) -> dict[str, Any]:
+    """The documented arrays of a dump as float64 (``layout`` as a string), refusing what would make the
+    comparison meaningless: non-real values, ``positions`` not ``[n ≥ 1]`` finite below ``2^53``, a query
+    ``q`` that is not finite (its truth would be NaN, equal to nothing), ``length`` not one finite number > 0."""
+    out: dict[str, Any] = dict(arrays)
+    for key in ("positions", "cos", "sin", "q", "q_rot", "length"):
+        if key not in arrays:
+            continue
+        value = np.asarray(arrays[key])
+        if value.dtype.kind not in "iuf":
+            raise UsageError(f"npz '{key}' must hold real numbers, got dtype {value.dtype}")
+        out[key] = value.astype(np.float64)
+    positions = out["positions"]
+    if positions.ndim != 1 or positions.size == 0:
+        raise UsageError(f"npz 'positions' must be [n] with n >= 1, got shape {list(positions.shape)}")
+    if not (np.abs(positions) < 2.0**53).all():
+        raise UsageError(
+            "npz 'positions' must be finite and < 2^53 in magnitude (float64 cannot tell larger apart)"
+        )
+    if "q" in out and not np.isfinite(out["q"]).all():
+        raise UsageError("npz 'q' must be finite (it is the query the framework rotated)")
+    if "length" in out:
+        length = out["length"]
+        if length.size != 1 or not np.isfinite(length).all() or float(length.reshape(-1)[0]) <= 0:
+            raise UsageError(f"npz 'length' must be one finite number > 0, got {_shown(length)}")
+        out["length"] = float(length.reshape(-1)[0])
+    if "layout" in arrays:
+        layout = np.asarray(arrays["layout"])
+        if layout.dtype.kind != "U" or layout.size != 1:
+            raise UsageError(
+                f"npz 'layout' must be one string of {', '.join(DUMP_LAYOUTS)}, got {_shown(layout)}"
+            )
+        out["layout"] = str(layout.reshape(-1)[0])
+    return out
+
+
+def _shown(value: NDArray[Any]) -> str:
+    """A one-line description of an array: its value if it has one element, else its shape and dtype."""
+    return (
+        repr(value.reshape(-1)[0].item())
+        if value.size == 1
+        else f"an array {list(value.shape)} of {value.dtype}"
+    )
 
 
 def _in_layout(values: NDArray[np.float64], layout: str) -> NDArray[np.float64]:

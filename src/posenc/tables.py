@@ -408,8 +408,12 @@ def sincos_nd(
             f"axis_dims must all be even (a sine and a cosine per frequency), got {list(axis_dims)}"
         )
     validate.choice("layout", layout, GRID_LAYOUTS)
-    order = list(range(len(sizes))) if column_order is None else list(column_order)
-    if sorted(order) != list(range(len(sizes))):
+    order = list(range(len(sizes))) if column_order is None else column_order
+    if (
+        not isinstance(order, (tuple, list))
+        or any(isinstance(a, bool) or not isinstance(a, numbers.Integral) for a in order)
+        or sorted(int(a) for a in order) != list(range(len(sizes)))
+    ):
         raise ValueError(f"column_order must be a permutation of 0 … {len(sizes) - 1}, got {column_order!r}")
     out_dtype = _float_dtype(dtype)
     base = validate.positive_float("base", base)

@@ -14,6 +14,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from posenc.nn import ALiBiBias, RotaryEmbedding, ShawRelativeBias, T5RelativeBias, TransformerEncoder
+from posenc.nn.multiaxis import MultiAxisRotary
 
 HOST_READS = frozenset({"aten::_local_scalar_dense", "aten::equal", "aten::is_nonzero", "aten::item"})
 
@@ -120,7 +121,12 @@ def test_every_integer_dtype_of_positions_is_accepted(dtype):
 
 @pytest.mark.parametrize(
     "bad",
-    [torch.tensor([0, 2**53, 1]), torch.tensor([0, -(2**63), 1]), torch.tensor([0.0, float("nan"), 1.0])],
+    [
+        torch.tensor([0, 2**53, 1]),
+        torch.tensor([0, -(2**63), 1]),
+        torch.tensor([0.0, float("nan"), 1.0]),
+        torch.tensor([0, 2**64 - 1, 1], dtype=torch.uint64),  # would wrap to -1 as int64
+    ],
 )
 def test_bad_positions_are_refused_with_the_value(bad):
     q = torch.randn(1, 1, 3, 8)
@@ -128,3 +134,82 @@ def test_bad_positions_are_refused_with_the_value(bad):
         RotaryEmbedding(8)(q, q, q_positions=bad)
     with pytest.raises(ValueError, match=r"positions must be finite and < 2\^53"):
         ALiBiBias(2).bias(3, 3, q_positions=bad, k_positions=bad)
+
+
+def multiaxis_forms(s: int, b: int = 2, axes: int = 3) -> dict[str, torch.Tensor]:
+    forms = {}
+    for dtype in INT_DTYPES:
+        name = str(dtype).removeprefix("torch.")
+        forms[f"[A, s] {name}"] = (torch.arange(axes * s).view(axes, s) % 200).to(dtype)
+        forms[f"[A, b, s] {name}"] = (torch.arange(axes * b * s).view(axes, b, s) % 200).to(dtype)
+    forms["[A, b, s] float32"] = torch.arange(axes * b * s, dtype=torch.float32).view(axes, b, s) / 7
+    forms["[A, s] float64"] = torch.arange(axes * s, dtype=torch.float64).view(axes, s)
+    return forms
+
+
+MULTIAXIS_FORMS = multiaxis_forms(S)
+
+
+def multiaxis_modules() -> dict[str, MultiAxisRotary]:
+    return {
+        "mrope": MultiAxisRotary.mrope(16, [2, 3, 3]),
+        "axial": MultiAxisRotary.axial(16, [4, 6, 6]),
+        "mixed": MultiAxisRotary.mixed(16, 3),  # learnable, per-head frequencies over 2 axes
+    }
+
+
+@pytest.mark.parametrize("form", list(MULTIAXIS_FORMS))
+@pytest.mark.parametrize("kind", ["mrope", "axial", "mixed"])
+def test_multiaxis_forward_reads_nothing_on_the_host(form, kind):
+    module = multiaxis_modules()[kind]
+    positions = MULTIAXIS_FORMS[form][: module.n_axes]
+    q = torch.randn(2, 3, S, 16)
+    assert host_reads(lambda: module(q, q, positions=positions)) == {}
+    assert host_reads(lambda: module(q, q, positions=positions, k_positions=positions)) == {}
+    if kind == "mixed":
+        assert host_reads(lambda: sum(t.sum() for t in module(q, q, positions=positions)).backward()) == {}
+
+
+@pytest.mark.parametrize("kind", ["mrope", "axial", "mixed"])
+@pytest.mark.parametrize("form", ["[A, s] int64", "[A, b, s] int32", "[A, b, s] float32"])
+def test_multiaxis_compiles_with_fullgraph(kind, form):
+    module = multiaxis_modules()[kind]
+    positions = MULTIAXIS_FORMS[form][: module.n_axes]
+    q = torch.randn(2, 3, S, 16)
+    torch._dynamo.reset()  # each case compiles afresh (the recompile limit counts across cases)
+    compiled = torch.compile(module, backend="aot_eager", fullgraph=True)  # any graph break raises
+    for got, expected in zip(
+        compiled(q, q, positions=positions), module(q, q, positions=positions), strict=True
+    ):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        torch.tensor([[0, 2**53, 1], [0, 1, 2], [0, 1, 2]]),
+        torch.tensor([[0.0, 1.0, 2.0], [0.0, float("inf"), 1.0], [0.0, 1.0, 2.0]]),
+        torch.tensor([[[0, 1, 2**64 - 1]]] * 3, dtype=torch.uint64),
+    ],
+)
+def test_multiaxis_bad_positions_are_refused_with_the_value(bad):
+    module = MultiAxisRotary.mrope(16, [2, 3, 3])
+    q = torch.randn(1, 1, 3, 16)
+    with pytest.raises(ValueError, match=r"^positions must be finite and < 2\^53.*got"):
+        module(q, q, positions=bad)
+    with pytest.raises(ValueError, match=r"^k_positions must be finite and < 2\^53.*got"):
+        module(q, q, positions=torch.zeros(bad.shape, dtype=torch.int64), k_positions=bad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2])
+def test_positions_in_rounding_float_dtypes_are_refused(dtype):
+    q = torch.randn(1, 1, 3, 8)
+    positions = torch.tensor([0.0, 1.0, 2.0]).to(dtype)
+    with pytest.raises(
+        TypeError, match=rf"^q_positions must be an integer dtype, float32 or float64, got {dtype}"
+    ):
+        RotaryEmbedding(8)(q, q, q_positions=positions)
+    with pytest.raises(
+        TypeError, match=rf"^positions must be an integer dtype, float32 or float64, got {dtype}"
+    ):
+        MultiAxisRotary.mrope(8, [1, 1, 2])(q, q, positions=positions.expand(3, 3))

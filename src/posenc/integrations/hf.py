@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -247,6 +248,11 @@ def _posenc_rotary(config: object, form: str) -> HFRotary:
 def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotary | None, list[str]]:
     """The first form whose posenc rotary gives ``module``'s tables on every probe, and why the others failed."""
     config = module.config
+    if len(inspect.signature(module.forward).parameters) < 2:
+        return None, [
+            "its forward takes no position ids (a fixed table, e.g. Llama 4's vision rope over one image grid), "
+            "so posenc can neither probe nor replace it"
+        ]
     device = next((b.device for b in module.buffers()), torch.device("cpu"))
     reasons = []
     for form in FORMS:
@@ -288,7 +294,8 @@ def swap_rotary(model: nn.Module) -> list[str]:
     each module and its posenc replacement are called on the probe positions of the module
     docstring, in each of the four forms; the first form that agrees everywhere is installed.
     Raises :class:`RotaryMismatch` (a ``ValueError``), naming the model class, the module and the
-    first difference, and leaves the model untouched if any module cannot be reproduced; raises
+    first difference, and leaves the model untouched if any module cannot be reproduced (a rotary
+    whose forward takes no position ids, a fixed table such as Llama 4's vision rope, is refused); raises
     ``ValueError`` if ``model`` has none.
     """
     if not isinstance(model, nn.Module):

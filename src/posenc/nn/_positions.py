@@ -39,7 +39,7 @@ import torch
 EXACT_LIMIT = 2**53
 """Positions must stay below this: float64 (the dtype of every angle) holds every integer up to it."""
 
-_ROUNDED_DTYPES = (torch.float16, torch.bfloat16)
+_EXACT_FLOATS = (torch.float32, torch.float64)
 
 
 def check_offset(offset: object) -> int:
@@ -83,12 +83,20 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
         raise ValueError(
             f"{name} must have shape {shapes} (one position per token), got {list(positions.shape)}"
         )
+    return check_real(name, positions)
+
+
+def check_real(name: str, positions: torch.Tensor) -> torch.Tensor:
+    """Validate the dtype of positions of any shape (an integer dtype, float32 or float64) and assert their
+    values finite and ``|t| < 2^53`` on the device (:func:`check_values`). Returns them, integer dtypes
+    widened to int64."""
     if positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {positions.dtype}")
-    if positions.dtype in _ROUNDED_DTYPES:
+    if positions.is_floating_point() and positions.dtype not in _EXACT_FLOATS:
         raise TypeError(
             f"{name} must be an integer dtype, float32 or float64, got {positions.dtype}: it cannot hold integer "
-            "positions above 2048 (float16) / 256 (bfloat16), so they were rounded already; build them as int64"
+            "positions above 2048 (float16) / 256 (bfloat16) / 16 (float8), so they were rounded already; "
+            "build them as int64"
         )
     if positions.numel():
         check_values(name, positions)
@@ -103,11 +111,13 @@ def _narrow_integer(positions: torch.Tensor) -> bool:
 def check_values(name: str, positions: torch.Tensor) -> None:
     """Assert on the device that every entry of ``positions`` is finite and ``|t| < 2^53``.
 
-    Integer dtypes narrower than int64 cannot hold such values, so only int64 and floating positions
-    are looked at. The check reads no value on the host (``torch._assert_async``); on the CPU a failure
+    Integer dtypes narrower than int64 cannot hold such values, so only int64, uint64 and floating
+    positions are looked at (uint64 through float64: its comparisons are not implemented). The check reads no value on the host (``torch._assert_async``); on the CPU a failure
     is reported as a ``ValueError`` with the first bad value (read only once the check has failed)."""
     if positions.dtype == torch.int64:
         ok = ((positions < EXACT_LIMIT) & (positions > -EXACT_LIMIT)).all()
+    elif positions.dtype == torch.uint64:
+        ok = (positions.to(torch.float64) < EXACT_LIMIT).all()
     elif positions.is_floating_point():
         ok = (positions.abs() < EXACT_LIMIT).all()  # False for NaN and ±inf too
     else:
@@ -119,7 +129,12 @@ def check_values(name: str, positions: torch.Tensor) -> None:
 def _first_bad(positions: torch.Tensor) -> str:
     flat = positions.reshape(-1).double()
     bad = ~(flat.abs() < EXACT_LIMIT)
-    return repr(flat[bad][0].item() if positions.is_floating_point() else int(positions.reshape(-1)[bad][0]))
+    if positions.is_floating_point():
+        return repr(flat[bad][0].item())
+    first = positions.reshape(-1)[bad][0]
+    if positions.dtype == torch.uint64:  # int() refuses uint64 values >= 2^63: read the bits as int64
+        return repr(int(first.view(torch.int64)) % 2**64)
+    return repr(int(first))
 
 
 def assert_on_device(ok: torch.Tensor, message: str, got: Callable[[], str] | None = None) -> None:

@@ -22,7 +22,9 @@ score ``⟨R(p)q, R(p′)k⟩ = ⟨q, R(p′ − p)k⟩`` depends on ``p′ − 
 the exact zeros of axial/M-RoPE columns leave (1) a single float64 product, so axial tables equal
 1-D RoPE tables of one coordinate bit for bit.
 
-Positions are ``[A, s]`` (shared by the batch) or ``[A, b, s]`` (Qwen2-VL's ``position_ids``).
+Positions are ``[A, s]`` (shared by the batch) or ``[A, b, s]`` (Qwen2-VL's ``position_ids``), checked as
+:mod:`posenc.nn._positions` checks 1-D positions: shape and dtype on the host, values (finite,
+``|p| < 2^53``) on the device, so the forward pass reads no tensor value on the host.
 Angles are formed in float64; the tables then go to :func:`posenc.nn.apply_rotary` in ``layout``.
 """
 
@@ -35,9 +37,8 @@ import torch
 from torch import nn
 
 from posenc import spectrum, validate
-from posenc.nn import rope_types
-from posenc.nn._positions import EXACT_LIMIT
-from posenc.nn.rotary import LAYOUTS, RotaryEmbedding, _layout_table, apply_rotary
+from posenc.nn import _positions, rope_types
+from posenc.nn.rotary import LAYOUTS, RotaryEmbedding, _apply_rotary, _check_tables, _layout_table
 
 GRIDS: tuple[str, ...] = ("lang", "pixel")
 
@@ -167,8 +168,8 @@ class MultiAxisRotary(nn.Module):
         pair ``i`` follows the axis :func:`mrope_axes` gives it.
         """
         r = spectrum.rotary_dim(validate.positive_int("head_dim", head_dim), rotary_dim)
-        theta = spectrum.geometric(r, validate.positive_float("base", base)) if theta is None else theta
         axes = mrope_axes(sections, r // 2, interleaved=validate.boolean("interleaved", interleaved))
+        theta = spectrum.geometric(r, validate.positive_float("base", base)) if theta is None else theta
         return cls(
             head_dim,
             axis_frequencies(np.asarray(theta, dtype=np.float64), axes, len(sections)),
@@ -254,35 +255,37 @@ class MultiAxisRotary(nn.Module):
     def angles(self, positions: torch.Tensor) -> torch.Tensor:
         """Float64 ``φ`` of eq. (1): ``[s, r/2]`` for ``[A, s]`` positions, ``[b, s, r/2]`` for ``[A, b, s]``,
         with a head dimension (``[h, s, r/2]``, ``[b, h, s, r/2]``) for per-head frequencies."""
-        p = self._check_positions(positions)
+        return self._angles(self._check_positions("positions", positions))
+
+    def _angles(self, p: torch.Tensor) -> torch.Tensor:
+        p = p.to(torch.float64)
         matrix = self.frequencies.to(device=p.device, dtype=torch.float64)
         if matrix.dim() == 2:
             return torch.einsum("a...,an->...n", p, matrix)
         return torch.einsum("a...s,han->...hsn", p, matrix)
 
-    def _check_positions(self, positions: object) -> torch.Tensor:
+    def _check_positions(self, name: str, positions: object) -> torch.Tensor:
+        """Shape and dtype on the host, values on the device (:func:`posenc.nn._positions.check_real`)."""
         if not isinstance(positions, torch.Tensor):
             raise TypeError(
-                f"positions must be a torch.Tensor [axes, s] or [axes, b, s], got {type(positions).__name__}"
+                f"{name} must be a torch.Tensor [axes, s] or [axes, b, s], got {type(positions).__name__}"
             )
         if positions.dim() not in (2, 3) or positions.shape[0] != self.n_axes:
             raise ValueError(
-                f"positions must be [axes={self.n_axes}, s] or [axes={self.n_axes}, b, s] (one row per position "
+                f"{name} must be [axes={self.n_axes}, s] or [axes={self.n_axes}, b, s] (one row per position "
                 f"axis), got shape {list(positions.shape)}"
             )
-        if positions.dtype in (torch.float16, torch.bfloat16, torch.bool) or positions.is_complex():
-            raise TypeError(f"positions must be integers, float32 or float64, got {positions.dtype}")
-        p = positions.to(torch.float64)
-        if positions.numel() and not bool((torch.isfinite(p) & (p.abs() < EXACT_LIMIT)).all()):
-            raise ValueError("positions must be finite and below 2^53 in magnitude")
-        return p
+        return _positions.check_real(name, positions)
 
     def cos_sin(
         self, positions: torch.Tensor, *, dtype: torch.dtype = torch.float32
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(cos, sin)`` in ``self.layout``, ``[..., s, r]`` with :meth:`angles`' leading dims, times the
         attention factor (in float64, before the cast)."""
-        phi = self.angles(positions)
+        return self._cos_sin(self._check_positions("positions", positions), dtype)
+
+    def _cos_sin(self, p: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        phi = self._angles(p)
         cos, sin = torch.cos(phi) * self.attention_factor, torch.sin(phi) * self.attention_factor
         return _layout_table(cos, self.layout).to(dtype), _layout_table(sin, self.layout).to(dtype)
 
@@ -307,7 +310,10 @@ class MultiAxisRotary(nn.Module):
         if flat_c.requires_grad or flat_s.requires_grad:
             out = _rotate_pairs(flat_x, flat_c, flat_s, self.layout)
         else:
-            out = apply_rotary(flat_x, flat_c, flat_s, layout=self.layout)
+            _check_tables(flat_x, flat_c, flat_s, self.layout)
+            out = _apply_rotary(
+                flat_x, flat_c, flat_s, self.layout, rotation=True
+            )  # tables made as rotations
         return out.reshape(x.shape)
 
     def forward(
@@ -320,11 +326,11 @@ class MultiAxisRotary(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q [b, h, s_q, d_h]`` at ``positions`` and ``k [b, h, s_k, d_h]`` at ``k_positions``
         (default: ``positions``); positions ``[A, s]`` or ``[A, b, s]``."""
-        q_cos, q_sin = self.cos_sin(positions, dtype=q.dtype)
+        q_cos, q_sin = self._cos_sin(self._check_positions("positions", positions), q.dtype)
         if k_positions is None:
             k_cos, k_sin = q_cos.to(k.dtype), q_sin.to(k.dtype)
         else:
-            k_cos, k_sin = self.cos_sin(k_positions, dtype=k.dtype)
+            k_cos, k_sin = self._cos_sin(self._check_positions("k_positions", k_positions), k.dtype)
         return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
 
     def extra_repr(self) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -362,6 +362,42 @@ def hf_mrope(config: Any, *, layer_type: str | None = None) -> tuple[list[int] |
     parameters = _hf_parameters(config, layer_type)
     sections = parameters.get("mrope_section")
     return (None if sections is None else list(sections)), bool(parameters.get("mrope_interleaved", False))
+
+
+def hf_rope_layers(config: Any) -> list[bool] | None:
+    """Which layers of a Hugging Face config rotate their queries and keys (``None``: every layer).
+
+    Llama 4 leaves the rotary out of some layers ("NoPE" layers). Read as transformers reads it
+    (``Llama4TextAttention.use_rope = config.no_rope_layers[layer_idx]``): ``no_rope_layers[i] = 1``
+    marks a layer *with* rope; an empty or absent list means every ``no_rope_layer_interval``-th
+    layer (default 4) has none. The rope of the rotating layers is :func:`hf_settings`' (one for all of
+    them); the NoPE layers' attention temperature (``attn_temperature_tuning``, ``floor_scale``,
+    ``attn_scale``: a query scale by token index) and the rope layers' ``attention_chunk_size`` (a
+    mask) act outside the rotary.
+    """
+    get = _getter(config)
+    flags, interval = get("no_rope_layers"), get("no_rope_layer_interval")
+    if flags is None and interval is None and get("model_type") != "llama4_text":
+        return None
+    layers = get("num_hidden_layers")
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
+        raise ValueError(f"config num_hidden_layers must be a positive int, got {layers!r}")
+    if not flags:
+        interval = 4 if interval is None else interval
+        if not isinstance(interval, int) or isinstance(interval, bool) or interval <= 0:
+            raise ValueError(f"config no_rope_layer_interval must be a positive int, got {interval!r}")
+        return [(i + 1) % interval != 0 for i in range(layers)]
+    if (
+        isinstance(flags, (str, bytes))
+        or not isinstance(flags, Sequence)
+        or len(flags) != layers
+        or any(f not in (0, 1) or isinstance(f, float) for f in flags)
+    ):
+        raise ValueError(
+            f"config no_rope_layers must be a list of num_hidden_layers={layers} flags 0/1 (1: the layer uses "
+            f"rope), got {flags!r}"
+        )
+    return [bool(f) for f in flags]
 
 
 def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool = False) -> dict[str, Any]:

@@ -825,7 +825,9 @@ class RotaryEmbedding(RotaryContract):
         one rope of a config with one per layer type (Gemma 3's ``"sliding_attention"`` …). Values it
         would have to guess at are refused: a ``head_dim`` that is not a positive integer, an
         ``original_max_position_embeddings`` that is not positive, an unknown rope type, and M-RoPE
-        configs (``mrope_section``: read them with :meth:`posenc.nn.MultiAxisRotary.from_hf`).
+        configs (``mrope_section``: read them with :meth:`posenc.nn.MultiAxisRotary.from_hf`). Where some
+        layers use no rope (Llama 4's ``no_rope_layers``), this is the rope of the others:
+        :func:`posenc.nn.rope_types.hf_rope_layers` says which layers rotate.
         """
         settings = rope_types.hf_settings(config, layer_type=layer_type)
         if max_len is None:
