@@ -60,6 +60,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         (["--test-lengths", "0.5,1"], "--test-lengths must exceed the training length"),
         (["--lengthgen-tasks", "copy,juggle"], "--lengthgen-tasks: unknown task 'juggle'"),
         (["--lengthgen-tasks", "recall", "--vocab", "4"], "--vocab 4 is too small for task 'recall'"),
+        (["--lengthgen-tasks", "mode,count"], "--vocab 8 is too small for task 'count'"),
         (["--passkey-depths", "0,1.5"], "--passkey-depths must lie in [0, 1]"),
         (["--encodings", "none,ropee"], "--encodings: unknown 'ropee'"),
         (["--no-rope-layers", "3"], "--no-rope-layers: [3] outside 0 … 0"),
