@@ -357,9 +357,12 @@ def train_run(
         schedule.step()
         step += 1
         done_here += 1
+        logged = step % config.checkpoint_every == 0 or step == config.steps
+        if logged and device.type == "cuda":  # CUDA runs ahead of the host: time the queued steps too
+            torch.cuda.synchronize(device)
         seconds += time.perf_counter() - start
         tokens += batch.tokens.size
-        if step % config.checkpoint_every == 0 or step == config.steps:
+        if logged:
             rows.append({"step": step, "loss": float(loss), "tokens_per_s": tokens / max(seconds, 1e-9)})
             state = {"model": model.state_dict(), "optimiser": optimiser.state_dict(),
                      "schedule": schedule.state_dict(), "step": step, "log": rows,
