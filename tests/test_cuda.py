@@ -205,6 +205,46 @@ def test_bench_cli_on_cuda(tmp_path, capsys):
     assert data["meta"]["device"] == "cuda"
 
 
+LENGTHGEN = ["bench", "--task", "lengthgen", "--lengthgen-tasks", "passkey,count", "--encodings", "none,rope,fire,cope",
+             "--seeds", "1", "--steps", "6", "--train-length", "4", "--vocab", "10", "--d-model", "16", "--heads", "2",
+             "--layers", "1", "--n-test", "4", "--passkey-lengths", "1,2", "--test-lengths", "1,2",
+             "--passkey-depths", "0,1", "--rope-scaling", "yarn", "--random-positions", "40", "--no-progress"]  # fmt: skip
+
+
+def test_lengthgen_cli_on_cuda(tmp_path, monkeypatch):
+    """``--task lengthgen --device cuda`` end to end: every forward (training, test, rotary scaling) gets
+    its tokens, positions and weights on the GPU, the trained encodings are kept on the CPU, and the
+    losses match the same grid run on the CPU."""
+    from posenc_bench.decoder import CausalDecoder
+
+    seen: set[str] = set()
+    forward = CausalDecoder.forward
+
+    def recorded(self, tokens, *, positions=None):
+        seen.update(t.device.type for t in (tokens, *self.parameters()))
+        if positions is not None:
+            seen.add(positions.device.type)
+        return forward(self, tokens, positions=positions)
+
+    monkeypatch.setattr(CausalDecoder, "forward", recorded)
+    assert main([*LENGTHGEN, "--device", "cuda", "--out", str(tmp_path / "cuda")]) == 0
+    assert seen == {"cuda"}
+    seen.clear()
+    assert main([*LENGTHGEN, "--device", "cpu", "--out", str(tmp_path / "cpu")]) == 0
+    assert seen == {"cpu"}
+    runs = sorted((tmp_path / "cuda" / "runs").rglob("metrics.json"))
+    assert len(runs) == 2 * 4
+    for path in runs:
+        on_cpu = tmp_path / "cpu" / path.relative_to(tmp_path / "cuda")
+        gpu, cpu = json.loads(path.read_text()), json.loads(on_cpu.read_text())
+        assert gpu["final_loss"] == pytest.approx(cpu["final_loss"], rel=1e-3) and gpu["tokens_per_s"] > 0
+        assert set(gpu.get("scaled", {})) == set(cpu.get("scaled", {}))
+        state = torch.load(path.parent / "encoding.pt", weights_only=True)
+        assert all(v.device.type == "cpu" for v in state.values())
+    table = json.loads((tmp_path / "cuda" / "lengthgen.json").read_text())
+    assert set(table["criteria"]["count"]) == {"rope", "fire", "cope"}
+
+
 # --- RotaryEmbedding on CUDA: the one-launch operator posenc::rotate_qk, graphs and the compiler ------------
 
 POSITION_FORMS = (

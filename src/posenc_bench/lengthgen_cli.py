@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The lengthgen-only flags (the shared ones — --encodings, --seeds, --d-model, … — are the bench's)."""
     g = p.add_argument_group("--task lengthgen")
     g.add_argument("--lengthgen-tasks", default=DEFAULT_TASKS,
-                   help=f"comma-separated: copy, reverse, sort, parity, addition, passkey, recall (default {DEFAULT_TASKS})")  # fmt: skip
+                   help=f"comma-separated: copy, reverse, sort, parity, addition, mode, count, passkey, recall (default {DEFAULT_TASKS})")  # fmt: skip
     g.add_argument("--train-length", type=int, default=8, help="L: training lengths are 1 … L (default 8)")
     g.add_argument(
         "--test-lengths",

@@ -60,6 +60,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
         (["--test-lengths", "0.5,1"], "--test-lengths must exceed the training length"),
         (["--lengthgen-tasks", "copy,juggle"], "--lengthgen-tasks: unknown task 'juggle'"),
         (["--lengthgen-tasks", "recall", "--vocab", "4"], "--vocab 4 is too small for task 'recall'"),
+        (["--lengthgen-tasks", "mode,count"], "--vocab 8 is too small for task 'count'"),
         (["--passkey-depths", "0,1.5"], "--passkey-depths must lie in [0, 1]"),
         (["--encodings", "none,ropee"], "--encodings: unknown 'ropee'"),
         (["--no-rope-layers", "3"], "--no-rope-layers: [3] outside 0 … 0"),
@@ -92,22 +93,58 @@ def test_criteria_are_rank_correlated_with_accuracy():
     base = lg.LengthgenConfig(
         task="passkey", encoding="none", seed=0, train_length=4, vocab=8, d_model=16, n_heads=2
     )
-    plan = lg.LengthgenPlan(base, tasks=("passkey",), encodings=("none", "rope", "alibi", "kerple", "sandwich"),
-                            seeds=1, passkey_multiples=(1.0, 2.0, 4.0))  # fmt: skip
-    criteria = la.criteria_beyond_l(plan)
-    assert set(criteria) == {"rope", "alibi", "kerple", "sandwich"}  # none has no criteria
-    decay = {e: criteria[e]["long_range_decay"] for e in criteria}
-    # accuracies ranked exactly as the decay at 2L, reversed at 4L: ρ = +1 and −1
-    rows = [{"encoding": e, "length": 8, "mean": decay[e]} for e in decay]
-    rows += [{"encoding": e, "length": 16, "mean": -decay[e]} for e in decay]
-    rows += [{"encoding": "none", "length": 8, "mean": 0.9}]
-    table = {
-        r["criterion"] + str(r["multiple"]): r for r in la.rank_correlations(plan, {"rows": rows}, criteria)
-    }
+    plan = lg.LengthgenPlan(base, tasks=("passkey", "parity"), encodings=("none", "rope", "alibi", "kerple"),
+                            seeds=1, passkey_multiples=(1.0, 2.0, 4.0), test_multiples=(2.0, 4.0))  # fmt: skip
+    decay = {("passkey", "rope"): 0.9, ("passkey", "alibi"): 0.5, ("passkey", "kerple"): 0.7,
+             ("parity", "rope"): 0.2, ("parity", "alibi"): 0.1, ("parity", "kerple"): 0.3}  # fmt: skip
+    criteria = {t: {e: {k: (v if k == "long_range_decay" else None) for k in la.CRITERIA}
+                    for (t_, e), v in decay.items() if t_ == t} for t in plan.tasks}  # fmt: skip
+    # accuracies ranked exactly as the decay at 2L, reversed at 4L: ρ = +1 and −1; `none` has no criteria
+    rows = [{"task": t, "encoding": e, "length": 8, "mean": v} for (t, e), v in decay.items()]
+    rows += [{"task": t, "encoding": e, "length": 16, "mean": -v} for (t, e), v in decay.items()]
+    rows += [{"task": "passkey", "encoding": "none", "length": 8, "mean": 0.9}]
+    tables = {"rows": rows}
+    table = {r["criterion"] + str(r["multiple"]): r for r in la.rank_correlations(plan, tables, criteria)}
     assert table["long_range_decay2.0"]["rho"] == pytest.approx(1.0)
     assert table["long_range_decay4.0"]["rho"] == pytest.approx(-1.0)
-    assert table["long_range_decay2.0"]["pairs"] == 4
-    assert "| long_range_decay | 2L | 4 | +1.00 |" in la.markdown(criteria, list(table.values()))
+    assert table["long_range_decay2.0"]["pairs"] == 6 and table["value_max2.0"]["pairs"] == 0
+    text = la.markdown(plan, tables, criteria, list(table.values()))
+    assert "| long_range_decay | 2L | 6 | +1.00 |" in text
+    assert "| parity | kerple | 0.3 | — | — | — | 30.0 | -30.0 |" in text
+
+
+def test_the_analysis_measures_each_runs_trained_encoding(tmp_path):
+    import torch
+
+    from posenc.nn import build_encoding
+
+    args = [*TINY, "--out", str(tmp_path), "--encodings", "none,fire,kerple", "--lengthgen-tasks", "passkey"]
+    assert main(args) == 0
+    root = tmp_path / "runs/lengthgen/passkey-L4"
+    assert not list(root.rglob("checkpoint.pt"))  # removed when the run ends; encoding.pt is kept
+    assert torch.load(root / "none/seed0/encoding.pt", weights_only=True) == {}
+    table = json.loads((tmp_path / "lengthgen.json").read_text())
+    longest = 8 + 4  # passkey at 2L = 8: filler, marker, key, separator, answer
+    for name in ("fire", "kerple"):
+        minima, initial = [], []
+        for seed in (0, 1):
+            state = torch.load(root / name / f"seed{seed}" / "encoding.pt", weights_only=True)
+            module = build_encoding(name, d_model=16, n_heads=2, max_len=8)  # 8: passkey tokens at L = 4
+            torch.manual_seed(seed)
+            fresh = lg.build_model(lg.LengthgenConfig(task="passkey", encoding=name, seed=seed, train_length=4,
+                                                      vocab=8, d_model=16, n_heads=2, n_layers=1))  # fmt: skip
+            assert fresh.encoder.encoding.state_dict().keys() == state.keys()
+            assert any(not torch.equal(v, state[k]) for k, v in fresh.encoder.encoding.state_dict().items())
+            module.load_state_dict(state)
+            with torch.no_grad():
+                initial.append(float(fresh.encoder.encoding.bias(longest, longest).min()))
+                minima.append(float(module.bias(longest, longest).double().min()))
+        got = table["criteria"]["passkey"][name]["value_min"]
+        assert got == pytest.approx(sum(minima) / 2, rel=1e-6) and got != pytest.approx(sum(initial) / 2)
+    text = (tmp_path / "lengthgen.md").read_text()
+    assert "Criteria of the trained encodings" in text and "| passkey | fire |" in text
+    # rope (always run as a reference), fire and kerple on one task at 2L; no passkey length is 4L here
+    assert {(r["multiple"], r["pairs"]) for r in table["correlations"]} == {(2.0, 3), (4.0, 0)}
 
 
 def test_nope_layers_and_random_positions_run_from_the_cli(tmp_path):

@@ -14,13 +14,17 @@ reverse    ``x₁ … x_n ∣``                               ``x`` ⟲   attend
 sort       ``x₁ … x_n ∣``                               sorted    counting (order is content)
 parity     ``b₁ … b_n ∣``                               ``⊕ b``   none (a count mod 2)
 addition   ``a ∣ b ∣`` (``n`` digits each, LSB first)   ``a + b`` align digit ``i`` of a, b, sum
+mode       ``x₁ … x_n ∣``                               mode      counting (ties: the smallest symbol)
+count      ``x₁ … x_n ∣ q``                             ``#q``    match ``q`` at every position and count
 passkey    filler with ``⋆ k`` at depth ``δ·n``, ``∣``   ``k``     find the marker at any distance
 recall     ``k₁ v₁ … k_n v_n ∣ k_q``                    ``v_q``   the token after a matching key
 =========  ==========================================  ========  =====================================
 
 Copy, reverse and passkey follow Kazemnejad et al. 2023 and Ruoss et al. 2023 (Deletang et al.'s
 task suite); passkey retrieval is Mohtashami & Jaggi 2023; associative recall Ba et al. 2016 /
-Olsson et al. 2022. The no-skill accuracy of a task is that of guessing every answer token
+Olsson et al. 2022; mode and count are the counting tasks of Kazemnejad et al. 2023 (their "Mode" and
+"Count" families). Count's query ``q`` is a symbol of the sequence, so ``#q ∈ 1 … n``; it is written in
+decimal, least significant digit first, zero-padded to the digits of ``n``. The no-skill accuracy of a task is that of guessing every answer token
 uniformly from its alphabet: ``|A|^(−answer length)``.
 """
 
@@ -123,6 +127,25 @@ def _addition(rng: np.random.Generator, size: int, n: int, vocab: int, depth: fl
     return np.concatenate([a + SPECIAL, sep, b + SPECIAL, sep, total + SPECIAL], axis=1)
 
 
+def _mode(rng: np.random.Generator, size: int, n: int, vocab: int, depth: float) -> np.ndarray:
+    x = _symbols(rng, size, n, vocab)
+    counts = np.stack([(x == SPECIAL + v).sum(axis=1) for v in range(vocab)], axis=1)
+    mode = SPECIAL + counts.argmax(axis=1)  # argmax takes the first maximum: the smallest symbol
+    return np.concatenate([x, _column(SEP, size), mode[:, None]], axis=1)
+
+
+def _digits(n: int) -> int:
+    return len(str(n))
+
+
+def _count(rng: np.random.Generator, size: int, n: int, vocab: int, depth: float) -> np.ndarray:
+    x = _symbols(rng, size, n, vocab)
+    query = x[np.arange(size), rng.integers(0, n, size=size)][:, None]
+    count = (x == query).sum(axis=1, keepdims=True)
+    digits = count // 10 ** np.arange(_digits(n)) % 10  # least significant first
+    return np.concatenate([x, _column(SEP, size), query, digits + SPECIAL], axis=1)
+
+
 def _passkey(rng: np.random.Generator, size: int, n: int, vocab: int, depth: float) -> np.ndarray:
     filler = _symbols(rng, size, n, vocab)
     key = _symbols(rng, size, 1, vocab)
@@ -154,6 +177,8 @@ TASKS: dict[str, Task] = {
         Task("sort", _sort, lambda n: n, lambda v: v, _two),
         Task("parity", _parity, lambda n: 1, lambda v: 2, _two),
         Task("addition", _addition, lambda n: n + 1, lambda v: 10, lambda n: 10),
+        Task("mode", _mode, lambda n: 1, lambda v: v, _two),
+        Task("count", _count, _digits, lambda v: 10, lambda n: 10),
         Task("passkey", _passkey, lambda n: 1, lambda v: v, _two, uses_depth=True),
         Task("recall", _recall, lambda n: 1, lambda v: v, lambda n: max(2, n)),
     )

@@ -7,9 +7,12 @@ same data (the comparison is paired) and a resumed run ends where an uninterrupt
 Per run, under ``ROOT/runs/lengthgen/<task>-L<L>/<encoding>[_<option>_<value>…]/seed<s>/``
 (DESIGN "Conventions"; files written atomically): ``config.json`` (the resolved settings),
 ``log.csv`` (loss and tokens/s per logged step), ``checkpoint.pt`` (model, optimiser, step;
-rewritten every ``checkpoint_every`` steps) and ``metrics.json`` (exact-match accuracy per test
-length, per passkey depth, and with rotary scaling when asked; its presence marks the run done).
-A re-run skips finished runs whose config matches and resumes the others from their checkpoint.
+rewritten every ``checkpoint_every`` steps, removed when the run ends), ``encoding.pt`` (the trained
+encoding module's ``state_dict``, on the CPU; empty for parameter-free encodings and ``none``: what
+:mod:`~posenc_bench.experiment.lengthgen_analysis` measures) and ``metrics.json`` (exact-match
+accuracy per test length, per passkey depth, and with rotary scaling when asked). A run is done when
+``metrics.json`` and ``encoding.pt`` are both there: a re-run skips finished runs whose config
+matches and resumes the others from their checkpoint.
 
 Exact match under teacher forcing equals greedy decoding's: a sequence whose every answer token
 is the argmax given the true prefix is also the sequence greedy decoding writes.
@@ -43,6 +46,9 @@ from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
+
+ENCODING = "encoding.pt"
+"""A finished run's trained encoding: the ``state_dict`` of its decoder's encoding module."""
 
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
@@ -310,10 +316,10 @@ def train_run(
     settings = {**config.to_json(), "test": _test_settings(plan)}
     stored = _read_json(folder / "config.json")
     if stored is not None and stored != settings:
-        for name in ("metrics.json", "checkpoint.pt", "log.csv"):
+        for name in ("metrics.json", "checkpoint.pt", "log.csv", ENCODING):
             (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
     metrics = _read_json(folder / "metrics.json")
-    if stored == settings and metrics is not None:
+    if stored == settings and metrics is not None and (folder / ENCODING).is_file():
         return metrics
     write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
@@ -351,9 +357,12 @@ def train_run(
         schedule.step()
         step += 1
         done_here += 1
+        logged = step % config.checkpoint_every == 0 or step == config.steps
+        if logged and device.type == "cuda":  # CUDA runs ahead of the host: time the queued steps too
+            torch.cuda.synchronize(device)
         seconds += time.perf_counter() - start
         tokens += batch.tokens.size
-        if step % config.checkpoint_every == 0 or step == config.steps:
+        if logged:
             rows.append({"step": step, "loss": float(loss), "tokens_per_s": tokens / max(seconds, 1e-9)})
             state = {"model": model.state_dict(), "optimiser": optimiser.state_dict(),
                      "schedule": schedule.state_dict(), "step": step, "log": rows,
@@ -367,9 +376,22 @@ def train_run(
         metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
     metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9),
                    final_loss=rows[-1]["loss"] if rows else None)  # fmt: skip
+    encoding = model.encoder.encoding
+    trained = {} if encoding is None else {k: v.detach().cpu() for k, v in encoding.state_dict().items()}
+    _save(folder / ENCODING, trained)
     write_text_atomic(folder / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    checkpoint.unlink(missing_ok=True)  # the metrics are the record; the final weights are not kept
+    checkpoint.unlink(missing_ok=True)  # the metrics and the trained encoding are the record
     return metrics
+
+
+def trained_decoder(config: LengthgenConfig, root: Path) -> CausalDecoder:
+    """The decoder of a finished run under ``root`` on the CPU, its encoding module holding the trained
+    state of the run's :data:`ENCODING` (the other weights are not kept: they are at initialisation)."""
+    path = config.directory(root) / ENCODING
+    model = build_model(config)
+    if model.encoder.encoding is not None:
+        model.encoder.encoding.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return model.eval()
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
@@ -428,13 +450,13 @@ def run_lengthgen(
                      f"({time.perf_counter() - t0:.1f}s)")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
-    criteria = lengthgen_analysis.criteria_beyond_l(plan)
+    criteria = lengthgen_analysis.criteria_beyond_l(plan, lambda config: trained_decoder(config, out))
     tables["criteria"] = criteria
     tables["correlations"] = lengthgen_analysis.rank_correlations(plan, tables, criteria)
     text = (
         markdown(plan, tables, wall_seconds=wall)
         + "\n"
-        + lengthgen_analysis.markdown(criteria, tables["correlations"])
+        + lengthgen_analysis.markdown(plan, tables, criteria, tables["correlations"])
     )
     paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json",
              "png": out / "lengthgen.png"}  # fmt: skip

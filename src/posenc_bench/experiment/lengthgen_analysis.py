@@ -1,43 +1,57 @@
-"""Analysis meets experiment: posenc's criteria measured beyond the training length beside the
-accuracy each encoding reached there, and the rank correlation between the two.
+"""Analysis meets experiment: posenc's criteria measured beyond the training length on each run's
+*trained* encoding, beside the accuracy the run reached there, and the rank correlation of the two.
 
-For every encoding of a lengthgen grid (``none`` has no criteria) the scorecard
-(:func:`posenc.analysis.scorecard`) is computed over the positions of the longest test sequence,
-at the width the encoding has in the decoder (rotary: the head width; biases: the heads). Learned
-encodings are measured **at initialisation** (the runs keep their metrics, not their weights), so
-for them the criteria describe the starting point, not the trained module. Each criterion is then
-rank-correlated (Spearman) with the mean exact-match accuracy at ``2L`` and ``4L`` over the
-(encoding, task) pairs: a criterion that predicts length generalisation should rank them alike.
+For every (task, encoding) of a lengthgen grid (``none`` has no criteria) each seed's trained
+encoding module (the run's ``encoding.pt`` loaded into its decoder) is handed to the analysis as
+arrays (:func:`posenc_bench.experiment.trained.encoding_view`: a table, rotated probe rows, or a bias
+``[h, n, n]``) and scored (:func:`posenc.analysis.score_view`) over the positions of the task's longest
+test sequence, as the module is built in the decoder (rotary: the head width; FIRE: its threshold at
+the training length). The criteria are averaged over seeds. Parameter-free encodings (rope, ALiBi,
+sinusoidal) score the same in every run. Each criterion is then rank-correlated (Spearman) with the
+mean exact-match accuracy at ``2L`` and ``4L`` over the (encoding, task) pairs: a criterion that
+predicts length generalisation should rank them alike.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from posenc import analysis, registry
+from posenc import analysis
 from posenc_bench.data import lengthgen as data
+from posenc_bench.decoder import CausalDecoder
+from posenc_bench.experiment.trained import encoding_view
 
 CRITERIA: tuple[str, ...] = ("long_range_decay", "toeplitz_error", "value_min", "value_max")
 """Scorecard criteria defined for tables and biases alike (the others apply to one kind only)."""
 
+Criteria = dict[str, dict[str, dict[str, float | None]]]
+"""``{task: {encoding: {criterion: mean over seeds}}}``."""
 
-def criteria_beyond_l(plan: Any) -> dict[str, dict[str, float | None]]:
-    """``{encoding: {criterion: value}}`` over the positions of the longest test sequence of the plan."""
-    base = plan.base
-    longest = max(data.sequence_length(t, max(plan.test_lengths(t))) for t in plan.tasks)
-    out: dict[str, dict[str, float | None]] = {}
-    for name in plan.encodings:
-        if name == "none":
-            continue
-        family = registry.get(name).family
-        dim = (
-            base.d_model // base.n_heads if family in ("rotary", "query_bias", "contextual") else base.d_model
-        )
-        card = analysis.scorecard(name, length=longest, dim=dim, n_heads=base.n_heads, seed=0)
-        out[name] = {k: _number(card.values.get(k)) for k in CRITERIA}
+
+def criteria_beyond_l(plan: Any, trained_model: Callable[[Any], CausalDecoder]) -> Criteria:
+    """The criteria of every (task, encoding) of ``plan`` over the positions of the task's longest
+    test sequence; ``trained_model(config)`` is a run's decoder with its trained encoding loaded."""
+    out: Criteria = {}
+    for t in plan.tasks:
+        length = data.sequence_length(t, max(plan.test_lengths(t)))
+        for name in plan.encodings:
+            if name == "none":
+                continue
+            per_seed = []
+            for config in plan.configs():
+                if config.task != t or config.encoding != name:
+                    continue
+                view = encoding_view(trained_model(config), name=name, state="trained", seed=0)
+                card = analysis.score_view(view, length=length, seed=0)
+                per_seed.append([_number(card.values.get(k)) for k in CRITERIA])
+            out.setdefault(t, {})[name] = {
+                k: None if any(v[i] is None for v in per_seed) else float(np.mean([v[i] for v in per_seed]))
+                for i, k in enumerate(CRITERIA)
+            }
     return out
 
 
@@ -49,21 +63,24 @@ def _number(value: object) -> float | None:
     return 0.0 if abs(value) < 1e-12 else float(value)
 
 
-def rank_correlations(
-    plan: Any, tables: dict[str, Any], criteria: dict[str, dict[str, float | None]]
-) -> list[dict[str, Any]]:
+def _accuracy_at(plan: Any, tables: dict[str, Any], multiple: float) -> dict[tuple[str, str], float]:
+    """``{(task, encoding): mean accuracy}`` at the test length ``round(multiple · L)``."""
+    n = round(multiple * plan.base.train_length)
+    return {(r["task"], r["encoding"]): r["mean"] for r in tables["rows"] if r["length"] == n}
+
+
+def rank_correlations(plan: Any, tables: dict[str, Any], criteria: Criteria) -> list[dict[str, Any]]:
     """Spearman ρ (and its p) between each criterion and the mean accuracy at ``2L`` and ``4L``."""
     rows = []
     for multiple in (2.0, 4.0):
+        accuracy = _accuracy_at(plan, tables, multiple)
         for criterion in CRITERIA:
             xs, ys = [], []
-            for r in tables["rows"]:
-                if r["encoding"] not in criteria or r["length"] != round(multiple * plan.base.train_length):
-                    continue
-                value = criteria[r["encoding"]][criterion]
+            for (t, e), acc in accuracy.items():
+                value = criteria.get(t, {}).get(e, {}).get(criterion)
                 if value is not None:
                     xs.append(value)
-                    ys.append(r["mean"])
+                    ys.append(acc)
             rho: float | None = None
             p: float | None = None
             if len(xs) >= 3 and np.ptp(xs) > 0 and np.ptp(ys) > 0:  # else ρ is undefined
@@ -73,19 +90,25 @@ def rank_correlations(
     return rows
 
 
-def markdown(criteria: dict[str, dict[str, float | None]], correlations: list[dict[str, Any]]) -> str:
-    """The criteria per encoding and the rank correlations, as markdown."""
+def markdown(
+    plan: Any, tables: dict[str, Any], criteria: Criteria, correlations: list[dict[str, Any]]
+) -> str:
+    """The trained criteria beside the accuracy at ``2L`` and ``4L``, and the rank correlations, as markdown."""
+    at = {m: _accuracy_at(plan, tables, m) for m in (2.0, 4.0)}
     lines = [
         "## Analysis beside the experiment",
         "",
-        "Criteria over the positions of the longest test sequence (learned encodings at initialisation):",
+        "Criteria of the trained encodings (mean over seeds) over the positions of each task's longest "
+        "test sequence, beside the mean exact-match accuracy (%):",
         "",
-        "| encoding | " + " | ".join(CRITERIA) + " |",
-        "|---|" + "---:|" * len(CRITERIA),
+        "| task | encoding | " + " | ".join(CRITERIA) + " | acc 2L | acc 4L |",
+        "|---|---|" + "---:|" * (len(CRITERIA) + 2),
     ]
-    for name, values in criteria.items():
-        cells = ["—" if values[k] is None else f"{values[k]:.4g}" for k in CRITERIA]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for t, per_encoding in criteria.items():
+        for name, values in per_encoding.items():
+            cells = ["—" if values[k] is None else f"{values[k]:.4g}" for k in CRITERIA]
+            cells += ["—" if (t, name) not in at[m] else f"{100 * at[m][(t, name)]:.1f}" for m in at]
+            lines.append(f"| {t} | {name} | " + " | ".join(cells) + " |")
     lines += ["", "Spearman rank correlation with the mean accuracy over (encoding, task) pairs:", "",
               "| criterion | at | pairs | ρ | p |", "|---|---|---:|---:|---:|"]  # fmt: skip
     for c in correlations:

@@ -24,6 +24,7 @@ import torch
 from numpy.typing import NDArray
 
 from posenc import analysis, registry
+from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment.config import RunConfig
 from posenc_bench.experiment.runs import CHECKPOINT, CONFIG, read_checkpoint, read_config
 from posenc_bench.models import TransformerClassifier
@@ -95,9 +96,9 @@ def _numpy(tensor: torch.Tensor) -> NDArray[np.float64]:
 
 
 def encoding_view(
-    model: TransformerClassifier, *, name: str, state: str, seed: int = 0
+    model: TransformerClassifier | CausalDecoder, *, name: str, state: str, seed: int = 0
 ) -> analysis.EncodingView:
-    """The classifier's encoding as the analysis sees it, from its current (``state``: initial/trained) parameters.
+    """The model's encoding as the analysis sees it, from its current (``state``: initial/trained) parameters.
 
     The module's own ``analysis_view`` (its family contract: table, rotated probe rows, bias,
     Shaw's key term for one random probe query), completed by what the analysis can derive

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -58,3 +60,34 @@ def test_chance_and_vocabulary():
     with pytest.raises(ValueError, match="unknown lengthgen task 'copyy'; valid: copy"):
         lg.task("copyy")
     assert lg.sequence_length("recall", 4) == 11 and lg.sequence_length("passkey", 8) == 12
+
+
+@given(n=st.integers(1, 25), vocab=st.integers(2, 12), seed=st.integers(0, 2**16))
+def test_mode_is_the_most_common_symbol_the_smallest_on_ties(n, vocab, seed):
+    batch = lg.task("mode").batch(np.random.default_rng(seed), 4, n, vocab)
+    assert batch.tokens.shape == (4, n + 2) and batch.answer == 1
+    for row in batch.tokens:
+        counts = Counter(int(x) for x in row[:n])
+        top = max(counts.values())
+        assert row[n] == lg.SEP and row[-1] == min(s for s, c in counts.items() if c == top)
+
+
+@given(n=st.integers(1, 120), seed=st.integers(0, 2**16))
+def test_count_is_the_occurrences_of_the_query_in_decimal(n, seed):
+    batch = lg.task("count").batch(np.random.default_rng(seed), 4, n, 10)
+    digits = len(str(n))
+    assert batch.tokens.shape == (4, n + 2 + digits) and batch.answer == digits
+    for row in batch.tokens:
+        x, query = [int(v) for v in row[:n]], int(row[n + 1])
+        assert row[n] == lg.SEP and query in x
+        written = "".join(str(int(d) - S) for d in row[n + 2 :])[::-1]  # least significant digit first
+        assert int(written) == x.count(query) and len(written) == digits
+
+
+def test_mode_and_count_chance_and_vocabulary():
+    assert lg.task("mode").chance(40, 16) == pytest.approx(1 / 16)
+    assert lg.task("count").chance(9, 32) == pytest.approx(0.1)
+    assert lg.task("count").chance(32, 32) == pytest.approx(0.01)  # two digits
+    with pytest.raises(ValueError, match="vocab=8 is too small for task 'count' at length 3: it needs >= 10"):
+        lg.task("count").batch(np.random.default_rng(0), 1, 3, 8)
+    assert lg.sequence_length("count", 12) == 16 and lg.sequence_length("mode", 5) == 7
