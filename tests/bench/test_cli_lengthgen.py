@@ -169,3 +169,27 @@ def test_the_classify_defaults_are_unchanged_and_lengthgen_has_its_own():
     plan = lengthgen_cli.plan_from_args(parser.parse_args(["bench", "--task", "lengthgen"]))
     assert plan.seeds == 3 and len(plan.encodings) >= 6 and len(plan.tasks) == 3
     assert plan.test_lengths("passkey") == [8, 16, 32, 64] and plan.test_lengths("sort") == [8, 12, 16, 32]
+
+
+@pytest.mark.slow  # two interpreters importing torch
+def test_two_processes_on_one_out_share_the_runs(tmp_path):
+    """As for the other tasks, each run is claimed: two processes started at once train every run once
+    between them (the other reads it back), and both end with the whole table (both trained all 12
+    runs before lengthgen claimed its runs)."""
+    import re
+    import subprocess
+    import sys
+
+    args = [a for a in TINY if a != "--no-progress"]
+    command = [sys.executable, "-m", "posenc", *args, "--out", str(tmp_path)]
+    processes = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], outputs
+    lines = [re.findall(r"^\[\d+/12\] .*$", out, flags=re.M) for out in outputs]
+    assert [len(found) for found in lines] == [12, 12], outputs
+    trained = [line for found in lines for line in found if not line.endswith("(read back)")]
+    assert len(trained) == 12, outputs
+    assert outputs[0].split("| passkey")[1:] == outputs[1].split("| passkey")[1:]  # the same tables

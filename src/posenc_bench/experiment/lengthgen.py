@@ -40,6 +40,7 @@ from posenc.nn import randomized_positions
 from posenc_bench.data import lengthgen as data
 from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment import lengthgen_analysis
+from posenc_bench.experiment.claims import claim
 from posenc_bench.experiment.figures import lengthgen_plot
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
 from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
@@ -309,20 +310,50 @@ def train_run(
     """Train and test one run, resuming from its checkpoint; returns its metrics.
 
     A finished run with the same config is read back, not retrained. ``stop_after`` (tests) stops
-    after that many steps of this call, leaving the checkpoint, and returns ``None``.
+    after that many steps of this call, leaving the checkpoint, and returns ``None``. The run is
+    claimed first (:func:`~posenc_bench.experiment.claims.claim`), waiting while another process holds it.
     """
-    folder = config.directory(root)
-    folder.mkdir(parents=True, exist_ok=True)
-    settings = {**config.to_json(), "test": _test_settings(plan)}
-    stored = _read_json(folder / "config.json")
-    if stored is not None and stored != settings:
-        for name in ("metrics.json", "checkpoint.pt", "log.csv", ENCODING):
-            (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
-    metrics = _read_json(folder / "metrics.json")
-    if stored == settings and metrics is not None and (folder / ENCODING).is_file():
-        return metrics
-    write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
+    metrics, _ = claimed_run(config, plan, root, device=device, wait=True, stop_after=stop_after)
+    return metrics
 
+
+def claimed_run(
+    config: LengthgenConfig,
+    plan: LengthgenPlan,
+    root: Path,
+    *,
+    device: torch.device,
+    wait: bool,
+    stop_after: int | None = None,
+) -> tuple[dict[str, Any] | None, bool]:
+    """``(metrics, trained here)`` of one run under its claim, so that processes on one ``--out`` share
+    the runs: when another process holds it, ``wait=False`` returns ``(None, False)`` at once and
+    ``wait=True`` waits, then reads its result."""
+    folder = config.directory(root)
+    with claim(folder, wait=wait) as mine:
+        if not mine:
+            return None, False
+        settings = {**config.to_json(), "test": _test_settings(plan)}
+        stored = _read_json(folder / "config.json")
+        if stored is not None and stored != settings:
+            for name in ("metrics.json", "checkpoint.pt", "log.csv", ENCODING):
+                (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
+        metrics = _read_json(folder / "metrics.json")
+        if stored == settings and metrics is not None and (folder / ENCODING).is_file():
+            return metrics, False
+        write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        return _train(config, plan, folder, device=device, stop_after=stop_after), True
+
+
+def _train(
+    config: LengthgenConfig,
+    plan: LengthgenPlan,
+    folder: Path,
+    *,
+    device: torch.device,
+    stop_after: int | None,
+) -> dict[str, Any] | None:
+    """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint."""
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
     checkpoint = folder / "checkpoint.pt"
@@ -439,15 +470,22 @@ def run_lengthgen(
     start = time.perf_counter()
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     configs = plan.configs()
-    for i, config in enumerate(configs, 1):
-        t0 = time.perf_counter()
-        metrics = train_run(config, plan, out, device=device)
-        assert metrics is not None
-        results[(config.task, config.encoding, config.seed)] = metrics
-        if progress is not None:
-            acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
-            progress(f"[{i}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: {acc} "
-                     f"({time.perf_counter() - t0:.1f}s)")  # fmt: skip
+    held_elsewhere: list[
+        LengthgenConfig
+    ] = []  # runs another process on this --out is training: taken last, waiting for them
+    for wait, batch in ((False, configs), (True, held_elsewhere)):
+        for config in batch:
+            t0 = time.perf_counter()
+            metrics, trained = claimed_run(config, plan, out, device=device, wait=wait)
+            if metrics is None:
+                held_elsewhere.append(config)
+                continue
+            results[(config.task, config.encoding, config.seed)] = metrics
+            if progress is not None:
+                acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
+                how = f"{time.perf_counter() - t0:.1f}s" if trained else "read back"
+                progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
+                         f"{acc} ({how})")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
     criteria = lengthgen_analysis.criteria_beyond_l(plan, lambda config: trained_decoder(config, out))
