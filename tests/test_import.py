@@ -6,20 +6,25 @@ import subprocess
 import sys
 
 
+def printed(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (it must exit 0)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
 def test_import_posenc_loads_neither_torch_nor_matplotlib():
     code = (
         "import sys, posenc, posenc.spectrum, posenc.tables, posenc.registry\n"
         "posenc.sinusoidal(8, 16); posenc.dft(8, 8)\n"
         "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert printed(code) == "[]"
 
 
 def test_torch_modules_are_reachable_from_posenc_nn():
     code = "import posenc.nn as nn; print(nn.SinusoidalEncoding.__module__)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "posenc.nn.input"
+    assert printed(code) == "posenc.nn.input"
 
 
 def test_no_module_of_the_library_imports_the_benchmark():
@@ -36,11 +41,9 @@ def test_no_module_of_the_library_imports_the_benchmark():
         "        assert 'triton' in str(exc), (info.name, exc)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'posenc_bench'))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert printed(code) == "[]"
 
 
 def test_posenc_bench_is_a_command_of_posenc_through_its_plugin():
     code = "from posenc import plugins; print(sorted(plugins.command_help()))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "bench" in out.stdout
+    assert "bench" in printed(code)
