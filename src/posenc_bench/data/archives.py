@@ -4,8 +4,12 @@
   are flawed", IEEE TKDE): one univariate series per ``.txt`` file, its values separated by
   whitespace (one per line in most files, all on one line in some). The file name carries the
   labels: ``NNN_UCR_Anomaly_<name>_<train end>_<begin>_<end>.txt`` — steps before ``train end``
-  are normal (the training part), and the one anomaly runs from ``begin`` to ``end``, positions
-  counted from 1 and inclusive as the archive states them (steps ``begin − 1 … end − 1`` here).
+  are normal (the training part), and the one anomaly covers steps ``begin … end − 1`` counted
+  from 0 (a half-open range). The archive does not state its counting; this is how TimeEval's
+  KDD-TSAD release, shipped in aeon (Middlehurst et al. 2024), labels its series 135
+  (``…_1200_4187_4199``: steps 4187 … 4198), so that labels agree step for step with the
+  packages users compare against. Read as 1-based and inclusive, the same numbers would mark
+  ``begin − 1 … end − 1``: one step earlier.
 * **TSB-AD** (Liu & Paparrizos 2024, NeurIPS Datasets and Benchmarks): one series per ``.csv``
   file with a header; the column ``Label`` holds 0/1 per step, every other column is a feature
   (TSB-AD-U one, TSB-AD-M several). The file name carries the training part's length as
@@ -44,9 +48,11 @@ def parse_ucr_name(stem: str) -> tuple[int, int, int]:
             f"{stem!r} is not a UCR Anomaly Archive name: expected NNN_UCR_Anomaly_<name>_<train end>_<begin>_<end>"
         )
     train, begin, end = (int(match[k]) for k in ("train", "begin", "end"))
-    if not 1 <= begin <= end:
-        raise DataFormatError(f"{stem!r}: the anomaly must satisfy 1 <= begin <= end, got {begin} … {end}")
-    return train, begin - 1, end - 1
+    if not begin < end:
+        raise DataFormatError(
+            f"{stem!r}: the anomaly covers steps begin … end - 1, so begin < end is needed, got {begin} … {end}"
+        )
+    return train, begin, end - 1
 
 
 def parse_tsb_train(stem: str) -> int:
@@ -113,7 +119,7 @@ def _read_ucr(path: Path) -> tuple[NDArray[np.float64], NDArray[np.bool_], int]:
         raise DataFormatError(f"{path}: unreadable value ({exc})") from None
     values = check_matrix(str(path), values[:, None])
     if end >= len(values):
-        raise DataFormatError(f"{path}: the anomaly ends at step {end + 1} of {len(values)}")
+        raise DataFormatError(f"{path}: the anomaly's last step {end} lies beyond the {len(values)} steps read")
     labels = np.zeros(len(values), dtype=bool)
     labels[begin : end + 1] = True
     return values, labels, train

@@ -1,7 +1,9 @@
-"""The UCR Anomaly Archive's file naming and TSB-AD's CSV layout, on small files written here."""
+"""The UCR Anomaly Archive's file naming and TSB-AD's CSV layout, on small files written here and on
+the archive's series 135 as aeon ships it."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -30,11 +32,13 @@ def _tsb(folder: Path, stem: str, values: np.ndarray, labels: np.ndarray) -> Pat
     return path
 
 
-def test_ucr_name_gives_train_end_and_the_one_anomaly_counted_from_one():
-    assert parse_ucr_name("001_UCR_Anomaly_DISTORTEDBIDMC1_2500_5400_5600") == (2500, 5399, 5599)
-    assert parse_ucr_name("250_UCR_Anomaly_weird_name_with_7_parts_10_20_20") == (10, 19, 19)
+def test_ucr_name_gives_train_end_and_the_one_anomaly_as_a_half_open_range_from_zero():
+    assert parse_ucr_name("001_UCR_Anomaly_DISTORTEDBIDMC1_2500_5400_5600") == (2500, 5400, 5599)
+    assert parse_ucr_name("250_UCR_Anomaly_weird_name_with_7_parts_10_20_21") == (10, 20, 20)
     with pytest.raises(DataFormatError, match="not a UCR Anomaly Archive name"):
         parse_ucr_name("UCR_Anomaly_x_1_2")
+    with pytest.raises(DataFormatError, match="begin < end is needed, got 20 … 20"):
+        parse_ucr_name("003_UCR_Anomaly_x_10_20_20")
     assert parse_tsb_train("001_NAB_id_1_Facility_tr_1007_1st_2014") == 1007
 
 
@@ -51,11 +55,43 @@ def test_ucr_folder_loads_one_series_per_file(tmp_path):
     ]
     first = whole.series[0]
     np.testing.assert_allclose(first.values[:, 0], a, atol=1e-6)
-    assert first.events == [(200, 209)]  # positions 201 … 210 counted from 1
+    assert first.events == [(201, 209)]  # steps 201 … 209: the name's 201 … 210, end excluded
     split = load_dataset(f"ucr:{tmp_path}", include_train=True)
     test, train = split.series[0], split.series[1]
     assert train.name == f"{first.name}:train" and train.train_only and train.length == 120
-    assert test.length == 180 and test.events == [(80, 89)]
+    assert test.length == 180 and test.events == [(81, 89)]
+
+
+def _aeon_series_135() -> Path:
+    """aeon's copy of the UCR archive's series 135 (TimeEval's KDD-TSAD release): a TRAIN and a TEST csv
+    with columns ``timestamp,value,is_anomaly``. Found without importing aeon, whose numba pins an older
+    NumPy than posenc's, so aeon is installed without its dependencies (``pip install --no-deps aeon``)."""
+    spec = importlib.util.find_spec("aeon")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("aeon is not installed: it ships the UCR series 135 this test reads (pip install --no-deps aeon)")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "KDD-TSAD_135"
+    if not folder.is_dir():
+        pytest.skip(f"this aeon has no {folder}")
+    return folder
+
+
+def test_ucr_labels_agree_step_for_step_with_aeons_series_135(tmp_path):
+    folder = _aeon_series_135()
+    columns = {"names": True, "delimiter": ",", "dtype": np.float64}
+    whole = np.genfromtxt(folder / "135_UCR_Anomaly_InternalBleeding16_TEST.csv", **columns)
+    train = np.genfromtxt(folder / "135_UCR_Anomaly_InternalBleeding16_TRAIN.csv", **columns)
+    path = tmp_path / "135_UCR_Anomaly_InternalBleeding16_1200_4187_4199.txt"  # the archive's own file name
+    path.write_text("\n".join(repr(float(v)) for v in whole["value"]) + "\n")
+
+    (series,) = load_dataset(f"ucr:{path}").series
+    np.testing.assert_array_equal(series.values[:, 0], whole["value"])
+    np.testing.assert_array_equal(series.labels, whole["is_anomaly"] == 1)
+    assert series.events == [(4187, 4198)]
+
+    labelled, nominal = load_dataset(f"ucr:{path}", include_train=True).series
+    assert nominal.train_only and nominal.length == len(train) == 1200
+    np.testing.assert_array_equal(nominal.values[:, 0], train["value"])
+    np.testing.assert_array_equal(labelled.labels, whole["is_anomaly"][1200:] == 1)
 
 
 def test_ucr_refuses_an_anomaly_in_the_training_part(tmp_path):
