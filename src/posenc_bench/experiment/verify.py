@@ -9,8 +9,9 @@ and the metric where it occurs. A run is *bit-identical* when every one of those
 What to expect: training is a function of ``(seed, epoch)`` and the checkpointed state, so on the
 same machine type and software a re-run gives the same bits; another CPU model (or another
 torch/NumPy build) may choose other kernels and round differently, and a first-epoch difference
-of one rounding grows over training. Each record names the CPU and versions it ran on
-(``environment`` in ``config.json`` and in ``meta``), so the report says whether they match.
+of one rounding grows over training. Each record names the CPU, ATen's CPU kernel set and the
+versions it ran on (``environment`` in ``config.json`` and in ``meta``), so the report says whether
+they match.
 """
 
 from __future__ import annotations
@@ -109,11 +110,12 @@ def report(deviations: list[Deviation], written_env: Mapping[str, Any] | None) -
     ]
     now = environment()
     if written_env:
-        keys = ("cpu", "numpy", "torch", "python")
-        differ = [k for k in keys if written_env.get(k) != now.get(k)]
+        keys = ("cpu", "cpu_capability", "numpy", "torch", "python")
+        # a key an older record lacks is reported as such, not as a difference
+        differ = [k for k in keys if k in written_env and written_env[k] != now.get(k)]
         lines.append(
             "Written on: "
-            + ", ".join(f"{k} {written_env.get(k)}" for k in keys)
+            + ", ".join(f"{k} {written_env.get(k, 'not recorded')}" for k in keys)
             + ". Re-run on: "
             + ", ".join(f"{k} {now.get(k)}" for k in keys)
             + (f" (differs in {', '.join(differ)})." if differ else " (the same).")
