@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,7 +13,8 @@ from bench_args import tiny_bench
 
 from posenc.cli import main
 from posenc_bench.experiment.environment import environment
-from posenc_bench.experiment.verify import Deviation, report
+from posenc_bench.experiment.records import RunRecord
+from posenc_bench.experiment.verify import Deviation, deviation, report
 
 
 @pytest.mark.slow  # trains 3 tiny runs twice
@@ -64,3 +66,23 @@ def test_verify_report_names_a_kernel_set_mismatch_and_an_unrecorded_one():
     older = {k: v for k, v in now.items() if k != "cpu_capability"}  # a record written before the field
     text = report(run, older)
     assert "cpu_capability not recorded" in text and "(the same)." in text
+
+
+def test_a_threshold_moved_by_one_rounding_is_not_bit_identical():
+    # AUPRC and F1 depend on the ranks and decisions only; the threshold is the model's score itself
+    written = RunRecord(
+        "model",
+        0,
+        {"auprc": 0.5, "f1": 0.6},
+        name="none",
+        scale="native",
+        seed=1,
+        val={"auprc": 0.4},
+        threshold=0.3,
+    )
+    assert deviation(written, written).identical
+    moved = dataclasses.replace(written, threshold=0.3 + 1.5e-8)
+    d = deviation(written, moved)
+    assert not d.identical and d.metric == "threshold" and d.largest == pytest.approx(1.5e-8, rel=1e-6)
+    d = deviation(written, dataclasses.replace(written, val={"auprc": 0.41}))
+    assert d.metric == "val.auprc" and d.largest == pytest.approx(0.01)
