@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from bench_args import tiny_bench
 
 from posenc.cli import main
+from posenc_bench.experiment.environment import environment
+from posenc_bench.experiment.records import RunRecord
+from posenc_bench.experiment.verify import Deviation, deviation, report
 
 
 @pytest.mark.slow  # trains 3 tiny runs twice
@@ -36,3 +43,46 @@ def test_verify_reruns_bit_identically_and_finds_a_changed_number(tmp_path, caps
 def test_verify_refuses_a_folder_without_results(tmp_path, capsys):
     assert main(["bench", "--verify", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_environment_records_the_kernel_set_aten_dispatches_to():
+    # ATEN_CPU_CAPABILITY lowers the kernel set; the record must name the one in use, not the CPU's best
+    code = (
+        "from posenc_bench.experiment.environment import environment; print(environment()['cpu_capability'])"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "DEFAULT"
+
+
+def test_verify_report_names_a_kernel_set_mismatch_and_an_unrecorded_one():
+    now = environment()
+    other = "DEFAULT" if now["cpu_capability"] != "DEFAULT" else "AVX2"
+    run = [Deviation("rope/native split 0 seed 0", 0.07, "test.auprc", 5)]
+    text = report(run, {**now, "cpu_capability": other})
+    assert f"Written on: cpu {now['cpu']}, cpu_capability {other}," in text
+    assert f"Re-run on: cpu {now['cpu']}, cpu_capability {now['cpu_capability']}," in text
+    assert "(differs in cpu_capability)." in text
+    older = {k: v for k, v in now.items() if k != "cpu_capability"}  # a record written before the field
+    text = report(run, older)
+    assert "cpu_capability not recorded" in text and "(the same)." in text
+
+
+def test_a_threshold_moved_by_one_rounding_is_not_bit_identical():
+    # AUPRC and F1 depend on the ranks and decisions only; the threshold is the model's score itself
+    written = RunRecord(
+        "model",
+        0,
+        {"auprc": 0.5, "f1": 0.6},
+        name="none",
+        scale="native",
+        seed=1,
+        val={"auprc": 0.4},
+        threshold=0.3,
+    )
+    assert deviation(written, written).identical
+    moved = dataclasses.replace(written, threshold=0.3 + 1.5e-8)
+    d = deviation(written, moved)
+    assert not d.identical and d.metric == "threshold" and d.largest == pytest.approx(1.5e-8, rel=1e-6)
+    d = deviation(written, dataclasses.replace(written, val={"auprc": 0.41}))
+    assert d.metric == "val.auprc" and d.largest == pytest.approx(0.01)

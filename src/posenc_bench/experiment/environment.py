@@ -1,4 +1,4 @@
-"""What a result was computed on: CPU model, Python, NumPy and torch versions, platform.
+"""What a result was computed on: CPU model, ATen's CPU kernel set, Python, NumPy and torch versions, platform.
 
 Recorded in every run's ``config.json`` and in a benchmark's metadata, so a re-run
 (``posenc bench --verify``) can say whether it ran on the same machine type and software.
@@ -26,9 +26,16 @@ def cpu_model() -> str:
 
 
 def environment() -> dict[str, str | int | None]:
-    """``{"cpu", "cpu_count", "python", "numpy", "torch", "platform"}`` of this process."""
+    """``{"cpu", "cpu_capability", "cpu_count", "python", "numpy", "torch", "platform"}`` of this process.
+
+    ``cpu_capability`` is the SIMD kernel set ATen dispatches to (``torch.backends.cpu.get_cpu_capability()``:
+    ``"AVX512"``, ``"AVX2"``, ``"DEFAULT"``, …; the CPU's best unless the environment variable
+    ``ATEN_CPU_CAPABILITY`` lowers it). Two machines with different kernel sets round some operations
+    differently, so a re-run that is not bit-identical can be told apart from one on the same kernels.
+    """
     return {
         "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,

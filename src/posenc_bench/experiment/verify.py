@@ -3,14 +3,18 @@
 ``DIR/results.json`` holds the grid (``meta``: hyperparameters, encodings, scales, seeds, splits)
 and every trained run's record. :func:`verify` rebuilds that grid, trains every run again in a
 fresh output folder (no baselines), and compares each run with its written record: the largest
-absolute difference over its test metrics, its shuffled-test metrics and its per-series scores,
-and the metric where it occurs. A run is *bit-identical* when every one of those numbers is equal.
+absolute difference over its test and validation metrics, its score threshold (classify), its
+shuffled-test metrics and its per-series scores, and the metric where it occurs. A run is
+*bit-identical* when every one of those numbers is equal. The threshold is a score itself, so it
+tells a re-run whose model rounds differently from the written one even where every rank statistic
+(AUPRC, and F1 at the same decisions) comes out equal.
 
 What to expect: training is a function of ``(seed, epoch)`` and the checkpointed state, so on the
 same machine type and software a re-run gives the same bits; another CPU model (or another
 torch/NumPy build) may choose other kernels and round differently, and a first-epoch difference
-of one rounding grows over training. Each record names the CPU and versions it ran on
-(``environment`` in ``config.json`` and in ``meta``), so the report says whether they match.
+of one rounding grows over training. Each record names the CPU, ATen's CPU kernel set and the
+versions it ran on (``environment`` in ``config.json`` and in ``meta``), so the report says whether
+they match.
 """
 
 from __future__ import annotations
@@ -70,6 +74,9 @@ def plan_of(results: Mapping[str, Any]) -> BenchPlan:
 
 def _numbers(r: RunRecord) -> Iterator[tuple[str, float]]:
     yield from ((f"test.{k}", v) for k, v in r.test.items())
+    yield from ((f"val.{k}", v) for k, v in (r.val or {}).items())
+    if r.threshold is not None:  # a score, not a rank statistic: the first number a rounding moves
+        yield "threshold", r.threshold
     yield from ((f"shuffled_test.{k}", v) for k, v in (r.shuffled_test or {}).items())
     for metric in ("auprc", "vus_pr"):
         yield from ((f"series.{name}.{metric}", v) for name, v in r.per_series(metric).items())
@@ -109,11 +116,12 @@ def report(deviations: list[Deviation], written_env: Mapping[str, Any] | None) -
     ]
     now = environment()
     if written_env:
-        keys = ("cpu", "numpy", "torch", "python")
-        differ = [k for k in keys if written_env.get(k) != now.get(k)]
+        keys = ("cpu", "cpu_capability", "numpy", "torch", "python")
+        # a key an older record lacks is reported as such, not as a difference
+        differ = [k for k in keys if k in written_env and written_env[k] != now.get(k)]
         lines.append(
             "Written on: "
-            + ", ".join(f"{k} {written_env.get(k)}" for k in keys)
+            + ", ".join(f"{k} {written_env.get(k, 'not recorded')}" for k in keys)
             + ". Re-run on: "
             + ", ".join(f"{k} {now.get(k)}" for k in keys)
             + (f" (differs in {', '.join(differ)})." if differ else " (the same).")
