@@ -609,7 +609,9 @@ class _Rotate(torch.autograd.Function):
         return _rotate(grad, cos, sin, ctx.layout, True, ctx.rotation), None, None, None, None
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str) -> torch.Tensor:
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, inplace: bool = False
+) -> torch.Tensor:
     """Rotate the first ``r`` dims of ``x`` pairwise (Su et al. 2021, RoFormer, eq. 34 for ``adjacent``).
 
     Args:
@@ -617,12 +619,56 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         cos: ``[s, r]`` ``cos(t_s·θ_i)`` placed in ``layout`` (both columns of pair ``i``), ``r`` even.
         sin: ``[s, r]`` the matching sines.
         layout: ``"adjacent"`` or ``"half_split"`` (module docstring).
+        inplace: write the result into ``x`` and return ``x`` itself (refused as in
+            :meth:`RotaryEmbedding.forward`: ``x`` requiring grad while grad is enabled, or with an element
+            reachable by two indices).
 
     Returns ``[..., s, d]``, the same dtype and strides as ``x``. ``cos``/``sin`` are constants
     for autograd (gradients flow to ``x`` only).
     """
     _check_tables(x, cos, sin, layout)
+    if inplace:
+        _check_inplace(x)
+        _write_back((x,), (_apply_rotary(x, cos, sin, layout, rotation=False),))
+        return x
     return _apply_rotary(x, cos, sin, layout, rotation=False)
+
+
+def _check_inplace(*tensors: torch.Tensor) -> None:
+    """Refuse ``inplace=True`` where writing the rotation into the inputs would be wrong: an input autograd
+    needs (it requires grad while grad is enabled), one whose elements are not all distinct in memory, or
+    two inputs that are the same memory (the second write would overwrite the first)."""
+    names = ("q", "k") if len(tensors) == 2 else ("x",)
+    for name, t in zip(names, tensors):
+        if t.requires_grad and torch.is_grad_enabled():
+            raise ValueError(
+                f"inplace=True cannot rotate {name}: it requires grad, and autograd needs its values; use "
+                "inplace=False, or call under torch.no_grad()"
+            )
+        if not _distinct_elements(t):
+            raise ValueError(
+                f"inplace=True cannot rotate {name} of shape {list(t.shape)} and strides {list(t.stride())}: "
+                "some of its elements share memory (an expanded tensor); use inplace=False"
+            )
+    if len(tensors) == 2 and tensors[0].numel() and tensors[0].data_ptr() == tensors[1].data_ptr():
+        raise ValueError("inplace=True cannot rotate q and k that are the same memory; use inplace=False")
+
+
+def _distinct_elements(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` has its own memory: with its dims of size > 1 ordered by stride, each
+    stride steps over all the elements the dims before it span."""
+    span = 0
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= span:
+            return False
+        span += stride * (size - 1)
+    return True
+
+
+def _write_back(inputs: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...]) -> None:
+    """Overwrite each input by its output (``inplace=True``; the caller made every output before this)."""
+    for t, out in zip(inputs, outputs, strict=True):
+        t.copy_(out)
 
 
 def _check_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> None:
@@ -954,6 +1000,8 @@ class RotaryEmbedding(RotaryContract):
         q_positions: torch.Tensor | None = None,
         k_positions: torch.Tensor | None = None,
         offset: int = 0,
+        cu_seqlens: torch.Tensor | None = None,
+        inplace: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate queries ``[b, h, s_q, d_h]`` and keys ``[b, h, s_k, d_h]``.
 
@@ -961,8 +1009,65 @@ class RotaryEmbedding(RotaryContract):
         queries (cached decoding; :mod:`posenc.nn._positions`). Explicit positions are ``[s]``, or
         ``[b, s]`` with one row per sequence of the batch (then ``q``/``k`` must be 4-D). Returns
         ``(q_rot, k_rot)`` in the inputs' dtype; an empty batch or sequence gives empty results.
+
+        ``cu_seqlens`` ``[n + 1]`` (int32/int64; flash-attn's variable-length layout): ``q`` and ``k``
+        ``[…, total, d_h]`` hold ``n`` sequences packed one after another along the sequence dim, sequence
+        ``i`` at ``cu_seqlens[i] … cu_seqlens[i+1] − 1``; each token is at ``offset +`` its index within
+        its sequence. The cumulative lengths must start at 0, not decrease and end at ``total``; they are
+        checked and the positions found on the device, with no host read (:func:`posenc.nn._positions.packed`).
+
+        ``inplace``: write the rotated values into ``q`` and ``k`` and return those tensors. Refused where
+        autograd would need them (they require grad while grad is enabled), where one element is
+        reachable by two indices (an expanded tensor), and where ``q`` and ``k`` are the same memory. Both
+        rotations are made into fresh outputs and then copied back (the compiled loop and the GPU kernel
+        write outputs apart from their inputs), so ``inplace`` saves returning new tensors, not the work.
         """
         self._check_inputs(q, k)
+        if inplace:
+            _check_inplace(q, k)
+        if cu_seqlens is not None:
+            q_positions, k_positions, offset = self._packed_positions(
+                q, k, q_positions, k_positions, cu_seqlens, offset
+            )
+        q_rot, k_rot = self._rotate_pair(q, k, q_positions, k_positions, offset)
+        if not inplace:
+            return q_rot, k_rot
+        _write_back((q, k), (q_rot, k_rot))
+        return q, k
+
+    def _packed_positions(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: object,
+        k_positions: object,
+        cu_seqlens: torch.Tensor,
+        offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """``(positions, positions, 0)``: :meth:`forward`'s explicit positions of the packed sequences of ``cu_seqlens``."""
+        if q_positions is not None or k_positions is not None:
+            raise ValueError(
+                "give cu_seqlens or q_positions/k_positions, not both: cu_seqlens sets the positions"
+            )
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(
+                f"with cu_seqlens, q and k must hold the same packed tokens, got s_q={q.shape[-2]} != s_k={k.shape[-2]}"
+            )
+        offset = _positions.check_offset(offset)
+        _positions.check_end(offset + k.shape[-2])
+        positions = _positions.packed(cu_seqlens, k.shape[-2]).to(q.device)
+        positions = positions + offset if offset else positions
+        return positions, positions, 0
+
+    def _rotate_pair(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor | None,
+        k_positions: torch.Tensor | None,
+        offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` out of place, after its checks."""
         s_q, s_k = q.shape[-2], k.shape[-2]
         if self._one_launch(q, k, q_positions, k_positions):
             return self._rotate_qk(q, k, q_positions=q_positions, k_positions=k_positions, offset=offset)
