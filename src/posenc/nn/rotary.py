@@ -174,8 +174,8 @@ def _pair_table(pairs: _Pairs | None, layout: str, inverse: bool, work: torch.dt
     """What the complex and blocked paths need of a rotation table's per-pair values ``pairs``
     (``None`` for other tables: then ``None``): ``adjacent``, the ``[s, r/2]`` complex rotor ``c ± i·s``
     in the complex dtype of ``work``; ``half_split``, the contiguous ``[s, r/2]`` sines (the addends'
-    inner loops then read one contiguous table instead of a strided half). Made at every call: one
-    operation on ``s·r/2`` values (``benchmarks/README.md`` has the cost beside the rotation's)."""
+    inner loops then read one contiguous table instead of a strided half). Made at every call, one
+    operation on ``s·r/2`` values (these paths serve where the compiled loop does not)."""
     if pairs is None:
         return None
     c_a, s_a = pairs
@@ -240,7 +240,7 @@ def _fused_ok(x: torch.Tensor) -> bool:
 def _loop_tables(
     cos: torch.Tensor, sin: torch.Tensor, pairs: _Pairs | None, layout: str, inverse: bool, work: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work`` (the loop's
+    """``(cos, sin, paired)`` as the native loop reads them, in ``work`` (the loop's
     work dtype, or bfloat16 beside bfloat16 ``x`` when the tables are bfloat16: exact either way).
 
     With ``paired`` (both columns of every pair equal: half the table traffic), ``[s, r/2]``, one value
@@ -318,9 +318,9 @@ def _rotate_compiled(
     inverse rotation, traced the same way).
 
     On the CPU, where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for
-    ``adjacent`` without it: the eager kernel as the opaque operator ``posenc::rotate``, given the
-    tables' per-pair values where they are known: the loop measured faster than the compiler's own, and for ``adjacent``
-    without the loop the compiler's CPU code for stride-2 pairs slower than torch's complex multiply
+    ``adjacent`` without it: the eager kernel as the opaque operator ``posenc::rotate`` (given the
+    tables' per-pair values where they are known): the loop measured faster than the compiler's own,
+    and for ``adjacent`` without the loop the compiler's CPU code for stride-2 pairs slower than torch's complex multiply
     (``benchmarks/README.md``). Otherwise (other devices, ``half_split`` without the loop), and
     everything under ``torch.export``: the reference expression :func:`rotation_reference`, which the compiler
     fuses into one kernel (on CUDA it measured closer to a copy than the Triton kernel launched from
@@ -513,7 +513,7 @@ def _rotate_op(
 ) -> torch.Tensor:
     """``posenc::rotate``, :func:`_rotate` as one opaque operator for ``torch.compile``: the tables' per-pair
     values given as two tensors, or ``None`` when they are not known (tables a caller passed to
-    :func:`apply_rotary`), then found here (:func:`_pair_values`; a host read, outside the traced graph)."""
+    :func:`apply_rotary`), then found here (:func:`_given_pairs`; a host read, outside the traced graph)."""
     pairs = _known(pair_cos, pair_sin)
     return _rotate(x, cos, sin, layout, inverse, pairs or _given_pairs(cos, sin, layout))
 
