@@ -347,6 +347,41 @@ def test_rotary_module_is_captured_in_a_cuda_graph_for_every_position_form(qk_ca
     torch.testing.assert_close(out_k, expected_k, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("inplace", [False, True])
+def test_rotary_packed_sequences_on_cuda_are_one_launch_and_captured_in_a_cuda_graph(qk_calls, inplace):
+    """cu_seqlens: positions found on the device (no host read), one launch for q and k, the float64 CPU
+    result; captured in a CUDA graph, new cumulative lengths written into the captured tensor are used."""
+    torch.manual_seed(2)
+    h, d, total = 4, 32, 16
+    rope = RotaryEmbedding(d, max_len=64).cuda()
+    reference = RotaryEmbedding(d, max_len=64).double()
+    cu = torch.tensor([0, 3, 3, 10, total], dtype=torch.int32, device="cuda")
+    q = torch.randn(1, total, h, d, device="cuda").transpose(1, 2)
+    k = torch.randn(1, h, total, d, device="cuda")
+    ref_q, ref_k = reference(q.double().cpu(), k.double().cpu(), cu_seqlens=cu.cpu())
+    with torch.no_grad():
+        out_q, out_k = rope(q, k, cu_seqlens=cu, inplace=inplace)
+    assert len(qk_calls) == 1
+    assert (out_q is q and out_k is k) == inplace
+    torch.testing.assert_close(out_q.double().cpu(), ref_q, rtol=0, atol=ATOL[torch.float32])
+    torch.testing.assert_close(out_k.double().cpu(), ref_k, rtol=0, atol=ATOL[torch.float32])
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.no_grad():
+        for _ in range(2):
+            rope(q, k, cu_seqlens=cu)  # warm-up
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        out_q, out_k = rope(q, k, cu_seqlens=cu)
+    cu.copy_(torch.tensor([0, 8, 9, 9, total], dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    expected_q, expected_k = rope(q, k, cu_seqlens=cu)
+    torch.testing.assert_close(out_q, expected_q, rtol=0, atol=0)
+    torch.testing.assert_close(out_k, expected_k, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("form", ["[b, s] int64", "[b, s] int32 beyond cache", "default"])
 def test_rotary_module_compiles_with_fullgraph_on_cuda(qk_calls, form):
     torch._dynamo.reset()

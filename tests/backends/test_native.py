@@ -21,6 +21,12 @@ from posenc.nn import functional, rotary  # noqa: E402
 pytestmark = pytest.mark.usefixtures("native")
 
 
+def looked_up(cos: torch.Tensor, sin: torch.Tensor, layout: str):
+    """The tables' per-pair values where both columns of every pair are equal (else ``None``), found as
+    :func:`posenc.nn.apply_rotary` finds them for tables it is given."""
+    return rotary._pair_values(cos, sin, layout, False)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     n=st.integers(9, 700),
@@ -114,8 +120,8 @@ def test_rotation_matches_float64_and_the_pure_path(pure, shape, r, how, dtype, 
     torch.manual_seed(hash((shape, how, layout, general, inverse)) % 2**31)
     x = _x(shape, how, dtype)
     cos, sin = _tables(shape[-2], r, layout, dtype, general)
-    fast = rotary._rotate(x, cos, sin, layout, inverse)
-    slow = pure(rotary._rotate, x, cos, sin, layout, inverse)
+    fast = rotary._rotate(x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
+    slow = pure(rotary._rotate, x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
     assert fast.shape == x.shape and fast.dtype == x.dtype and fast.stride() == slow.stride()
     reference = _reference(x, cos, sin, layout, inverse)
     eps = torch.finfo(dtype).eps
@@ -129,20 +135,26 @@ def test_rotation_matches_float64_and_the_pure_path(pure, shape, r, how, dtype, 
 def test_bfloat16_keeps_nan_and_inf_and_rounds_to_nearest_even(pure):
     cos, sin = torch.ones(1, 4, dtype=torch.bfloat16), torch.zeros(1, 4, dtype=torch.bfloat16)
     x = torch.tensor([[float("nan"), 2.0, float("inf"), 1.0 + 2**-7]]).to(torch.bfloat16)
-    out = rotary._rotate(x, cos, sin, "adjacent", False)  # identity angle; inf·0 = nan reaches the partner
+    out = rotary._rotate(
+        x, cos, sin, "adjacent", False, looked_up(cos, sin, "adjacent")
+    )  # identity angle; inf·0 = nan reaches the partner
     assert torch.isnan(out[0, 0]) and out[0, 2] == float("inf")
     torch.testing.assert_close(
-        out, pure(rotary._rotate, x, cos, sin, "adjacent", False), rtol=0, atol=0, equal_nan=True
+        out,
+        pure(rotary._rotate, x, cos, sin, "adjacent", False, looked_up(cos, sin, "adjacent")),
+        rtol=0,
+        atol=0,
+        equal_nan=True,
     )
     # 1·(1 + 2^-8) lies halfway between the bfloat16 neighbours 1 and 1 + 2^-7: rounds to the even, 1
     halfway = torch.full((1, 2), 1.0 + 2**-8)
     out = rotary._rotate(
-        torch.ones(1, 2, dtype=torch.bfloat16), halfway, torch.zeros(1, 2), "adjacent", False
+        torch.ones(1, 2, dtype=torch.bfloat16), halfway, torch.zeros(1, 2), "adjacent", False, None
     )
     assert out[0, 0].item() == 1.0
     # (1 + 2^-7)·(1 + 2^-8) lies just above the halfway point 1 + 2^-7 + 2^-8: rounds up
     above = torch.tensor([[0.0, 1.0 + 2**-7]], dtype=torch.bfloat16)
-    out = rotary._rotate(above, halfway, torch.zeros(1, 2), "adjacent", False)
+    out = rotary._rotate(above, halfway, torch.zeros(1, 2), "adjacent", False, None)
     assert out[0, 1].item() == 1.0 + 2**-6
 
 
@@ -234,7 +246,7 @@ def test_rotation_rounds_each_product_once(dtype, table_dtype, layout, general, 
     x = (torch.randn(2, 3, 33, max(r, 64), dtype=torch.float64) * scale).to(dtype)
     x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
     cos, sin = _tables(33, r, layout, table_dtype, general)
-    out = rotary._rotate_fused(x, cos, sin, layout, inverse, False)
+    out = rotary._rotate_fused(x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
     assert out is not None
     work = torch.float64 if dtype == torch.float64 else torch.float32
     # torch's eager elementwise multiplies and adds, one rounding each; dims r … d − 1 copied

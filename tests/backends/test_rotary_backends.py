@@ -75,7 +75,9 @@ def test_every_backend_equals_the_reference(backend, layout, rotation, dtype, in
         x = torch.randn(*shape, dtype=F64).to(dtype)
         cos, sin = tables(shape[-2], r, layout, rotation=rotation)
         work = F64 if dtype == F64 else torch.float32
-        out = BACKENDS[backend](x, cos.to(work), sin.to(work), layout, inverse, rotation)
+        cos_w, sin_w = cos.to(work), sin.to(work)
+        pairs = rotary._pair_values(cos_w, sin_w, layout, rotation)  # per-pair views, or None: any tables
+        out = BACKENDS[backend](x, cos_w, sin_w, layout, inverse, pairs)
         if out is None:  # a backend that does not serve this case says so; the next one in line serves
             assert backend in ("whole complex", "fused (the CPU loop)")
             continue
@@ -90,6 +92,7 @@ def test_the_whole_complex_backend_serves_adjacent_rotations_when_no_loop_does(m
     monkeypatch.setattr(_native, "kernels", None)
     x = torch.randn(2, 4, 8)
     assert rotary._backends(x) == (rotary._rotate_whole_complex, rotary._rotate_blocks)
-    cos, sin = tables(4, 8, "adjacent", rotation=True)
-    assert rotary._rotate_whole_complex(x, cos.float(), sin.float(), "adjacent", False, True) is not None
-    assert rotary._rotate_whole_complex(x, cos.float(), sin.float(), "half_split", False, True) is None
+    cos, sin = (t.float() for t in tables(4, 8, "adjacent", rotation=True))
+    pairs = rotary._pair_values(cos, sin, "adjacent", True)
+    assert rotary._rotate_whole_complex(x, cos, sin, "adjacent", False, pairs) is not None
+    assert rotary._rotate_whole_complex(x, cos, sin, "half_split", False, pairs) is None

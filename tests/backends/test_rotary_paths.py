@@ -1,7 +1,7 @@
 """Rotary's fast paths against each other and the float64 formula: blocked and unblocked, with and
-without the compiled loop, eager and compiled, and the cache of the loop's derived tables. Backend tests:
-they switch ``posenc._native.kernels`` off, shrink ``posenc.nn.rotary._CHUNK_BYTES`` and read the private
-``posenc.nn.rotary._pair_table``."""
+without the compiled loop, eager and compiled, and tables that change between calls. Backend tests:
+they switch ``posenc._native.kernels`` off, shrink ``posenc.nn.rotary._CHUNK_BYTES`` and read the module's
+private tables ``_cos``/``_sin``."""
 
 from __future__ import annotations
 
@@ -77,31 +77,94 @@ def test_compiled_forward_and_backward_match_eager(layout, dtype, native, monkey
         torch.testing.assert_close(compiled(x), out_eager, **tol)
 
 
-def test_fresh_slices_of_one_table_share_derived_tables_and_other_views_do_not():
-    # a module hands out a new slice of its cached tables at every call (a compiled backward, a detached
-    # alias): the derived tables of the last call serve it; a slice elsewhere in the same base, or after the base changed, gets its own
-    embedding = RotaryEmbedding(8, layout="half_split", max_len=32)
-    (c1, s1), (c2, s2) = embedding.cos_sin(16, dtype=F64), embedding.cos_sin(16, dtype=F64)
-    assert c1 is not c2
-    first = rotary._pair_table(c1, s1, "half_split", False, F64, False)
-    assert rotary._pair_table(c2, s2, "half_split", False, F64, False) is first
-    assert (
-        rotary._pair_table(c2.detach(), s2.detach(), "half_split", False, F64, False) is first
-    )  # compiled graphs
+LAYOUTS = ["adjacent", "half_split"]
+
+
+def rotated_by_buffers(rope: RotaryEmbedding, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    """``x`` rotated in float64 by the rows ``offset …`` of the module's own tables as they are now."""
+    rows = slice(offset, offset + x.shape[-2])
+    return rotary.rotation_reference(x, rope._cos[rows].double(), rope._sin[rows].double(), rope.layout)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_module_tables_follow_in_place_changes_moves_and_casts(layout):
+    """The per-pair values a module keeps beside its tables (adjacent: copies) are never stale."""
+    torch.manual_seed(0)
+    rope = RotaryEmbedding(12, rotary_dim=8, layout=layout, max_len=16).to(F64)
+    x = torch.randn(2, 3, 10, 12, dtype=F64)
+    exact = {"rtol": 0, "atol": 1e-15}
+    torch.testing.assert_close(rope(x, x)[0], rotated_by_buffers(rope, x), **exact)
+    with torch.no_grad():  # in place: the version counters move
+        rope._cos.mul_(0.5)
+        rope._sin.mul_(0.5)
+    torch.testing.assert_close(rope(x, x, offset=3)[1], rotated_by_buffers(rope, x, 3), **exact)
+    rope._apply(lambda t: t * 3.0)  # what .to(device) does: new tensors (here with other values)
+    torch.testing.assert_close(rope(x, x)[0], rotated_by_buffers(rope, x), **exact)
+    rope.load_state_dict(RotaryEmbedding(12, rotary_dim=8, layout=layout).state_dict())  # nothing learned
+    torch.testing.assert_close(rope(x, x)[0], rotated_by_buffers(rope, x), **exact)
+    want = reference_rotary(x, torch.arange(10), layout=layout, rotary_dim=8, base=10000.0)
+    for dtype, tol in ((torch.float32, 1e-6), (F64, 1e-14)):  # a cast rebuilds from float64 angles
+        rope.to(dtype)
+        torch.testing.assert_close(rope(x, x)[0], want, rtol=0, atol=1e-14)  # float64 x: float64 tables
+        torch.testing.assert_close(rope(x.to(dtype), x.to(dtype))[0].double(), want, rtol=0, atol=tol)
+    with torch.inference_mode():
+        torch.testing.assert_close(rope(x, x)[0], want, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_module_tables_follow_the_frequencies_of_dynamic_scaling(layout):
+    torch.manual_seed(0)
+    rope = RotaryEmbedding(
+        8, layout=layout, scaling="dynamic", scaling_factor=4.0,
+        scaling_options={"max_position_embeddings": 16}, max_len=64,
+    ).to(F64)  # fmt: skip
+    x = torch.randn(1, 2, 40, 8, dtype=F64)
+    used = []
+    for s in (8, 40, 8):  # the long call changes the frequencies, the short one returns to the original
+        got = rope(x[:, :, :s], x[:, :, :s])[0]
+        used.append(rope.frequencies)
+        angles = torch.arange(s, dtype=F64)[:, None] * used[-1][None]
+        cos, sin = (rotary._layout_table(t, layout) for t in (angles.cos(), angles.sin()))
+        want = rotary.rotation_reference(x[:, :, :s], cos, sin, layout)
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
+    assert not torch.equal(used[0], used[1]) and torch.equal(used[0], used[2])
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_user_tables_changed_in_place_rotate_by_their_new_values(layout):
+    # apply_rotary keeps nothing between calls: a table changed in place, or a slice of one base at another
+    # offset, rotates by its own values
+    embedding = RotaryEmbedding(8, layout=layout, max_len=32)
     base_cos, base_sin = embedding.cos_sin(32, dtype=F64)
     x = torch.randn(2, 16, 8, dtype=F64)
-    for start in (0, 1, 3):  # slices of one base at other offsets: each rotates by its own rows
+    for start in (0, 1, 3):
         c, s = base_cos[start : start + 16], base_sin[start : start + 16]
         torch.testing.assert_close(
-            apply_rotary(x, c, s, layout="half_split"),
-            apply_rotary(x, c.clone(), s.clone(), layout="half_split"),
-            rtol=0, atol=0,
-        )  # fmt: skip
-    base_sin.neg_()  # in place through a view of the same base: every view's version moves with it
-    c3, s3 = embedding.cos_sin(16, dtype=F64)
+            apply_rotary(x, c, s, layout=layout),
+            rotary.rotation_reference(x, c, s, layout),
+            rtol=0,
+            atol=1e-15,
+        )
+    c, s = base_cos[:16].clone(), base_sin[:16].clone()
+    apply_rotary(x, c, s, layout=layout)
+    s.neg_()  # now the inverse rotation's table
     torch.testing.assert_close(
-        apply_rotary(x, c3, s3, layout="half_split"),
-        apply_rotary(x, c3.clone(), s3.clone(), layout="half_split"),
-        rtol=0, atol=0,
-    )  # fmt: skip
-    assert not torch.equal(rotary._pair_table(c3, s3, "half_split", False, F64, False), first)
+        apply_rotary(x, c, s, layout=layout), rotary.rotation_reference(x, c, s, layout), rtol=0, atol=1e-15
+    )
+
+
+def test_fresh_slices_of_one_given_table_share_its_pairs_and_other_views_do_not():
+    # the tables given to apply_rotary are read once (are both columns of every pair equal?): a fresh slice
+    # of the same base (a caller slicing its cache at every call), or the detached alias a compiled
+    # backward receives, finds the kept result; a slice elsewhere, or after the base changed, does not
+    embedding = RotaryEmbedding(8, layout="half_split", max_len=32)
+    base_cos, base_sin = (t.clone() for t in embedding.cos_sin(32, dtype=F64))
+    (c1, s1), (c2, s2) = (base_cos[:16], base_sin[:16]), (base_cos[:16], base_sin[:16])
+    first = rotary._given_pairs(c1, s1, "half_split")
+    assert first is not None and rotary._given_pairs(c2, s2, "half_split") is first
+    assert rotary._given_pairs(c2.detach(), s2.detach(), "half_split") is first
+    assert rotary._given_pairs(base_cos[1:17], base_sin[1:17], "half_split") is not first
+    base_sin.neg_()  # in place through the base: every view's version moves with it
+    again = rotary._given_pairs(c1, s1, "half_split")
+    assert again is not first and torch.equal(again[1], -first[1])
+    assert rotary._given_pairs(torch.randn(16, 8, dtype=F64), s1, "half_split") is None  # not a rotation

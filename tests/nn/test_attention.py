@@ -331,9 +331,9 @@ def test_a_six_layer_rope_encoder_builds_its_tables_once_per_forward(monkeypatch
     positions = torch.arange(S) * 3 + 5
     reference = model(x, positions=positions)
     calls = []
-    original = RotaryEmbedding.tables
+    original = RotaryEmbedding._scaled_tables  # every table build (and its per-pair values) goes through it
     monkeypatch.setattr(
-        RotaryEmbedding, "tables", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
+        RotaryEmbedding, "_scaled_tables", lambda self, *a, **k: calls.append(1) or original(self, *a, **k)
     )
     torch.testing.assert_close(model(x, positions=positions), reference, rtol=0, atol=0)
     assert len(calls) == 1

@@ -73,6 +73,17 @@ def test_rotary_forward_reads_nothing_on_the_host(form, xpos):
     assert host_reads(lambda: rope(q[:, :, -1:], q, offset=7)) == {}  # decoding: one query, cached keys
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+@pytest.mark.parametrize("xpos", [None, 512.0])
+def test_rotary_packed_sequences_read_nothing_on_the_host(dtype, xpos):
+    rope = RotaryEmbedding(16, xpos_scale_base=xpos, max_len=32)
+    q = torch.randn(1, 3, S, 16)
+    cu_seqlens = torch.tensor([0, 30, 30, 75, S], dtype=dtype)  # an empty sequence among them
+    assert host_reads(lambda: rope(q, q, cu_seqlens=cu_seqlens, offset=3)) == {}
+    with torch.no_grad():
+        assert host_reads(lambda: rope(q, q.clone(), cu_seqlens=cu_seqlens, inplace=True)) == {}
+
+
 @pytest.mark.parametrize("form", list(FORMS))
 @pytest.mark.parametrize("encoding", ["alibi", "t5", "shaw"])
 def test_biases_read_nothing_on_the_host(form, encoding):

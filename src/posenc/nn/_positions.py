@@ -23,8 +23,9 @@ checks run inside CUDA graphs and ``torch.compile``):
 * on the host, from metadata only: the type, shape and dtype of explicit positions, and ``offset``
   and ``offset + s`` of default positions (plain ints);
 * on the device, by :func:`check_values` (``torch._assert_async``): explicit positions finite and
-  below ``2^53`` in magnitude. On the CPU that assertion runs at once and a failure is re-raised as
-  a ``ValueError`` naming the parameter and the first bad value; on a GPU it is a device-side
+  below ``2^53`` in magnitude; by :func:`packed`, the cumulative lengths of packed sequences. On the
+  CPU that assertion runs at once and a failure is re-raised as a ``ValueError`` naming the parameter
+  and the first bad value (all of ``cu_seqlens``); on a GPU it is a device-side
   assertion, which stops the program at the next synchronisation (the CUDA error names the check).
   A bad position is never used silently.
 """
@@ -149,6 +150,32 @@ def assert_on_device(ok: torch.Tensor, message: str, got: Callable[[], str] | No
         torch._assert_async(ok, message)
     except RuntimeError:
         raise ValueError(message + ("" if got is None else f", got {got()}")) from None
+
+
+def packed(cu_seqlens: object, total: int) -> torch.Tensor:
+    """Positions ``[total]`` of sequences packed one after another (flash-attn's variable-length layout):
+    token ``t`` of the sequence that starts at ``cu_seqlens[i]`` is at ``t − cu_seqlens[i]``.
+
+    ``cu_seqlens`` ``[n + 1]`` int32/int64 holds the cumulative lengths: 0 first, nondecreasing (an empty
+    sequence repeats a value), ``total`` last. Its type, dtype and shape are checked on the host; its values on
+    the device (:func:`assert_on_device`), and each token's sequence is found there too (``searchsorted``),
+    so no value is read on the host. Returns int64 positions on ``cu_seqlens``' device."""
+    allowed = (
+        f"a 1-D int32/int64 tensor [n + 1] of cumulative sequence lengths: 0 first, nondecreasing, "
+        f"{total} (the packed length of q and k) last"
+    )
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"cu_seqlens must be {allowed}, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"cu_seqlens must be {allowed}, got dtype {cu_seqlens.dtype}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
+        raise ValueError(f"cu_seqlens must be {allowed}, got shape {list(cu_seqlens.shape)}")
+    ends = cu_seqlens.contiguous()
+    ok = (ends[0] == 0) & (ends[-1] == total) & (ends[1:] >= ends[:-1]).all()
+    assert_on_device(ok, f"cu_seqlens must be {allowed}", lambda: repr(ends.tolist()))
+    index = torch.arange(total, dtype=ends.dtype, device=ends.device)
+    starts = ends[torch.searchsorted(ends, index, right=True) - 1]  # the last end <= t: t's own sequence
+    return (index - starts).long()
 
 
 def batch_size(q_positions: torch.Tensor, k_positions: torch.Tensor) -> int | None:

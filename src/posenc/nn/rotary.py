@@ -33,7 +33,7 @@ import math
 import weakref
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -88,16 +88,68 @@ def rotation_reference(
     return rotated if r == x.shape[-1] else torch.cat([rotated, x[..., r:]], dim=-1)
 
 
-def _pair_values(
-    cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``(cos_a, sin_a)``, the ``[s, r/2]`` per-pair values, when both columns of every pair of the
-    tables are equal (a rotation table); else ``None``. ``rotation``: the caller made the tables so
+_Pairs = tuple[torch.Tensor, torch.Tensor]
+"""``(cos_a, sin_a)``: the ``[s, r/2]`` per-pair values of rotation tables (both columns of every pair
+equal), any strides; what the fast paths read instead of the ``[s, r]`` tables."""
+
+
+def _pair_values(cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool) -> _Pairs | None:
+    """``(cos_a, sin_a)``, views of the ``[s, r/2]`` per-pair values, when both columns of every pair of
+    the tables are equal (a rotation table); else ``None``. ``rotation``: the caller made the tables so
     (:class:`RotaryEmbedding`), and they are not read on the host to find out."""
     (c_a, c_b), (s_a, s_b) = _pairs(cos, layout), _pairs(sin, layout)
     if rotation:
         return c_a, s_a
     return (c_a, s_a) if torch.equal(c_a, c_b) and torch.equal(s_a, s_b) else None
+
+
+def _given_pairs(cos: torch.Tensor, sin: torch.Tensor, layout: str) -> _Pairs | None:
+    """The per-pair values of tables a caller gave :func:`apply_rotary`, found by reading them
+    (:func:`_pair_values`) and copied contiguous, or ``None`` where the two columns of a pair differ.
+
+    Finding them costs a tenth to a third of a call (``benchmarks/README.md``), so the results for the
+    :data:`_GIVEN_SIZE` tables used last are kept while those tables are alive and unchanged. A table is
+    known by the memory it reads (:func:`_memory_key`: its storage, held by weak reference, and its offset,
+    shape, strides and dtype) and by its version counter, which views and detached aliases share with their
+    base: the fresh slice ``cos[:s]`` handed out at every call, or the alias a compiled backward receives,
+    finds the entry of the last call, and an in-place change through any of them misses it. Inference
+    tensors keep no version counter: theirs are found at every call. (:class:`RotaryEmbedding` keeps its
+    own per-pair values beside its tables and never comes here.)"""
+    if cos.is_inference() or sin.is_inference():
+        return _contiguous(_pair_values(cos, sin, layout, False))
+    (cos_mem, cos_view), (sin_mem, sin_view) = _memory_key(cos), _memory_key(sin)
+    ident = (cos_view, sin_view, int(cos._version), int(sin._version), layout)
+    for i, (ref_cos, ref_sin, entry_ident, pairs) in enumerate(_GIVEN):
+        if entry_ident == ident and ref_cos() is cos_mem and ref_sin() is sin_mem:
+            _GIVEN.insert(0, _GIVEN.pop(i))  # most recently used first
+            return pairs
+    pairs = _contiguous(_pair_values(cos, sin, layout, False))
+    _GIVEN[:] = [e for e in _GIVEN if e[0]() is not None and e[1]() is not None]  # drop dead tables
+    _GIVEN.insert(0, (weakref.ref(cos_mem), weakref.ref(sin_mem), ident, pairs))
+    del _GIVEN[_GIVEN_SIZE:]
+    return pairs
+
+
+def _contiguous(pairs: _Pairs | None) -> _Pairs | None:
+    return None if pairs is None else (pairs[0].contiguous(), pairs[1].contiguous())
+
+
+def _memory_key(t: torch.Tensor) -> tuple[torch.UntypedStorage, tuple[Any, ...]]:
+    """``(storage, geometry)``: the storage ``t`` reads (one Python object per storage, for as long as the
+    storage lives) and where in it ``t`` lies (storage offset, shape, strides, dtype)."""
+    return t.untyped_storage(), (t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+
+
+_GIVEN_SIZE = 8
+"""How many given tables :func:`_given_pairs` keeps (least recently used dropped first)."""
+
+_GIVEN: list[
+    tuple[
+        weakref.ref[torch.UntypedStorage], weakref.ref[torch.UntypedStorage], tuple[Any, ...], _Pairs | None
+    ]
+] = []
+"""Recent :func:`_given_pairs` results, most recently used first: ``(weakref cos storage, weakref sin
+storage, (cos geometry, sin geometry, versions, layout), pairs)``."""
 
 
 def _rotate_into(
@@ -118,73 +170,19 @@ def _rotate_into(
         o_b.addcmul_(x_a, s_b)
 
 
-def _cached(
-    cos: torch.Tensor, sin: torch.Tensor, key: tuple[Any, ...], build: Callable[[], _Derived]
-) -> _Derived:
-    """``build()``, a table derived from ``cos``/``sin``, kept while those tables are alive and
-    unmodified, for the :data:`_DERIVED_SIZE` most recently used: a module's tables are checked and
-    converted once, not at every call.
-
-    A table is known by the memory it reads (:func:`_memory_key`: its storage, held by weak
-    reference, and its offset, shape, strides and dtype) and by its version counter, which views and
-    detached aliases share with their base: the fresh slice ``cos[:s]`` that a module hands out at
-    every call, or the alias a compiled backward receives, finds the entry of the last call, and an
-    in-place change through any of them misses it. Inference tensors keep no version counter, so
-    their derived tables are built at every call."""
-    if cos.is_inference() or sin.is_inference():
-        return build()
-    (cos_mem, cos_view), (sin_mem, sin_view) = _memory_key(cos), _memory_key(sin)
-    ident = (cos_view, sin_view, int(cos._version), int(sin._version), key)
-    for i, (ref_cos, ref_sin, entry_ident, cached) in enumerate(_DERIVED):
-        if entry_ident == ident and ref_cos() is cos_mem and ref_sin() is sin_mem:
-            _DERIVED.insert(0, _DERIVED.pop(i))  # most recently used first
-            return cached  # type: ignore[no-any-return]
-    table = build()
-    _DERIVED[:] = [e for e in _DERIVED if e[0]() is not None and e[1]() is not None]  # drop dead tables
-    _DERIVED.insert(0, (weakref.ref(cos_mem), weakref.ref(sin_mem), ident, table))
-    del _DERIVED[_DERIVED_SIZE:]
-    return table
-
-
-def _memory_key(t: torch.Tensor) -> tuple[torch.UntypedStorage, tuple[Any, ...]]:
-    """``(storage, geometry)``: the storage ``t`` reads (one Python object per storage, for as long as the
-    storage lives) and where in it ``t`` lies (storage offset, shape, strides, dtype)."""
-    return t.untyped_storage(), (t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
-
-
-_Derived = TypeVar("_Derived")
-
-_DERIVED_SIZE = 16
-"""How many derived tables :func:`_cached` keeps (least recently used dropped first): a layout's forward
-and inverse tables per dtype, for a few tables at once."""
-
-_DERIVED: list[
-    tuple[weakref.ref[torch.UntypedStorage], weakref.ref[torch.UntypedStorage], tuple[Any, ...], Any]
-] = []
-"""Recent :func:`_cached` results, most recently used first: ``(weakref cos storage, weakref sin storage,
-(cos geometry, sin geometry, versions, key), table)``."""
-
-
-def _pair_table(
-    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype, rotation: bool
-) -> torch.Tensor | None:
-    """What the fast kernels need of a rotation table (both columns of every pair equal), or ``None``
-    for other tables: ``adjacent``, the ``[s, r/2]`` complex rotor ``c ± i·s`` in the complex dtype of
-    ``work``; ``half_split``, the contiguous ``[s, r/2]`` sines (the addends' inner loops then read
-    one contiguous table instead of a strided half). Cached (:func:`_cached`).
-    """
-
-    def build() -> torch.Tensor | None:
-        values = _pair_values(cos, sin, layout, rotation)
-        if values is None:
-            return None
-        c_a, s_a = values
-        if layout == "half_split":
-            return s_a.contiguous()
-        s_a = s_a.to(work)
-        return torch.complex(c_a.to(work), -s_a if inverse else s_a)
-
-    return _cached(cos, sin, ("pair", layout, inverse, work, rotation), build)
+def _pair_table(pairs: _Pairs | None, layout: str, inverse: bool, work: torch.dtype) -> torch.Tensor | None:
+    """What the complex and blocked paths need of a rotation table's per-pair values ``pairs``
+    (``None`` for other tables: then ``None``): ``adjacent``, the ``[s, r/2]`` complex rotor ``c ± i·s``
+    in the complex dtype of ``work``; ``half_split``, the contiguous ``[s, r/2]`` sines (the addends'
+    inner loops then read one contiguous table instead of a strided half). Made at every call, one
+    operation on ``s·r/2`` values (these paths serve where the compiled loop does not)."""
+    if pairs is None:
+        return None
+    c_a, s_a = pairs
+    if layout == "half_split":
+        return s_a.contiguous()
+    s_a = s_a.to(work)
+    return torch.complex(c_a.to(work), -s_a if inverse else s_a)
 
 
 def _rotate_complex_into(out: torch.Tensor, x: torch.Tensor, rotor: torch.Tensor) -> None:
@@ -240,9 +238,9 @@ def _fused_ok(x: torch.Tensor) -> bool:
 
 
 def _loop_tables(
-    cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, work: torch.dtype, rotation: bool
+    cos: torch.Tensor, sin: torch.Tensor, pairs: _Pairs | None, layout: str, inverse: bool, work: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """``(cos, sin, paired)`` as the native loop reads them, contiguous and in ``work`` (the loop's
+    """``(cos, sin, paired)`` as the native loop reads them, in ``work`` (the loop's
     work dtype, or bfloat16 beside bfloat16 ``x`` when the tables are bfloat16: exact either way).
 
     With ``paired`` (both columns of every pair equal: half the table traffic), ``[s, r/2]``, one value
@@ -250,31 +248,38 @@ def _loop_tables(
     ``Rᵀ`` (``inverse``) is that form with ``−s``. Else ``[s, r]`` in ``layout`` with signed sines
     ``(σ_a, σ_b)`` and the loop computes two sums, ``out_a = x_a·c_a + x_b·σ_a``,
     ``out_b = x_b·c_b + x_a·σ_b``: ``R`` has ``(σ_a, σ_b) = (−s_a, s_b)``, ``Rᵀ = [[c_a, s_b], [−s_a, c_b]]``
-    has ``(s_b, −s_a)``. Cached (:func:`_cached`)."""
+    has ``(s_b, −s_a)``. Rows may lie apart (pair values viewed in ``half_split`` tables are read in place,
+    every row ``r`` values apart); else they are copied. Made at every call; for the per-pair values a
+    module keeps (:meth:`RotaryEmbedding._pair_tables`) and those of given tables (:func:`_given_pairs`)
+    the forward rotation's are those values themselves, and nothing is made."""
+    if pairs is not None:
+        c, s = pairs if pairs[0].dtype == pairs[1].dtype == work else (pairs[0].to(work), pairs[1].to(work))
+        s = -s if inverse else s
+        if c.is_contiguous() and s.is_contiguous():
+            return c, s, True
+        if not (_rows_apart(c) and c.stride() == s.stride()):
+            c, s = c.contiguous(), s.contiguous()
+        return c, s, True
+    sin_w = sin.to(work)
+    s_a, s_b = _pairs(sin_w, layout)
+    signed = torch.empty_like(sin_w)
+    o_a, o_b = _pairs(signed, layout)
+    if inverse:
+        o_a.copy_(s_b)
+        torch.neg(s_a, out=o_b)
+    else:
+        torch.neg(s_a, out=o_a)
+        o_b.copy_(s_b)
+    return cos.to(work).contiguous(), signed, False
 
-    def build() -> tuple[torch.Tensor, torch.Tensor, bool]:
-        values = _pair_values(cos, sin, layout, rotation)
-        if values is not None:
-            c_a, s_a = values
-            s_w = s_a.to(work)
-            return c_a.to(work).contiguous(), (-s_w if inverse else s_w).contiguous(), True
-        sin_w = sin.to(work)
-        s_a, s_b = _pairs(sin_w, layout)
-        signed = torch.empty_like(sin_w)
-        o_a, o_b = _pairs(signed, layout)
-        if inverse:
-            o_a.copy_(s_b)
-            torch.neg(s_a, out=o_b)
-        else:
-            torch.neg(s_a, out=o_a)
-            o_b.copy_(s_b)
-        return cos.to(work).contiguous(), signed.contiguous(), False
 
-    return _cached(cos, sin, ("native", layout, inverse, work, rotation), build)
+def _rows_apart(t: torch.Tensor) -> bool:
+    """Whether the loops read ``t [s, n]`` as it is: unit stride along a row, rows at least ``n`` apart."""
+    return t.stride(-1) == 1 and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1])
 
 
 def _rotate_fused(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, pairs: _Pairs | None
 ) -> torch.Tensor | None:
     """``R x`` (``Rᵀ x``) in one pass over ``x`` (all dims ``r …`` copied) by the CPU loop of
     :mod:`posenc._native` or the GPU kernel of :mod:`posenc._gpu`, or ``None`` where neither applies
@@ -298,24 +303,24 @@ def _rotate_fused(
         table_dtype = torch.bfloat16  # widened exactly in the loop: half the table traffic of float32
     else:
         table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    c, s_, paired = _loop_tables(cos, sin, layout, inverse, table_dtype, rotation)
+    c, s_, paired = _loop_tables(cos, sin, pairs, layout, inverse, table_dtype)
     if gpu is not None:
-        gpu.rotate(xs, os_, c, s_, layout, cos.shape[-1], paired)
+        gpu.rotate(xs, os_, c.contiguous(), s_.contiguous(), layout, cos.shape[-1], paired)
         return out
     _native.rotate(xs, os_, c, s_, layout, paired)
     return out
 
 
 def _rotate_compiled(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, pairs: _Pairs | None
 ) -> torch.Tensor:
     """:func:`_rotate` while ``torch.compile`` traces (inside :class:`_Rotate`, whose backward is the
     inverse rotation, traced the same way).
 
     On the CPU, where the compiled loop of :mod:`posenc._native` applies (:func:`_native_ok`), and for
-    ``adjacent`` without it: the eager kernel as the opaque operator ``posenc::rotate``, its tables
-    cached as in eager mode: the loop measured faster than the compiler's own, and for ``adjacent``
-    without the loop the compiler's CPU code for stride-2 pairs slower than torch's complex multiply
+    ``adjacent`` without it: the eager kernel as the opaque operator ``posenc::rotate`` (given the
+    tables' per-pair values where they are known): the loop measured faster than the compiler's own,
+    and for ``adjacent`` without the loop the compiler's CPU code for stride-2 pairs slower than torch's complex multiply
     (``benchmarks/README.md``). Otherwise (other devices, ``half_split`` without the loop), and
     everything under ``torch.export``: the reference expression :func:`rotation_reference`, which the compiler
     fuses into one kernel (on CUDA it measured closer to a copy than the Triton kernel launched from
@@ -323,13 +328,14 @@ def _rotate_compiled(
     """
     cpu = x.device.type == "cpu"
     if cpu and (_native_ok(x) or layout == "adjacent") and not torch.compiler.is_exporting():
-        fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, layout, inverse, rotation)
+        pair_cos, pair_sin = (None, None) if pairs is None else pairs
+        fused: torch.Tensor = torch.ops.posenc.rotate(x, cos, sin, pair_cos, pair_sin, layout, inverse)
         return fused
     return rotation_reference(x, cos, sin, layout, inverse)
 
 
 def _whole_rotor(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, pairs: _Pairs | None
 ) -> torch.Tensor | None:
     """The complex rotor (:func:`_pair_table`) when all of ``x`` is one complex multiply by it and no
     one-pass kernel applies (:func:`_fused_ok`; the CPU loop measured faster): ``adjacent`` rotation
@@ -341,7 +347,7 @@ def _whole_rotor(
         and x.dtype in (torch.float32, torch.float64)
         and x.is_contiguous()
     ):
-        return _pair_table(cos, sin, layout, inverse, x.dtype, rotation)
+        return _pair_table(pairs, layout, inverse, x.dtype)
     return None
 
 
@@ -370,23 +376,23 @@ def _backends(x: torch.Tensor) -> tuple[Callable[..., torch.Tensor | None], ...]
 
 
 def _rotate(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool = False
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, pairs: _Pairs | None
 ) -> torch.Tensor:
     """``R x`` (``Rᵀ x`` when ``inverse``) over the first ``r`` dims of ``x[..., s, d]``; dims ``r …`` are
     copied: the first of :func:`_backends` that serves."""
     for backend in _backends(x):
-        out = backend(x, cos, sin, layout, inverse, rotation)
+        out = backend(x, cos, sin, layout, inverse, pairs)
         if out is not None:
             return out
     raise AssertionError("_rotate_blocks serves every rotation")
 
 
 def _rotate_whole_complex(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, pairs: _Pairs | None
 ) -> torch.Tensor | None:
     """One complex multiply over all of ``x`` by :func:`_whole_rotor`, with the least Python; ``None``
     where that rotor does not apply."""
-    rotor = _whole_rotor(x, cos, sin, layout, inverse, rotation)
+    rotor = _whole_rotor(x, cos, sin, layout, inverse, pairs)
     if rotor is None:
         return None
     out = torch.empty_like(x)
@@ -395,7 +401,7 @@ def _rotate_whole_complex(
 
 
 def _rotate_blocks(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, pairs: _Pairs | None
 ) -> torch.Tensor:
     """The pair arithmetic (one multiply, two multiply-adds; ``half_split`` halves are contiguous) or, for
     half precision ``adjacent``, an upcast complex multiply rounded back: on the CPU in blocks of rows
@@ -415,7 +421,7 @@ def _rotate_blocks(
         work in (torch.float32, torch.float64)
         and (work != x.dtype or (_complex_viewable(xs) and _complex_viewable(outs)))
     )  # upcast blocks are contiguous; else the pairs must be complex-viewable as they are
-    table = _pair_table(cos, sin, layout, inverse, work, rotation) if fast_ok else None
+    table = _pair_table(pairs, layout, inverse, work) if fast_ok else None
     if layout == "adjacent" and table is not None and work == x.dtype:
         _rotate_complex_into(outs, xs, table)  # one pass (read x, write out): blocks would only add overhead
         return out
@@ -491,15 +497,41 @@ def _rotate_upcast_blocks(
 
 
 _LIBRARY = torch.library.Library("posenc", "DEF")
-_LIBRARY.define("rotate(Tensor x, Tensor cos, Tensor sin, str layout, bool inverse, bool rotation) -> Tensor")
+_LIBRARY.define(
+    "rotate(Tensor x, Tensor cos, Tensor sin, Tensor? pair_cos, Tensor? pair_sin, str layout, bool inverse) -> Tensor"
+)
+
+
+def _rotate_op(
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    pair_cos: torch.Tensor | None,
+    pair_sin: torch.Tensor | None,
+    layout: str,
+    inverse: bool,
+) -> torch.Tensor:
+    """``posenc::rotate``, :func:`_rotate` as one opaque operator for ``torch.compile``: the tables' per-pair
+    values given as two tensors, or ``None`` when they are not known (tables a caller passed to
+    :func:`apply_rotary`), then found here (:func:`_given_pairs`; a host read, outside the traced graph)."""
+    pairs = _known(pair_cos, pair_sin)
+    return _rotate(x, cos, sin, layout, inverse, pairs or _given_pairs(cos, sin, layout))
+
+
 # A plain kernel registration, not ``torch.library.custom_op``: that wrapper's per-call machinery
 # measured an order of magnitude more costly per call (benchmarks/README.md).
-_LIBRARY.impl("rotate", _rotate, "CompositeExplicitAutograd")
+_LIBRARY.impl("rotate", _rotate_op, "CompositeExplicitAutograd")
 
 
 @torch.library.register_fake("posenc::rotate")
 def _(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, inverse: bool, rotation: bool
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    pair_cos: torch.Tensor | None,
+    pair_sin: torch.Tensor | None,
+    layout: str,
+    inverse: bool,
 ) -> torch.Tensor:
     return torch.empty_like(x)
 
@@ -597,19 +629,38 @@ class _Rotate(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: Any, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
+        ctx: Any,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        layout: str,
+        pair_cos: torch.Tensor | None,
+        pair_sin: torch.Tensor | None,
     ) -> torch.Tensor:
-        ctx.save_for_backward(cos, sin)
-        ctx.layout, ctx.rotation = layout, rotation
-        return _rotate(x, cos, sin, layout, False, rotation)
+        ctx.save_for_backward(cos, sin, pair_cos, pair_sin)
+        ctx.layout = layout
+        return _rotate(x, cos, sin, layout, False, _known(pair_cos, pair_sin))
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None]:
-        cos, sin = ctx.saved_tensors
-        return _rotate(grad, cos, sin, ctx.layout, True, ctx.rotation), None, None, None, None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None, None, None]:
+        cos, sin, pair_cos, pair_sin = ctx.saved_tensors
+        return (
+            _rotate(grad, cos, sin, ctx.layout, True, _known(pair_cos, pair_sin)),
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str) -> torch.Tensor:
+def _known(pair_cos: torch.Tensor | None, pair_sin: torch.Tensor | None) -> _Pairs | None:
+    return None if pair_cos is None or pair_sin is None else (pair_cos, pair_sin)
+
+
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, inplace: bool = False
+) -> torch.Tensor:
     """Rotate the first ``r`` dims of ``x`` pairwise (Su et al. 2021, RoFormer, eq. 34 for ``adjacent``).
 
     Args:
@@ -617,12 +668,58 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layou
         cos: ``[s, r]`` ``cos(t_s·θ_i)`` placed in ``layout`` (both columns of pair ``i``), ``r`` even.
         sin: ``[s, r]`` the matching sines.
         layout: ``"adjacent"`` or ``"half_split"`` (module docstring).
+        inplace: write the result into ``x`` and return ``x`` itself (refused as in
+            :meth:`RotaryEmbedding.forward`: ``x`` requiring grad while grad is enabled, or with an element
+            reachable by two indices).
 
     Returns ``[..., s, d]``, the same dtype and strides as ``x``. ``cos``/``sin`` are constants
-    for autograd (gradients flow to ``x`` only).
+    for autograd (gradients flow to ``x`` only). Whether both columns of every pair of the tables are
+    equal (then the fast paths read one value per pair) is found by reading them on the host, once per
+    table while it stays unchanged; :class:`RotaryEmbedding` knows it of its own tables and reads nothing.
     """
     _check_tables(x, cos, sin, layout)
+    if inplace:
+        _check_inplace(x)
+        _write_back((x,), (_apply_rotary(x, cos, sin, layout, rotation=False),))
+        return x
     return _apply_rotary(x, cos, sin, layout, rotation=False)
+
+
+def _check_inplace(*tensors: torch.Tensor) -> None:
+    """Refuse ``inplace=True`` where writing the rotation into the inputs would be wrong: an input autograd
+    needs (it requires grad while grad is enabled), one whose elements are not all distinct in memory, or
+    two inputs that are the same memory (the second write would overwrite the first)."""
+    names = ("q", "k") if len(tensors) == 2 else ("x",)
+    for name, t in zip(names, tensors):
+        if t.requires_grad and torch.is_grad_enabled():
+            raise ValueError(
+                f"inplace=True cannot rotate {name}: it requires grad, and autograd needs its values; use "
+                "inplace=False, or call under torch.no_grad()"
+            )
+        if not _distinct_elements(t):
+            raise ValueError(
+                f"inplace=True cannot rotate {name} of shape {list(t.shape)} and strides {list(t.stride())}: "
+                "some of its elements share memory (an expanded tensor); use inplace=False"
+            )
+    if len(tensors) == 2 and tensors[0].numel() and tensors[0].data_ptr() == tensors[1].data_ptr():
+        raise ValueError("inplace=True cannot rotate q and k that are the same memory; use inplace=False")
+
+
+def _distinct_elements(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` has its own memory: with its dims of size > 1 ordered by stride, each
+    stride steps over all the elements the dims before it span."""
+    span = 0
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= span:
+            return False
+        span += stride * (size - 1)
+    return True
+
+
+def _write_back(inputs: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...]) -> None:
+    """Overwrite each input by its output (``inplace=True``; the caller made every output before this)."""
+    for t, out in zip(inputs, outputs, strict=True):
+        t.copy_(out)
 
 
 def _check_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> None:
@@ -645,20 +742,34 @@ def _check_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout:
 
 
 def _apply_rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, rotation: bool
+    x: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    rotation: bool,
+    pairs: _Pairs | None = None,
 ) -> torch.Tensor:
     """:func:`apply_rotary` after its checks; ``rotation``: both columns of every pair of the tables are
-    known to be equal (:func:`_pair_values`)."""
-    if not torch.compiler.is_compiling():
+    known to be equal; ``pairs``: their per-pair values as the caller keeps them. Else they are found
+    once here for every path: views of rotation tables (:func:`_pair_values`), or for other tables by
+    :func:`_given_pairs` (while ``torch.compile`` traces, inside the operator ``posenc::rotate`` instead:
+    it reads the tables)."""
+    compiling = torch.compiler.is_compiling()
+    if pairs is None and rotation:
+        pairs = _pair_values(cos, sin, layout, True)
+    elif pairs is None and not compiling:
+        pairs = _given_pairs(cos, sin, layout)
+    if not compiling:
         if not (x.requires_grad and torch.is_grad_enabled()):  # nothing to differentiate: no autograd node
-            return _rotate(x, cos, sin, layout, False, rotation)
-        rotor = _whole_rotor(x, cos, sin, layout, False, rotation)
+            return _rotate(x, cos, sin, layout, False, pairs)
+        rotor = _whole_rotor(x, cos, sin, layout, False, pairs)
         if (
             rotor is not None
         ):  # autograd's adjoint of the complex multiply (by conj(rotor)) runs without Python
-            pairs = torch.view_as_complex(x.view(*x.shape[:-1], -1, 2))
-            return torch.view_as_real(pairs * rotor).view(x.shape)
-    rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout, rotation)
+            x_pairs = torch.view_as_complex(x.view(*x.shape[:-1], -1, 2))
+            return torch.view_as_real(x_pairs * rotor).view(x.shape)
+    pair_cos, pair_sin = (None, None) if pairs is None else pairs
+    rotated: torch.Tensor = _Rotate.apply(x, cos, sin, layout, pair_cos, pair_sin)
     return rotated
 
 
@@ -741,7 +852,10 @@ class RotaryEmbedding(RotaryContract):
     are refused: they cannot hold integers above 2048/256 exactly, so they were rounded already.
 
     The tables are non-persistent buffers (``state_dict()`` is empty), rebuilt from float64
-    angles (:func:`posenc.nn.functional.sincos`) for each device and dtype they are used in.
+    angles (:func:`posenc.nn.functional.sincos`) for each device and dtype they are used in. Beside
+    them the module keeps their per-pair values as its fast paths read them (``adjacent``: contiguous
+    copies of every other column), made again whenever the tables are rebuilt, moved, cast or changed
+    in place.
     """
 
     def __init__(
@@ -798,6 +912,7 @@ class RotaryEmbedding(RotaryContract):
         self._longest = self._original_length  # dynamic NTK: the longest context seen (Hugging Face's rule)
         self._frequencies, self._attention_factor = self._compute_frequencies(self._original_length)
         self._table_dtype: torch.dtype | None = None
+        self._pair_copies: tuple[torch.Tensor, torch.Tensor, int, int, _Pairs] | None = None
         self._kernel_theta: torch.Tensor | None = None  # rotate_qk's float64 [θ_i…, attention factor]
         self.register_buffer("_cos", torch.empty(0), persistent=False)
         self.register_buffer("_sin", torch.empty(0), persistent=False)
@@ -884,7 +999,7 @@ class RotaryEmbedding(RotaryContract):
 
         Both include :attr:`attention_factor`, applied in float64 before the cast to ``dtype``.
         """
-        return self._scaled_tables(positions, dtype=dtype, amplitude=None)
+        return self._scaled_tables(positions, dtype=dtype, amplitude=None)[:2]
 
     def _scaled_tables(
         self,
@@ -894,8 +1009,9 @@ class RotaryEmbedding(RotaryContract):
         amplitude: torch.Tensor | None,
         offset: int = 0,
         device: torch.device | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`tables` times a float64 ``amplitude [s, r/2]`` (xPos), all in float64 before the cast.
+    ) -> tuple[torch.Tensor, torch.Tensor, _Pairs]:
+        """:meth:`tables` times a float64 ``amplitude [s, r/2]`` (xPos), all in float64 before the cast, and
+        their per-pair values ``[s, r/2]`` (contiguous: what the fast paths read).
 
         ``positions`` an int ``n``: the range ``offset … offset + n − 1`` on ``device`` (the fast exact
         path of :func:`posenc.nn.functional.waves`)."""
@@ -908,32 +1024,57 @@ class RotaryEmbedding(RotaryContract):
             c_sin, c_cos = sincos(positions, frequencies, dtype=torch.float64, offset=offset)
             scale = self._attention_factor if amplitude is None else amplitude * self._attention_factor
             c_sin, c_cos = (c_sin * scale).to(dtype), (c_cos * scale).to(dtype)
-        return _layout_table(c_cos, self.layout), _layout_table(c_sin, self.layout)
+        return _layout_table(c_cos, self.layout), _layout_table(c_sin, self.layout), (c_cos, c_sin)
 
     def _build(self, length: int, dtype: torch.dtype, device: torch.device) -> None:
         # Outside inference mode: a cache grown under torch.inference_mode() must still serve training.
         with torch.inference_mode(False):
-            self._cos, self._sin = self._scaled_tables(length, dtype=dtype, amplitude=None, device=device)
+            self._cos, self._sin, _ = self._scaled_tables(length, dtype=dtype, amplitude=None, device=device)
         self._table_dtype = dtype
+
+    def _pair_tables(self, cos: torch.Tensor, sin: torch.Tensor) -> _Pairs:
+        """The per-pair values ``[n, r/2]`` of the cached tables ``cos``, ``sin`` (``_cos``, ``_sin``) as the
+        fast paths read them: contiguous copies of one column of every pair, made once and kept while the
+        tables are the same tensors, unchanged. A rebuild (new length, dtype or frequencies), ``.to()``
+        (new tensors) or an in-place change of ``_cos``/``_sin`` (their version counters) makes them
+        again. Inference tensors keep no version counter, and a traced graph keeps no module state:
+        there views are handed on, and the rows a call reads are copied at every call (:func:`_loop_tables`)."""
+        if torch.compiler.is_compiling() or cos.is_inference() or sin.is_inference():
+            return _pairs(cos, self.layout)[0], _pairs(sin, self.layout)[0]
+        kept = self._pair_copies
+        if (
+            kept is None
+            or kept[0] is not cos
+            or kept[1] is not sin
+            or kept[2] != cos._version
+            or kept[3] != sin._version
+        ):
+            copies = _pairs(cos, self.layout)[0].contiguous(), _pairs(sin, self.layout)[0].contiguous()
+            kept = self._pair_copies = (cos, sin, cos._version, sin._version, copies)
+        return kept[4]
 
     def _cached(
         self, start: int, length: int, dtype: torch.dtype, device: torch.device
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows ``start … start+length−1`` of the tables in ``dtype`` on ``device``.
+    ) -> tuple[torch.Tensor, torch.Tensor, _Pairs]:
+        """Rows ``start … start+length−1`` of the tables in ``dtype`` on ``device``, and of their per-pair
+        values (:meth:`_pair_tables`).
 
         The cache is rebuilt for a new dtype or device (from float64 angles, never by casting) and
         doubles when a sequence runs past its end; a window far beyond it (``end > 2·cached``,
         e.g. one step of decoding at position 10^6) is computed directly instead of cached.
         """
         end = start + length
-        cached = self._cos.shape[0]
-        if self._table_dtype != self._cos.dtype or self._cos.dtype != dtype or self._cos.device != device:
+        cos = self._cos
+        cached = cos.shape[0]
+        if self._table_dtype != cos.dtype or cos.dtype != dtype or cos.device != device:
             self._build(cached, dtype, device)
         if end > 2 * cached:
             return self._scaled_tables(length, dtype=dtype, amplitude=None, offset=start, device=device)
         if end > cached:
             self._build(2 * cached, dtype, device)
-        return self._cos[start:end], self._sin[start:end]
+        cos, sin = self._cos, self._sin
+        pair_cos, pair_sin = self._pair_tables(cos, sin)
+        return cos[start:end], sin[start:end], (pair_cos[start:end], pair_sin[start:end])
 
     def _check_inputs(self, q: object, k: object) -> None:
         for name, t in (("q", q), ("k", k)):
@@ -954,6 +1095,8 @@ class RotaryEmbedding(RotaryContract):
         q_positions: torch.Tensor | None = None,
         k_positions: torch.Tensor | None = None,
         offset: int = 0,
+        cu_seqlens: torch.Tensor | None = None,
+        inplace: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate queries ``[b, h, s_q, d_h]`` and keys ``[b, h, s_k, d_h]``.
 
@@ -961,8 +1104,65 @@ class RotaryEmbedding(RotaryContract):
         queries (cached decoding; :mod:`posenc.nn._positions`). Explicit positions are ``[s]``, or
         ``[b, s]`` with one row per sequence of the batch (then ``q``/``k`` must be 4-D). Returns
         ``(q_rot, k_rot)`` in the inputs' dtype; an empty batch or sequence gives empty results.
+
+        ``cu_seqlens`` ``[n + 1]`` (int32/int64; flash-attn's variable-length layout): ``q`` and ``k``
+        ``[…, total, d_h]`` hold ``n`` sequences packed one after another along the sequence dim, sequence
+        ``i`` at ``cu_seqlens[i] … cu_seqlens[i+1] − 1``; each token is at ``offset +`` its index within
+        its sequence. The cumulative lengths must start at 0, not decrease and end at ``total``; they are
+        checked and the positions found on the device, with no host read (:func:`posenc.nn._positions.packed`).
+
+        ``inplace``: write the rotated values into ``q`` and ``k`` and return those tensors. Refused where
+        autograd would need them (they require grad while grad is enabled), where one element is
+        reachable by two indices (an expanded tensor), and where ``q`` and ``k`` are the same memory. Both
+        rotations are made into fresh outputs and then copied back (the compiled loop and the GPU kernel
+        write outputs apart from their inputs), so ``inplace`` saves returning new tensors, not the work.
         """
         self._check_inputs(q, k)
+        if inplace:
+            _check_inplace(q, k)
+        if cu_seqlens is not None:
+            q_positions, k_positions, offset = self._packed_positions(
+                q, k, q_positions, k_positions, cu_seqlens, offset
+            )
+        q_rot, k_rot = self._rotate_pair(q, k, q_positions, k_positions, offset)
+        if not inplace:
+            return q_rot, k_rot
+        _write_back((q, k), (q_rot, k_rot))
+        return q, k
+
+    def _packed_positions(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: object,
+        k_positions: object,
+        cu_seqlens: torch.Tensor,
+        offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """``(positions, positions, 0)``: :meth:`forward`'s explicit positions of the packed sequences of ``cu_seqlens``."""
+        if q_positions is not None or k_positions is not None:
+            raise ValueError(
+                "give cu_seqlens or q_positions/k_positions, not both: cu_seqlens sets the positions"
+            )
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(
+                f"with cu_seqlens, q and k must hold the same packed tokens, got s_q={q.shape[-2]} != s_k={k.shape[-2]}"
+            )
+        offset = _positions.check_offset(offset)
+        _positions.check_end(offset + k.shape[-2])
+        positions = _positions.packed(cu_seqlens, k.shape[-2]).to(q.device)
+        positions = positions + offset if offset else positions
+        return positions, positions, 0
+
+    def _rotate_pair(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        q_positions: torch.Tensor | None,
+        k_positions: torch.Tensor | None,
+        offset: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` out of place, after its checks."""
         s_q, s_k = q.shape[-2], k.shape[-2]
         if self._one_launch(q, k, q_positions, k_positions):
             return self._rotate_qk(q, k, q_positions=q_positions, k_positions=k_positions, offset=offset)
@@ -972,11 +1172,9 @@ class RotaryEmbedding(RotaryContract):
             _positions.check_end(offset + s_k)
             self._follow_length(offset + s_k)
             if self.xpos_scale_base is None:
-                k_cos, k_sin = self._cached(offset, s_k, k.dtype, k.device)
-                q_cos, q_sin = (
-                    (k_cos, k_sin) if start == offset else self._cached(start, s_q, q.dtype, q.device)
-                )
-                return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
+                k_tables = self._cached(offset, s_k, k.dtype, k.device)
+                q_tables = k_tables if start == offset else self._cached(start, s_q, q.dtype, q.device)
+                return self._rotate_tables(q, *q_tables), self._rotate_tables(k, *k_tables)
             qp = torch.arange(start, start + s_q, device=q.device)
             kp = torch.arange(offset, offset + s_k, device=q.device)
         else:
@@ -997,12 +1195,12 @@ class RotaryEmbedding(RotaryContract):
                         f"{name} must be [b={batch}, h, s, d_h] to match positions of shape [{batch}, s], "
                         f"got {list(t.shape)}"
                     )
-        k_cos, k_sin = self._tables_at(kp, kp, sign=-1.0, dtype=k.dtype)
+        k_tables = self._tables_at(kp, kp, sign=-1.0, dtype=k.dtype)
         if qp is kp and self.xpos_scale_base is None and q.dtype == k.dtype:
-            q_cos, q_sin = k_cos, k_sin
+            q_tables = k_tables
         else:
-            q_cos, q_sin = self._tables_at(qp, kp, sign=1.0, dtype=q.dtype)
-        return self.rotate(q, q_cos, q_sin), self.rotate(k, k_cos, k_sin)
+            q_tables = self._tables_at(qp, kp, sign=1.0, dtype=q.dtype)
+        return self._rotate_tables(q, *q_tables), self._rotate_tables(k, *k_tables)
 
     def _one_launch(self, q: torch.Tensor, k: torch.Tensor, q_positions: object, k_positions: object) -> bool:
         """Whether :func:`rotate_qk` (the Triton kernel on CUDA, one launch for ``q`` and ``k``) rotates this
@@ -1069,8 +1267,9 @@ class RotaryEmbedding(RotaryContract):
 
     def _tables_at(
         self, positions: torch.Tensor, keys: torch.Tensor, *, sign: float, dtype: torch.dtype
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)`` ``[s, r]`` or ``[b, s, r]`` for ``positions`` ``[s]`` or ``[b, s]``.
+    ) -> tuple[torch.Tensor, torch.Tensor, _Pairs]:
+        """``(cos, sin)`` ``[s, r]`` or ``[b, s, r]`` for ``positions`` ``[s]`` or ``[b, s]``, and their
+        per-pair values (``[…, r/2]``).
 
         With xPos the tables carry ``ζ^(sign·(t − c)/γ)``, ``c`` the centre taken from ``keys``.
         """
@@ -1082,13 +1281,15 @@ class RotaryEmbedding(RotaryContract):
             zeta = (torch.arange(0, r, 2, dtype=torch.float64, device=positions.device) + 0.4 * r) / (1.4 * r)
             self._check_xpos_range(power, dtype)
             amplitude = zeta ** (sign * power.reshape(-1, 1))
-        flat = positions.reshape(-1)
-        cos, sin = (
-            self.tables(flat, dtype=dtype)
-            if amplitude is None
-            else self._scaled_tables(flat, dtype=dtype, amplitude=amplitude)
+        cos, sin, (pair_cos, pair_sin) = self._scaled_tables(
+            positions.reshape(-1), dtype=dtype, amplitude=amplitude
         )
-        return cos.view(*positions.shape, self.rotary_dim), sin.view(*positions.shape, self.rotary_dim)
+        shape, half = positions.shape, self.rotary_dim // 2
+        return (
+            cos.view(*shape, self.rotary_dim),
+            sin.view(*shape, self.rotary_dim),
+            (pair_cos.view(*shape, half), pair_sin.view(*shape, half)),
+        )
 
     def _check_xpos_range(self, power: torch.Tensor, dtype: torch.dtype) -> None:
         """Refuse xPos scales ``ζ_i^(±(t − c)/γ)`` that ``dtype`` cannot hold (asserted on the device).
@@ -1134,11 +1335,11 @@ class RotaryEmbedding(RotaryContract):
             offset = _positions.check_offset(offset)
             _positions.check_end(offset + length)
             self._follow_length(offset + length)
-            return self._cached(offset, length, dtype, device)
+            return self._cached(offset, length, dtype, device)[:2]
         positions = _positions.check_positions("positions", positions, length, batched=True).to(device)
         if self._length_rule != "static" and positions.numel():
             self._follow_length(float(positions.max()) + 1.0)
-        return self._tables_at(positions, positions, sign=1.0, dtype=dtype)
+        return self._tables_at(positions, positions, sign=1.0, dtype=dtype)[:2]
 
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
@@ -1155,8 +1356,8 @@ class RotaryEmbedding(RotaryContract):
         if self._length_rule != "static" and positions.numel():
             self._follow_length(float(positions.max()) + 1.0)
         return PositionContext(
-            cos_sin=self._tables_at(positions, positions, sign=1.0, dtype=dtype),
-            key_cos_sin=self._tables_at(positions, positions, sign=-1.0, dtype=dtype),
+            cos_sin=self._tables_at(positions, positions, sign=1.0, dtype=dtype)[:2],
+            key_cos_sin=self._tables_at(positions, positions, sign=-1.0, dtype=dtype)[:2],
         )
 
     def transform_qk(
@@ -1178,10 +1379,18 @@ class RotaryEmbedding(RotaryContract):
         positions: ``x`` is seen as ``[h, b·s, d]`` (a view when ``b`` and ``s`` are adjacent in memory,
         as after a qkv projection) and the tables as ``[b·s, r]``. Empty inputs give empty results.
         """
+        return self._rotate_tables(x, cos, sin, None)
+
+    def _rotate_tables(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pairs: _Pairs | None
+    ) -> torch.Tensor:
+        """:meth:`rotate`, with the tables' per-pair values where the caller has them (else views of the
+        tables: this module's tables hold equal columns in every pair by construction)."""
         if x.numel() == 0:
             return x.clone()
         if cos.dim() == 2:
-            return self._rotate_checked(x, cos, sin)
+            _check_tables(x, cos, sin, self.layout)
+            return _apply_rotary(x, cos, sin, self.layout, rotation=True, pairs=pairs)
         cos, sin = cos.reshape(-1, *cos.shape[-2:]), sin.reshape(-1, *sin.shape[-2:])
         if x.dim() != 4 or cos.shape[0] != x.shape[0]:
             raise ValueError(
@@ -1189,13 +1398,9 @@ class RotaryEmbedding(RotaryContract):
             )
         b, h, s, d = x.shape
         flat = x.transpose(0, 1).reshape(h, b * s, d)
-        out = self._rotate_checked(flat, cos.reshape(b * s, -1), sin.reshape(b * s, -1))
+        flat_pairs = None if pairs is None else (pairs[0].reshape(b * s, -1), pairs[1].reshape(b * s, -1))
+        out = self._rotate_tables(flat, cos.reshape(b * s, -1), sin.reshape(b * s, -1), flat_pairs)
         return out.view(h, b, s, d).transpose(0, 1)
-
-    def _rotate_checked(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """:func:`apply_rotary` with this module's tables, whose pairs hold equal columns by construction."""
-        _check_tables(x, cos, sin, self.layout)
-        return _apply_rotary(x, cos, sin, self.layout, rotation=True)
 
     def extra_repr(self) -> str:
         scaling = (
