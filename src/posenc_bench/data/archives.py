@@ -119,7 +119,9 @@ def _read_ucr(path: Path) -> tuple[NDArray[np.float64], NDArray[np.bool_], int]:
         raise DataFormatError(f"{path}: unreadable value ({exc})") from None
     values = check_matrix(str(path), values[:, None])
     if end >= len(values):
-        raise DataFormatError(f"{path}: the anomaly's last step {end} lies beyond the {len(values)} steps read")
+        raise DataFormatError(
+            f"{path}: the anomaly's last step {end} lies beyond the {len(values)} steps read"
+        )
     labels = np.zeros(len(values), dtype=bool)
     labels[begin : end + 1] = True
     return values, labels, train

@@ -68,7 +68,9 @@ def _aeon_series_135() -> Path:
     NumPy than posenc's, so aeon is installed without its dependencies (``pip install --no-deps aeon``)."""
     spec = importlib.util.find_spec("aeon")
     if spec is None or not spec.submodule_search_locations:
-        pytest.skip("aeon is not installed: it ships the UCR series 135 this test reads (pip install --no-deps aeon)")
+        pytest.skip(
+            "aeon is not installed: it ships the UCR series 135 this test reads (pip install --no-deps aeon)"
+        )
     folder = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / "KDD-TSAD_135"
     if not folder.is_dir():
         pytest.skip(f"this aeon has no {folder}")
