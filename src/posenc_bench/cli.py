@@ -41,6 +41,7 @@ from posenc_bench.experiment.axes import (
 )
 from posenc_bench.experiment.config import BenchPlan, RunConfig, resolve_encoding_options
 from posenc_bench.experiment.constraints import Interval, Options
+from posenc_bench.experiment.constraints import flag as _flag
 from posenc_bench.flags import csv_list, encoding_names
 
 DEFAULT_ENCODINGS = "none,sinusoidal,rope"  # the no-order control, the reference, the one that learns order
@@ -88,11 +89,6 @@ CONTEXTUAL = {
 }
 #: The axes whose fields are flags, in --help order.
 FLAG_AXES = (DataAxis, ProtocolAxis, ModelAxis, TaskAxis, TrainingAxis)
-
-
-def _flag(item: dataclasses.Field[Any]) -> str:
-    """The flag that sets a run field: its ``flag`` metadata, else ``--`` and the name with dashes."""
-    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
 
 
 def add_axis_flags(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from posenc import registry
-from posenc.errors import UsageError
+from posenc_bench.experiment.axes import check_encoding_names
 
 
 def csv_list(text: str) -> tuple[str, ...]:
@@ -14,9 +13,5 @@ def csv_list(text: str) -> tuple[str, ...]:
 def encoding_names(text: str, always: tuple[str, ...]) -> tuple[str, ...]:
     """``--encodings`` as registry names after ``always``, each once; ``UsageError`` names the unknown ones."""
     requested = csv_list(text)
-    unknown = [e for e in requested if e not in registry.ENCODINGS]
-    if unknown:
-        raise UsageError(
-            f"--encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
-        )
+    check_encoding_names("--encodings", requested)
     return tuple(dict.fromkeys(always + requested))

@@ -1,4 +1,6 @@
-"""The options of ``posenc bench --task lengthgen`` and their checks (no torch import until it runs).
+"""The options of ``posenc bench --task lengthgen`` (no torch import until it runs); each sets the field
+of :class:`~posenc_bench.experiment.lengthgen.LengthgenConfig` or ``LengthgenPlan`` whose flag it is,
+and those check every value, naming the flag.
 
 Examples::
 
@@ -12,25 +14,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import typing
 from pathlib import Path
 from typing import Any
 
 from posenc import validate
 from posenc.errors import UsageError
+from posenc_bench.experiment.constraints import flag
 from posenc_bench.flags import csv_list, encoding_names
 
 DEFAULT_TASKS = "passkey,recall,sort"
 DEFAULT_ENCODINGS = "none,sinusoidal,rope,alibi,fire,kerple"
 DEFAULT_SEEDS = 3
-#: the decoder's sizes and training of the default grid, sized to run on one loaded CPU core
-DEFAULTS: dict[str, Any] = {"d_model": 32, "n_heads": 4, "n_layers": 2, "batch_size": 32, "lr": 3e-3}
-
-
-def _floats(flag: str, text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in csv_list(text))
-    except ValueError:
-        raise UsageError(f"{flag} must be comma-separated numbers, got {text!r}") from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -77,63 +72,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def plan_from_args(args: argparse.Namespace) -> Any:
-    """The :class:`~posenc_bench.experiment.lengthgen.LengthgenPlan` of the parsed flags, checked."""
-    from posenc_bench.experiment.lengthgen import LengthgenConfig, LengthgenPlan
+    """The :class:`~posenc_bench.experiment.lengthgen.LengthgenPlan` of the parsed flags, checked (an
+    error names the flag)."""
+    from posenc_bench.experiment.lengthgen import REFERENCES, LengthgenConfig, LengthgenPlan
 
-    encodings = encoding_names(args.encodings or DEFAULT_ENCODINGS, ("none", "rope"))
-    try:
-        no_rope = tuple(int(x) for x in csv_list(args.no_rope_layers))
-    except ValueError:
-        raise UsageError(
-            f"--no-rope-layers must be comma-separated layer indices, got {args.no_rope_layers!r}"
-        ) from None
-    given = {key: getattr(args, "heads" if key == "n_heads" else key, None) for key in DEFAULTS}
-    sizes: dict[str, Any] = {key: DEFAULTS[key] if value is None else value for key, value in given.items()}
-    sizes["n_layers"] = args.layers if args.layers is not None else DEFAULTS["n_layers"]
-    bad = [i for i in no_rope if not 0 <= i < sizes["n_layers"]]
-    if bad:
-        raise UsageError(
-            f"--no-rope-layers: {bad} outside 0 … {sizes['n_layers'] - 1} (--layers {sizes['n_layers']})"
-        )
     if args.encoding_option:
         raise UsageError(
             "--encoding-option does not apply to --task lengthgen (register a variant by name instead)"
         )
+    base = LengthgenConfig(
+        task="copy",
+        encoding="none",
+        seed=0,
+        checkpoint_every=max(1, args.steps // 4),
+        **_given(LengthgenConfig, args),
+    )
+    given = _given(LengthgenPlan, args) | {
+        "encodings": encoding_names(args.encodings or DEFAULT_ENCODINGS, REFERENCES),
+        "seeds": DEFAULT_SEEDS if args.seeds is None else args.seeds,
+    }
+    return LengthgenPlan(base, **given)
+
+
+def _given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The fields of ``cls`` that flags set (its :func:`~posenc_bench.experiment.constraints.option`
+    fields), as their flags gave them: a tuple field's comma-separated text as a tuple of its item type;
+    a flag left at ``None`` leaves the field's default."""
+    hints = typing.get_type_hints(cls)
+    given = {}
+    for item in dataclasses.fields(cls):
+        if "flag" not in item.metadata:
+            continue
+        name = flag(item)
+        value = getattr(args, name.removeprefix("--").replace("-", "_"))
+        if isinstance(value, str) and typing.get_origin(hints[item.name]) is tuple:
+            value = _items(name, value, typing.get_args(hints[item.name])[0])
+        if value is not None:
+            given[item.name] = value
+    return given
+
+
+def _items(name: str, text: str, kind: type) -> tuple[Any, ...]:
+    """``text``, comma-separated, as a tuple of ``kind`` (``str``, ``int`` or ``float``)."""
     try:
-        base = LengthgenConfig(
-            task="copy", encoding="none", seed=0, train_length=args.train_length, vocab=args.vocab,
-            steps=args.steps, weight_decay=args.weight_decay, random_positions=args.random_positions,
-            no_rope_layers=no_rope, checkpoint_every=max(1, args.steps // 4), **sizes,
-        )  # fmt: skip
-        plan = LengthgenPlan(
-            base,
-            tasks=csv_list(args.lengthgen_tasks),
-            encodings=encodings,
-            seeds=args.seeds if args.seeds is not None else DEFAULT_SEEDS,
-            test_multiples=_floats("--test-lengths", args.test_lengths),
-            passkey_multiples=_floats("--passkey-lengths", args.passkey_lengths),
-            depths=_floats("--passkey-depths", args.passkey_depths),
-            n_test=args.n_test,
-            rope_scaling=args.rope_scaling,
-        )
-    except ValueError as exc:
-        raise UsageError(flag_names(str(exc))) from None
-    return plan
-
-
-_FLAGS = {
-    "test_multiples": "--test-lengths", "passkey_multiples": "--passkey-lengths", "passkey depths": "--passkey-depths",
-    "train_length": "--train-length", "vocab=": "--vocab ", "vocab must": "--vocab must", "n_test": "--n-test",
-    "steps must": "--steps must", "seeds must": "--seeds must", "batch_size": "--batch-size",
-    "unknown lengthgen task": "--lengthgen-tasks: unknown task", "random_positions=": "--random-positions ",
-}  # fmt: skip
-
-
-def flag_names(message: str) -> str:
-    """``message`` with the plan's field names replaced by the flags the user typed."""
-    for field, flag in _FLAGS.items():
-        message = message.replace(field, flag)
-    return message
+        return tuple(kind(x) for x in csv_list(text))
+    except ValueError:
+        noun = "integers" if kind is int else "numbers"
+        raise UsageError(f"{name} must be comma-separated {noun}, got {text!r}") from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -77,6 +77,25 @@ def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--n-test", "0"], "--n-test must be a positive int, got 0"),
+        (["--batch-size", "0"], "--batch-size must be a positive int, got 0"),
+        (["--lr", "0"], "--lr must be a finite number > 0"),
+        (["--seeds", "0"], "--seeds must be a positive int, got 0"),
+        (["--random-positions", "0"], "--random-positions must be a positive int, got 0"),
+        (["--lengthgen-tasks", ","], "--lengthgen-tasks: no task; valid: copy"),
+        (["--passkey-lengths", "1,x"], "--passkey-lengths must be comma-separated numbers, got '1,x'"),
+        (["--no-rope-layers", "0.5"], "--no-rope-layers must be comma-separated integers, got '0.5'"),
+    ],
+)
+def test_each_field_set_by_a_flag_is_refused_naming_the_flag(tmp_path, capsys, extra, message):
+    assert main([*TINY, "--out", str(tmp_path), *extra]) != 0
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_rope_scaling_reports_a_scaled_accuracy(tmp_path):
     assert main([*TINY, "--out", str(tmp_path), "--encodings", "none,rope", "--lengthgen-tasks", "parity",
                  "--rope-scaling", "yarn"]) == 0  # fmt: skip

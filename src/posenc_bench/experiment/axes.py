@@ -10,11 +10,12 @@ field a user set.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from posenc import registry
+from posenc.errors import UsageError
 from posenc_bench.data.splits import PROTOCOLS
 from posenc_bench.experiment.constraints import (
     Constraints,
@@ -24,6 +25,7 @@ from posenc_bench.experiment.constraints import (
     Satisfies,
     Type,
     check_parameters,
+    option,
 )
 
 #: Scale policies of encodings registered with ``scales=True``; see :mod:`posenc_bench.experiment.scale`.
@@ -43,10 +45,13 @@ _POSITIVE = Interval(int, 1, None)
 _SEED = Interval(int, 0, None)
 
 
-def option(default: Any, help: str, *, flag: str | None = None) -> Any:
-    """A field that a command-line flag sets: its help text (``{default}`` is filled in, else the default
-    is appended) and the flag's name when it is not ``--`` and the field's name with dashes."""
-    return field(default=default, metadata={"help": help, "flag": flag})
+def check_encoding_names(name: str, names: Iterable[str]) -> None:
+    """Each of ``names`` must be a registered encoding; the error lists the unknown ones and the valid ones."""
+    unknown = [e for e in names if e not in registry.ENCODINGS]
+    if unknown:
+        raise UsageError(
+            f"{name}: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
+        )
 
 
 def check_encoding_options(name: str, options: object) -> None:

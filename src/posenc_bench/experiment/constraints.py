@@ -11,7 +11,9 @@ A frozen configuration dataclass declares, per field, what its value may be::
 
 and calls :func:`check_parameters` once in ``__post_init__``. An error names the field, the value and
 what is allowed: ``ValueError`` (:class:`posenc.errors.UsageError`) for a value out of range,
-``TypeError`` (:class:`posenc.errors.UsageTypeError`) for a value of the wrong type.
+``TypeError`` (:class:`posenc.errors.UsageTypeError`) for a value of the wrong type. A field that a
+command-line flag sets is declared with :func:`option`, whose metadata names the flag (:func:`flag`);
+a configuration that only flags set names such fields by their flags (``check_parameters(self, flags=True)``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,22 @@ import math
 import numbers
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import Field, dataclass, field
 from typing import Any, Literal
 
 from posenc.errors import UsageError, UsageTypeError
+
+
+def option(default: Any, help: str | None = None, *, flag: str | None = None) -> Any:
+    """A field that a command-line flag sets: the flag's name when it is not ``--`` and the field's name
+    with dashes, and, for a flag made from the field, its help text (``{default}`` is filled in, else the
+    default is appended); ``help=None`` where the flag is declared by hand."""
+    return field(default=default, metadata={"flag": flag} | ({} if help is None else {"help": help}))
+
+
+def flag(item: Field[Any]) -> str:
+    """The flag that sets an :func:`option` field: its ``flag`` metadata, else ``--`` and the name with dashes."""
+    return item.metadata.get("flag") or "--" + item.name.replace("_", "-")
 
 
 class Constraint:
@@ -146,11 +160,35 @@ class Satisfies(Constraint):
         self.function(name, value)
 
 
+@dataclass(frozen=True)
+class NoneOr(Constraint):
+    """``None`` (the setting is off) or a value that ``constraint`` allows (its error when not)."""
+
+    constraint: Constraint
+
+    def check(self, name: str, value: Any) -> None:
+        if value is not None:
+            self.constraint.check(name, value)
+
+    def describe(self) -> str:
+        return f"None or {self.constraint.describe()}"
+
+
 Constraints = Mapping[str, Constraint]
 
 
-def check_parameters(config: object) -> None:
-    """Check every field of ``config`` against its class's ``_parameter_constraints``, in table order."""
-    table: Constraints = type(config)._parameter_constraints  # type: ignore[attr-defined]
+def check_parameters(config: Any, *, flags: bool = False) -> None:
+    """Check every field of ``config`` against its class's ``_parameter_constraints``, in table order.
+
+    An error names the field; with ``flags``, a field declared by :func:`option` by its :func:`flag`.
+    """
+    table: Constraints = type(config)._parameter_constraints
     for name, constraint in table.items():
-        constraint.check(name, getattr(config, name))
+        constraint.check(parameter_name(config, name) if flags else name, getattr(config, name))
+
+
+def parameter_name(config: Any, name: str) -> str:
+    """How a configuration that only flags set names its field ``name``: an :func:`option` field by
+    its :func:`flag`, any other field by its name."""
+    item = config.__dataclass_fields__[name]
+    return flag(item) if "flag" in item.metadata else name

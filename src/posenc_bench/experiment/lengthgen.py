@@ -27,20 +27,32 @@ import json
 import time
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from posenc import registry
+from posenc.errors import UsageError
 from posenc.nn import randomized_positions
 from posenc_bench.data import lengthgen as data
 from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment import lengthgen_analysis
+from posenc_bench.experiment.axes import check_encoding_names, check_encoding_options
 from posenc_bench.experiment.claims import claim
+from posenc_bench.experiment.constraints import (
+    Constraints,
+    Interval,
+    NoneOr,
+    Options,
+    Satisfies,
+    check_parameters,
+    option,
+    parameter_name,
+)
 from posenc_bench.experiment.figures import lengthgen_plot
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
 from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
@@ -54,27 +66,62 @@ ENCODING = "encoding.pt"
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
 
+_POSITIVE = Interval(int, 1, None)
+
 
 @dataclass(frozen=True)
 class LengthgenConfig:
-    """The settings of one run (its ``config.json``); every field is part of the run's identity."""
+    """The settings of one run (its ``config.json``); every field is part of the run's identity.
+
+    Only ``posenc bench --task lengthgen``'s flags set it: each field a flag sets is an
+    :func:`~posenc_bench.experiment.constraints.option`, and an error names that flag
+    (:func:`~posenc_bench.experiment.constraints.check_parameters` with ``flags``).
+    """
 
     task: str
     encoding: str
     seed: int
-    train_length: int = 8
-    vocab: int = 16
-    d_model: int = 32
-    n_heads: int = 4
-    n_layers: int = 2
-    steps: int = 800
-    batch_size: int = 32
-    lr: float = 3e-3
-    weight_decay: float = 0.0
+    train_length: int = option(8)
+    vocab: int = option(16)
+    d_model: int = option(32)
+    n_heads: int = option(4, flag="--heads")
+    n_layers: int = option(2, flag="--layers")
+    steps: int = option(800)
+    batch_size: int = option(32)
+    lr: float = option(3e-3)
+    weight_decay: float = option(0.0)
     encoding_options: dict[str, Any] = field(default_factory=dict)
-    random_positions: int | None = None
-    no_rope_layers: tuple[int, ...] = ()
+    random_positions: int | None = option(None)
+    no_rope_layers: tuple[int, ...] = option(())
     checkpoint_every: int = 100
+
+    _parameter_constraints: ClassVar[Constraints] = {
+        "task": Satisfies(lambda _, name: data.task(name)),
+        "encoding": Satisfies(lambda _, name: registry.get(name)),
+        "seed": Interval(int, 0, None),
+        "train_length": _POSITIVE,
+        "vocab": _POSITIVE,
+        "d_model": _POSITIVE,
+        "n_heads": _POSITIVE,
+        "n_layers": _POSITIVE,
+        "steps": _POSITIVE,
+        "batch_size": _POSITIVE,
+        "lr": Interval(float, 0, None, closed="neither"),
+        "weight_decay": Interval(float, 0, None, closed="left"),
+        "encoding_options": Satisfies(check_encoding_options),
+        "random_positions": NoneOr(_POSITIVE),
+        "checkpoint_every": _POSITIVE,
+    }
+
+    def __post_init__(self) -> None:
+        check_parameters(self, flags=True)
+        bad = [i for i in self.no_rope_layers if not 0 <= i < self.n_layers]
+        if bad:
+            layers = parameter_name(self, "n_layers")
+            raise UsageError(
+                f"{parameter_name(self, 'no_rope_layers')}: {bad} outside 0 … {self.n_layers - 1} "
+                f"({layers} {self.n_layers})"
+            )
 
     def directory(self, root: Path) -> Path:
         """``root/runs/lengthgen/<task>-L<L>/<encoding>[_<option>_<value>…][-rand<M>]/seed<s>``."""
@@ -94,6 +141,30 @@ class LengthgenConfig:
         return out
 
 
+def _check_tasks(name: str, tasks: tuple[str, ...]) -> None:
+    """At least one task, each a known one (:data:`posenc_bench.data.lengthgen.TASKS`)."""
+    unknown = [t for t in tasks if t not in data.TASKS]
+    if unknown or not tasks:
+        what = f"unknown task {', '.join(map(repr, unknown))}" if unknown else "no task"
+        raise UsageError(f"{name}: {what}; valid: {', '.join(data.TASKS)}")
+
+
+def _check_multiples(name: str, multiples: tuple[float, ...]) -> None:
+    """Test lengths beyond ``L``: multiples > 1 (1 itself also), at least one."""
+    beyond = [m for m in multiples if m != 1.0]
+    if not beyond or not all(m > 1.0 for m in beyond):
+        raise UsageError(
+            f"{name} must exceed the training length (multiples > 1 of L; 1 itself is also allowed), "
+            f"got {list(multiples)}"
+        )
+
+
+def _check_depths(name: str, depths: tuple[float, ...]) -> None:
+    """Passkey depths: at least one, each in ``[0, 1]``."""
+    if not depths or not all(0.0 <= d <= 1.0 for d in depths):
+        raise UsageError(f"{name} must lie in [0, 1], got {list(depths)}")
+
+
 @dataclass(frozen=True)
 class LengthgenPlan:
     """The whole grid: tasks × encodings × seeds, and where each run is tested.
@@ -107,20 +178,59 @@ class LengthgenPlan:
         n_test: test examples per (length, depth).
         rope_scaling: a :data:`SCALINGS` type applied at test time to the encodings that take a
             ``scaling`` option (``rope``), or ``None``.
+
+    Each field a flag sets is an :func:`~posenc_bench.experiment.constraints.option`; an error names
+    that flag, as :class:`LengthgenConfig`'s do.
     """
 
     base: LengthgenConfig
-    tasks: tuple[str, ...]
-    encodings: tuple[str, ...]
-    seeds: int
-    test_multiples: tuple[float, ...] = (1.0, 1.5, 2.0, 4.0)
-    passkey_multiples: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0)
-    depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    n_test: int = 64
-    rope_scaling: str | None = None
+    tasks: tuple[str, ...] = option(MISSING, flag="--lengthgen-tasks")
+    encodings: tuple[str, ...] = option(MISSING)
+    seeds: int = option(MISSING)
+    test_multiples: tuple[float, ...] = option((1.0, 1.5, 2.0, 4.0), flag="--test-lengths")
+    passkey_multiples: tuple[float, ...] = option((1.0, 2.0, 4.0, 8.0), flag="--passkey-lengths")
+    depths: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0), flag="--passkey-depths")
+    n_test: int = option(64)
+    rope_scaling: str | None = option(None)
+
+    _parameter_constraints: ClassVar[Constraints] = {
+        "tasks": Satisfies(_check_tasks),
+        "encodings": Satisfies(check_encoding_names),
+        "seeds": _POSITIVE,
+        "test_multiples": Satisfies(_check_multiples),
+        "passkey_multiples": Satisfies(_check_multiples),
+        "depths": Satisfies(_check_depths),
+        "n_test": _POSITIVE,
+        "rope_scaling": NoneOr(Options(SCALINGS)),
+    }
 
     def __post_init__(self) -> None:
-        check_plan(self)
+        check_parameters(self, flags=True)
+        self._check_vocab()
+        self._check_random_positions()
+
+    def _check_vocab(self) -> None:
+        """Each task needs enough symbols at its longest test length."""
+        vocab = self.base.vocab
+        for t in self.tasks:
+            longest, needs = max(self.test_lengths(t)), data.task(t).min_vocab
+            if vocab < needs(longest):
+                raise UsageError(
+                    f"{parameter_name(self.base, 'vocab')} {vocab} is too small for task {t!r} at its longest "
+                    f"test length {longest}: it needs >= {needs(longest)} symbols"
+                )
+
+    def _check_random_positions(self) -> None:
+        """Random positions (Ruoss et al. 2023) must cover the longest test sequence."""
+        m = self.base.random_positions
+        if m is None:
+            return
+        longest = max(data.sequence_length(t, max(self.test_lengths(t))) for t in self.tasks)
+        if m < longest:
+            raise UsageError(
+                f"{parameter_name(self.base, 'random_positions')} {m} must be >= the longest test "
+                f"sequence ({longest} tokens)"
+            )
 
     def test_lengths(self, task: str) -> list[int]:
         """The test lengths ``round(m·L)`` of ``task``, increasing and distinct."""
@@ -134,52 +244,6 @@ class LengthgenPlan:
             for e in self.encodings
             for s in range(self.seeds)
         ]
-
-
-def check_plan(plan: LengthgenPlan) -> None:
-    """Raise ``ValueError`` naming the option for a plan that cannot run (before any training)."""
-    base = plan.base
-    for t in plan.tasks:
-        data.task(t)  # unknown task: lists the known ones
-    unknown = [e for e in plan.encodings if e not in registry.ENCODINGS]
-    if unknown:
-        raise ValueError(
-            f"encodings: unknown {', '.join(map(repr, unknown))}; valid: {', '.join(registry.names())}"
-        )
-    for name, value in (("train_length", base.train_length), ("seeds", plan.seeds), ("steps", base.steps),
-                        ("n_test", plan.n_test), ("batch_size", base.batch_size), ("vocab", base.vocab)):  # fmt: skip
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    for name, multiples in (
-        ("test_multiples", plan.test_multiples),
-        ("passkey_multiples", plan.passkey_multiples),
-    ):
-        beyond = [m for m in multiples if m != 1.0]
-        bad = [m for m in beyond if not m > 1.0]
-        if bad or not beyond:
-            raise ValueError(
-                f"{name} must exceed the training length (multiples > 1 of L; 1 itself is also allowed), "
-                f"got {list(multiples)}"
-            )
-    bad_depths = [d for d in plan.depths if not 0.0 <= d <= 1.0]
-    if bad_depths or not plan.depths:
-        raise ValueError(f"passkey depths must lie in [0, 1], got {list(plan.depths)}")
-    for t in plan.tasks:
-        task = data.task(t)
-        longest = max(plan.test_lengths(t))
-        if base.vocab < task.min_vocab(longest):
-            raise ValueError(
-                f"vocab={base.vocab} is too small for task {t!r} at its longest test length {longest}: "
-                f"it needs >= {task.min_vocab(longest)} symbols"
-            )
-    if plan.rope_scaling is not None and plan.rope_scaling not in SCALINGS:
-        raise ValueError(f"rope_scaling must be one of {', '.join(SCALINGS)}, got {plan.rope_scaling!r}")
-    if base.random_positions is not None:
-        longest = max(data.sequence_length(t, max(plan.test_lengths(t))) for t in plan.tasks)
-        if base.random_positions < longest:
-            raise ValueError(
-                f"random_positions={base.random_positions} must be >= the longest test sequence ({longest} tokens)"
-            )
 
 
 # data ---------------------------------------------------------------------------------------------

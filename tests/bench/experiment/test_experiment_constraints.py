@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from posenc_bench.experiment.constraints import Constraints, Interval, Options, Pattern, check_parameters
+from posenc_bench.experiment.constraints import (
+    Constraints,
+    Interval,
+    NoneOr,
+    Options,
+    Pattern,
+    check_parameters,
+    option,
+)
 
 CLOSED = ("both", "left", "right", "neither")
 
@@ -70,3 +78,39 @@ def test_a_bad_value_is_refused_naming_field_value_and_what_is_allowed(changes, 
     Toy()  # the defaults hold
     with pytest.raises(error, match=message):
         Toy(**changes)
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """Set only by flags: an error names the flag of an ``option`` field, the name of any other."""
+
+    batch_size: int = option(1)
+    n_heads: int = option(1, flag="--heads")
+    limit: int | None = option(None)
+    seed: int = 0
+
+    _parameter_constraints: ClassVar[Constraints] = {
+        "batch_size": Interval(int, 1, None),
+        "n_heads": Interval(int, 1, None),
+        "limit": NoneOr(Interval(int, 1, None)),
+        "seed": Interval(int, 0, None),
+    }
+
+    def __post_init__(self) -> None:
+        check_parameters(self, flags=True)
+
+
+@pytest.mark.parametrize(
+    "changes, error, message",
+    [
+        ({"batch_size": 0}, ValueError, "^--batch-size must be a positive int, got 0$"),
+        ({"n_heads": 0}, ValueError, "^--heads must be a positive int, got 0$"),
+        ({"limit": 0}, ValueError, "^--limit must be a positive int, got 0$"),
+        ({"limit": "3"}, TypeError, r"^--limit must be a positive int, got '3' \(str\)$"),
+        ({"seed": -1}, ValueError, "^seed must be an int >= 0, got -1$"),
+    ],
+)
+def test_a_configuration_set_by_flags_names_the_flag(changes, error, message):
+    assert Flagged(limit=None) == Flagged() and Flagged(limit=3).limit == 3  # None: the setting is off
+    with pytest.raises(error, match=message):
+        Flagged(**changes)
