@@ -132,6 +132,33 @@ def test_criteria_are_rank_correlated_with_accuracy():
     assert "| parity | kerple | 0.3 | — | — | — | 30.0 | -30.0 |" in text
 
 
+def test_criteria_are_correlated_at_every_length_beyond_l_that_the_grid_tests():
+    from posenc_bench.experiment import lengthgen_analysis as la
+
+    base = lg.LengthgenConfig(
+        task="copy", encoding="none", seed=0, train_length=8, vocab=8, d_model=16, n_heads=2
+    )
+    plan = lg.LengthgenPlan(base, tasks=("copy", "reverse"), encodings=("none", "rope", "alibi"), seeds=1,
+                            test_multiples=(1.0, 1.25, 1.5))  # fmt: skip
+    assert la.lengths_beyond_l(plan) == [10, 12]
+    decay = {
+        ("copy", "rope"): 0.9,
+        ("copy", "alibi"): 0.5,
+        ("reverse", "rope"): 0.7,
+        ("reverse", "alibi"): 0.2,
+    }
+    criteria = {t: {e: {k: (v if k == "long_range_decay" else None) for k in la.CRITERIA}
+                    for (t_, e), v in decay.items() if t_ == t} for t in plan.tasks}  # fmt: skip
+    rows = [{"task": t, "encoding": e, "length": n, "mean": sign * v}
+            for (t, e), v in decay.items() for n, sign in ((8, 0.0), (10, 1.0), (12, -1.0))]  # fmt: skip
+    table = {(r["criterion"], r["multiple"]): r for r in la.rank_correlations(plan, {"rows": rows}, criteria)}
+    assert {m for _, m in table} == {1.25, 1.5}  # L itself is not beyond L
+    assert table["long_range_decay", 1.25]["rho"] == pytest.approx(1.0)
+    assert table["long_range_decay", 1.5]["rho"] == pytest.approx(-1.0)
+    text = la.markdown(plan, {"rows": rows}, criteria, list(table.values()))
+    assert "| acc 1.25L | acc 1.5L |" in text and "| long_range_decay | 1.25L | 4 | +1.00 |" in text
+
+
 def test_the_analysis_measures_each_runs_trained_encoding(tmp_path):
     import torch
 
@@ -162,8 +189,8 @@ def test_the_analysis_measures_each_runs_trained_encoding(tmp_path):
         assert got == pytest.approx(sum(minima) / 2, rel=1e-6) and got != pytest.approx(sum(initial) / 2)
     text = (tmp_path / "lengthgen.md").read_text()
     assert "Criteria of the trained encodings" in text and "| passkey | fire |" in text
-    # rope (always run as a reference), fire and kerple on one task at 2L; no passkey length is 4L here
-    assert {(r["multiple"], r["pairs"]) for r in table["correlations"]} == {(2.0, 3), (4.0, 0)}
+    # rope (always run as a reference), fire and kerple on one task at 2L, the only length beyond L here
+    assert {(r["multiple"], r["pairs"]) for r in table["correlations"]} == {(2.0, 3)}
 
 
 def test_nope_layers_and_random_positions_run_from_the_cli(tmp_path):

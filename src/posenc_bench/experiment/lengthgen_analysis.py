@@ -8,8 +8,9 @@ arrays (:func:`posenc_bench.experiment.trained.encoding_view`: a table, rotated 
 test sequence, as the module is built in the decoder (rotary: the head width; FIRE: its threshold at
 the training length). The criteria are averaged over seeds. Parameter-free encodings (rope, ALiBi,
 sinusoidal) score the same in every run. Each criterion is then rank-correlated (Spearman) with the
-mean exact-match accuracy at ``2L`` and ``4L`` over the (encoding, task) pairs: a criterion that
-predicts length generalisation should rank them alike.
+mean exact-match accuracy at every test length above ``L`` that the grid tests (``2L`` and ``4L`` by
+default; ``1.25L`` and ``1.5L`` where the tasks are tested that close to ``L``) over the (encoding,
+task) pairs: a criterion that predicts length generalisation should rank them alike.
 """
 
 from __future__ import annotations
@@ -63,17 +64,23 @@ def _number(value: object) -> float | None:
     return 0.0 if abs(value) < 1e-12 else float(value)
 
 
-def _accuracy_at(plan: Any, tables: dict[str, Any], multiple: float) -> dict[tuple[str, str], float]:
-    """``{(task, encoding): mean accuracy}`` at the test length ``round(multiple · L)``."""
-    n = round(multiple * plan.base.train_length)
-    return {(r["task"], r["encoding"]): r["mean"] for r in tables["rows"] if r["length"] == n}
+def lengths_beyond_l(plan: Any) -> list[int]:
+    """Every test length above the training length ``L`` that ``plan`` tests, for any of its tasks."""
+    return sorted({n for t in plan.tasks for n in plan.test_lengths(t) if n > plan.base.train_length})
+
+
+def _accuracy_at(tables: dict[str, Any], length: int) -> dict[tuple[str, str], float]:
+    """``{(task, encoding): mean accuracy}`` at the test length ``length``."""
+    return {(r["task"], r["encoding"]): r["mean"] for r in tables["rows"] if r["length"] == length}
 
 
 def rank_correlations(plan: Any, tables: dict[str, Any], criteria: Criteria) -> list[dict[str, Any]]:
-    """Spearman ρ (and its p) between each criterion and the mean accuracy at ``2L`` and ``4L``."""
+    """Spearman ρ (and its p) between each criterion and the mean accuracy at each of
+    :func:`lengths_beyond_l`; ``multiple`` is that length over ``L``."""
     rows = []
-    for multiple in (2.0, 4.0):
-        accuracy = _accuracy_at(plan, tables, multiple)
+    for length in lengths_beyond_l(plan):
+        multiple = length / plan.base.train_length
+        accuracy = _accuracy_at(tables, length)
         for criterion in CRITERIA:
             xs, ys = [], []
             for (t, e), acc in accuracy.items():
@@ -93,16 +100,17 @@ def rank_correlations(plan: Any, tables: dict[str, Any], criteria: Criteria) -> 
 def markdown(
     plan: Any, tables: dict[str, Any], criteria: Criteria, correlations: list[dict[str, Any]]
 ) -> str:
-    """The trained criteria beside the accuracy at ``2L`` and ``4L``, and the rank correlations, as markdown."""
-    at = {m: _accuracy_at(plan, tables, m) for m in (2.0, 4.0)}
+    """The trained criteria beside the accuracy at each test length above ``L``, and the rank correlations,
+    as markdown."""
+    at = {n / plan.base.train_length: _accuracy_at(tables, n) for n in lengths_beyond_l(plan)}
     lines = [
         "## Analysis beside the experiment",
         "",
         "Criteria of the trained encodings (mean over seeds) over the positions of each task's longest "
         "test sequence, beside the mean exact-match accuracy (%):",
         "",
-        "| task | encoding | " + " | ".join(CRITERIA) + " | acc 2L | acc 4L |",
-        "|---|---|" + "---:|" * (len(CRITERIA) + 2),
+        "| task | encoding | " + " | ".join(CRITERIA) + "".join(f" | acc {m:g}L" for m in at) + " |",
+        "|---|---|" + "---:|" * (len(CRITERIA) + len(at)),
     ]
     for t, per_encoding in criteria.items():
         for name, values in per_encoding.items():
