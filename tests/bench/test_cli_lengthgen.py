@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -200,6 +201,63 @@ def test_nope_layers_and_random_positions_run_from_the_cli(tmp_path):
     (config,) = (tmp_path / "runs/lengthgen/parity-L4").glob("rope-rand40-nope0/seed0/config.json")
     settings = json.loads(config.read_text())
     assert settings["no_rope_layers"] == [0] and settings["random_positions"] == 40
+
+
+def test_a_model_trained_on_random_positions_is_tested_on_random_positions(tmp_path, monkeypatch):
+    """Ruoss et al.'s code draws positions at every forward pass, evaluation included: tested at 0 … s − 1
+    such a model meets gaps it never saw in training."""
+    import torch
+
+    base = lg.LengthgenConfig(task="copy", encoding="rope", seed=0, train_length=4, vocab=8, d_model=16,
+                              n_heads=2, n_layers=1, steps=4, checkpoint_every=2, random_positions=32)  # fmt: skip
+    plan = lg.LengthgenPlan(
+        base, tasks=("copy",), encodings=("rope",), seeds=1, n_test=6, test_multiples=(1.0, 2.0)
+    )
+    seen = []
+    original = lg.exact_match
+
+    def spy(model, batch, device, positions=None):
+        seen.append((batch.tokens.shape, positions))
+        return original(model, batch, device, positions)
+
+    monkeypatch.setattr(lg, "exact_match", spy)
+    first = lg.train_run(base, plan, tmp_path, device=torch.device("cpu"))
+    assert first is not None and len(seen) == 2
+    for (b, s), positions in seen:
+        assert positions.shape == (b, s - 1) and bool((positions.diff(dim=1) > 0).all())
+        assert int(positions.min()) >= 0 and int(positions.max()) < 32
+        assert len({tuple(row.tolist()) for row in positions}) > 1  # a fresh draw per example
+    # the draws are the seed's: testing again gives the same positions and accuracy
+    again = lg.evaluate(lg.trained_decoder(base, tmp_path), base, plan, torch.device("cpu"))
+    assert torch.equal(seen[2][1], seen[0][1]) and again["accuracy"] == first["accuracy"]
+    # a run recorded before the test drew positions (its settings lack them) is trained and tested again
+    settings_path = base.directory(tmp_path) / "config.json"
+    settings = json.loads(settings_path.read_text())
+    assert settings["test"]["positions"] == "randomized"
+    del settings["test"]["positions"]
+    settings_path.write_text(json.dumps(settings))
+    seen.clear()
+    retrained = lg.train_run(base, plan, tmp_path, device=torch.device("cpu"))
+    assert retrained is not None and len(seen) == 2  # trained and tested again: the same result
+    assert retrained["accuracy"] == first["accuracy"] and retrained["final_loss"] == first["final_loss"]
+    # without random positions nothing is drawn and the settings are as before
+    plain = dataclasses.replace(base, random_positions=None)
+    seen.clear()
+    lg.train_run(plain, plan, tmp_path, device=torch.device("cpu"))
+    assert [p for _, p in seen] == [None, None]
+    assert "positions" not in json.loads((plain.directory(tmp_path) / "config.json").read_text())["test"]
+
+
+def test_random_positions_must_cover_the_longest_test_input_not_the_whole_sequence():
+    base = lg.LengthgenConfig(
+        task="copy", encoding="none", seed=0, train_length=4, vocab=8, d_model=16, n_heads=2
+    )
+    longest = lg.data.sequence_length("copy", 8) - 1  # the decoder reads all but the last token
+    lg.LengthgenPlan(dataclasses.replace(base, random_positions=longest), tasks=("copy",), encodings=("none",),
+                     seeds=1, test_multiples=(1.0, 2.0))  # fmt: skip
+    with pytest.raises(ValueError, match=f"must be >= the longest test input \\({longest} tokens\\)"):
+        lg.LengthgenPlan(dataclasses.replace(base, random_positions=longest - 1), tasks=("copy",),
+                         encodings=("none",), seeds=1, test_multiples=(1.0, 2.0))  # fmt: skip
 
 
 def test_the_classify_defaults_are_unchanged_and_lengthgen_has_its_own():

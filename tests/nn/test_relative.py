@@ -130,7 +130,7 @@ def test_p_rope_keeps_the_highest_frequencies():
             PartialRotary(16, p=bad)
 
 
-def test_randomized_positions_are_ordered_distinct_and_only_in_training():
+def test_randomized_positions_are_ordered_distinct_and_drawn_in_evaluation_unless_told_not_to():
     g = torch.Generator().manual_seed(0)
     pos = randomized_positions(10, 40, generator=g)
     assert pos.shape == (10,) and bool((pos.diff() > 0).all()) and int(pos.max()) < 40
@@ -145,8 +145,14 @@ def test_randomized_positions_are_ordered_distinct_and_only_in_training():
 
     wrapped = RandomizedPositions(Probe(), 100)
     wrapped.train()(torch.zeros(1, 7, 2))
-    wrapped.eval()(torch.zeros(1, 7, 2))
-    assert seen[0] is not None and seen[0].shape == (7,) and seen[1] is None
+    wrapped.eval()(torch.zeros(1, 7, 2))  # Ruoss et al.'s code draws at every call, evaluation included
+    assert all(p is not None and p.shape == (7,) and bool((p.diff() > 0).all()) for p in seen)
+    assert not torch.equal(seen[0], seen[1])
+    seen.clear()
+    fixed = RandomizedPositions(Probe(), 100, draw_in_eval=False)
+    fixed.train()(torch.zeros(1, 7, 2))
+    fixed.eval()(torch.zeros(1, 7, 2))
+    assert seen[0] is not None and seen[1] is None
 
 
 @pytest.mark.parametrize("name", NEW)

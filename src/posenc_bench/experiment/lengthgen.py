@@ -221,15 +221,16 @@ class LengthgenPlan:
                 )
 
     def _check_random_positions(self) -> None:
-        """Random positions (Ruoss et al. 2023) must cover the longest test sequence."""
+        """Random positions (Ruoss et al. 2023) must cover the longest test input (a test sequence but its
+        last token, which the decoder predicts and does not read)."""
         m = self.base.random_positions
         if m is None:
             return
-        longest = max(data.sequence_length(t, max(self.test_lengths(t))) for t in self.tasks)
+        longest = max(data.sequence_length(t, max(self.test_lengths(t))) for t in self.tasks) - 1
         if m < longest:
             raise UsageError(
                 f"{parameter_name(self.base, 'random_positions')} {m} must be >= the longest test "
-                f"sequence ({longest} tokens)"
+                f"input ({longest} tokens)"
             )
 
     def test_lengths(self, task: str) -> list[int]:
@@ -298,11 +299,14 @@ def _loss(
 
 
 @torch.no_grad()
-def exact_match(model: torch.nn.Module, batch: data.Batch, device: torch.device) -> float:
-    """Share of rows whose every answer token is the model's argmax given the true prefix."""
+def exact_match(
+    model: torch.nn.Module, batch: data.Batch, device: torch.device, positions: torch.Tensor | None = None
+) -> float:
+    """Share of rows whose every answer token is the model's argmax given the true prefix (at
+    ``positions`` ``[b, s]``, one row per example, when given)."""
     model.eval()
     tokens = torch.from_numpy(batch.tokens).to(device)
-    logits = model(tokens[:, :-1])
+    logits = model(tokens[:, :-1], positions=None if positions is None else positions.to(device))
     a = batch.answer
     hit = (logits[:, -a:].argmax(-1) == tokens[:, -a:]).all(dim=1)
     return float(hit.float().mean())
@@ -325,11 +329,29 @@ def evaluate(
         per_depth = {}
         for d in plan.depths if task.uses_depth else (0.5,):
             rng = _rng(config.seed, config.task, "test", n, int(round(d * 1000)))
-            per_depth[f"{d:g}"] = exact_match(model, task.batch(rng, plan.n_test, n, config.vocab, d), device)
+            batch = task.batch(rng, plan.n_test, n, config.vocab, d)
+            key = _rng(config.seed, config.task, "test positions", n, int(round(d * 1000)))
+            positions = _test_positions(config, batch, key)
+            per_depth[f"{d:g}"] = exact_match(model, batch, device, positions)
         accuracy[str(n)] = float(np.mean(list(per_depth.values())))
         if task.uses_depth:
             depths[str(n)] = per_depth
     return {"accuracy": accuracy, "depths": depths}
+
+
+def _test_positions(
+    config: LengthgenConfig, batch: data.Batch, rng: np.random.Generator
+) -> torch.Tensor | None:
+    """Test positions of a model trained on randomized positions (Ruoss et al. 2023): ``[b, s]``, a fresh
+    ordered sample of ``0 … M − 1`` per example, as their released code draws positions at every forward
+    pass, evaluation included; ``None`` (positions ``0 … s − 1``) for every other run."""
+    if not config.random_positions:
+        return None
+    g = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    length = batch.tokens.shape[1] - 1
+    return torch.stack(
+        [randomized_positions(length, config.random_positions, generator=g) for _ in batch.tokens]
+    )
 
 
 # one run --------------------------------------------------------------------------------------------
@@ -398,6 +420,8 @@ def claimed_run(
         if not mine:
             return None, False
         settings = {**config.to_json(), "test": _test_settings(plan)}
+        if config.random_positions:  # runs tested at 0 … s − 1 before (a stale protocol) are retrained
+            settings["test"]["positions"] = "randomized"
         stored = _read_json(folder / "config.json")
         if stored is not None and stored != settings:
             for name in ("metrics.json", "checkpoint.pt", "log.csv", ENCODING):
