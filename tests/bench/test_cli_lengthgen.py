@@ -213,6 +213,8 @@ def test_a_model_trained_on_random_positions_is_tested_on_random_positions(tmp_p
     plan = lg.LengthgenPlan(
         base, tasks=("copy",), encodings=("rope",), seeds=1, n_test=6, test_multiples=(1.0, 2.0)
     )
+    added = dataclasses.replace(base, encoding="sinusoidal")  # an input encoding takes one row of positions
+    assert lg.train_run(added, plan, tmp_path, device=torch.device("cpu")) is not None
     seen = []
     original = lg.exact_match
 

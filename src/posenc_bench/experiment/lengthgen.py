@@ -303,10 +303,15 @@ def exact_match(
     model: torch.nn.Module, batch: data.Batch, device: torch.device, positions: torch.Tensor | None = None
 ) -> float:
     """Share of rows whose every answer token is the model's argmax given the true prefix (at
-    ``positions`` ``[b, s]``, one row per example, when given)."""
+    ``positions`` ``[b, s]``, one row per example, when given: each example is then run on its own, as
+    input encodings take one row of positions for the batch)."""
     model.eval()
     tokens = torch.from_numpy(batch.tokens).to(device)
-    logits = model(tokens[:, :-1], positions=None if positions is None else positions.to(device))
+    if positions is None:
+        logits = model(tokens[:, :-1])
+    else:
+        rows = zip(tokens[:, :-1], positions.to(device), strict=True)
+        logits = torch.cat([model(row[None], positions=where) for row, where in rows])
     a = batch.answer
     hit = (logits[:, -a:].argmax(-1) == tokens[:, -a:]).all(dim=1)
     return float(hit.float().mean())
