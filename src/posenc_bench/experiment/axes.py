@@ -18,6 +18,10 @@ from posenc import registry
 from posenc.errors import UsageError
 from posenc_bench.data.splits import PROTOCOLS
 from posenc_bench.experiment.constraints import (
+    LEARNING_RATE,
+    POSITIVE_INT,
+    SEED,
+    WEIGHT_DECAY,
     Constraints,
     Interval,
     Options,
@@ -40,9 +44,6 @@ DETECTORS = ("forecast", "reconstruct")
 MODELS = ("transformer", "spatiotemporal")
 #: The spatio-temporal model's CNN halves each window three times (Labaien et al. 2023).
 CNN_REDUCTION = 8
-
-_POSITIVE = Interval(int, 1, None)
-_SEED = Interval(int, 0, None)
 
 
 def check_encoding_names(name: str, names: Iterable[str]) -> None:
@@ -95,8 +96,8 @@ class DataAxis:
         "dataset": Pattern(r".+", "a non-empty string"),
         "subset": Pattern(r"[A-Za-z0-9._-]*", "a string of letters, digits, '.', '_' or '-'"),
         "dataset_options": Type(Mapping, "a mapping of keyword options"),
-        "window": _POSITIVE,
-        "stride": _POSITIVE,
+        "window": POSITIVE_INT,
+        "stride": POSITIVE_INT,
     }
 
     def __post_init__(self) -> None:
@@ -134,7 +135,7 @@ class ProtocolAxis:
 
     _parameter_constraints: ClassVar[Constraints] = {
         "protocol": Options(PROTOCOLS),
-        "split_seed": _SEED,
+        "split_seed": SEED,
         "anomaly_percent": Interval(float, 0, 100, closed="right"),
     }
 
@@ -187,12 +188,12 @@ class ModelAxis:
 
     _parameter_constraints: ClassVar[Constraints] = {
         "model": Options(MODELS),
-        "d_model": _POSITIVE,
-        "n_heads": _POSITIVE,
-        "n_layers": _POSITIVE,
+        "d_model": POSITIVE_INT,
+        "n_heads": POSITIVE_INT,
+        "n_layers": POSITIVE_INT,
         "dropout": Interval(float, 0, 1, closed="left"),
-        "n_windows": _POSITIVE,
-        "window_length": _POSITIVE,
+        "n_windows": POSITIVE_INT,
+        "window_length": POSITIVE_INT,
         "encoding": Satisfies(lambda _, name: registry.get(name)),
         "encoding_options": Satisfies(check_encoding_options),
         "scale": Options(SCALE_POLICIES),
@@ -250,7 +251,7 @@ class TaskAxis:
     _parameter_constraints: ClassVar[Constraints] = {
         "task": Options(TASKS),
         "detector": Options(DETECTORS),
-        "horizon": _POSITIVE,
+        "horizon": POSITIVE_INT,
         "smoothing": Interval(float, 1, None),
         "holdout": Interval(float, 0, 1, closed="neither"),
     }
@@ -289,13 +290,13 @@ class TrainingAxis:
     seed: int = 0
 
     _parameter_constraints: ClassVar[Constraints] = {
-        "epochs": _POSITIVE,
-        "patience": _POSITIVE,
-        "batch_size": _POSITIVE,
-        "lr": Interval(float, 0, None, closed="neither"),
-        "weight_decay": Interval(float, 0, None, closed="left"),
+        "epochs": POSITIVE_INT,
+        "patience": POSITIVE_INT,
+        "batch_size": POSITIVE_INT,
+        "lr": LEARNING_RATE,
+        "weight_decay": WEIGHT_DECAY,
         "monitor": Options(MONITORS),
-        "seed": _SEED,
+        "seed": SEED,
     }
 
     def __post_init__(self) -> None:

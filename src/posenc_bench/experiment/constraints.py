@@ -192,3 +192,10 @@ def parameter_name(config: Any, name: str) -> str:
     its :func:`flag`, any other field by its name."""
     item = config.__dataclass_fields__[name]
     return flag(item) if "flag" in item.metadata else name
+
+
+#: The values most configurations share: sizes and counts, seeds, and AdamW's rate and decay.
+POSITIVE_INT = Interval(int, 1, None)
+SEED = Interval(int, 0, None)
+LEARNING_RATE = Interval(float, 0, None, closed="neither")
+WEIGHT_DECAY = Interval(float, 0, None, closed="left")

@@ -44,8 +44,11 @@ from posenc_bench.experiment import lengthgen_analysis
 from posenc_bench.experiment.axes import check_encoding_names, check_encoding_options
 from posenc_bench.experiment.claims import claim
 from posenc_bench.experiment.constraints import (
+    LEARNING_RATE,
+    POSITIVE_INT,
+    SEED,
+    WEIGHT_DECAY,
     Constraints,
-    Interval,
     NoneOr,
     Options,
     Satisfies,
@@ -65,8 +68,6 @@ ENCODING = "encoding.pt"
 
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
-
-_POSITIVE = Interval(int, 1, None)
 
 
 @dataclass(frozen=True)
@@ -98,19 +99,19 @@ class LengthgenConfig:
     _parameter_constraints: ClassVar[Constraints] = {
         "task": Satisfies(lambda _, name: data.task(name)),
         "encoding": Satisfies(lambda _, name: registry.get(name)),
-        "seed": Interval(int, 0, None),
-        "train_length": _POSITIVE,
-        "vocab": _POSITIVE,
-        "d_model": _POSITIVE,
-        "n_heads": _POSITIVE,
-        "n_layers": _POSITIVE,
-        "steps": _POSITIVE,
-        "batch_size": _POSITIVE,
-        "lr": Interval(float, 0, None, closed="neither"),
-        "weight_decay": Interval(float, 0, None, closed="left"),
+        "seed": SEED,
+        "train_length": POSITIVE_INT,
+        "vocab": POSITIVE_INT,
+        "d_model": POSITIVE_INT,
+        "n_heads": POSITIVE_INT,
+        "n_layers": POSITIVE_INT,
+        "steps": POSITIVE_INT,
+        "batch_size": POSITIVE_INT,
+        "lr": LEARNING_RATE,
+        "weight_decay": WEIGHT_DECAY,
         "encoding_options": Satisfies(check_encoding_options),
-        "random_positions": NoneOr(_POSITIVE),
-        "checkpoint_every": _POSITIVE,
+        "random_positions": NoneOr(POSITIVE_INT),
+        "checkpoint_every": POSITIVE_INT,
     }
 
     def __post_init__(self) -> None:
@@ -196,11 +197,11 @@ class LengthgenPlan:
     _parameter_constraints: ClassVar[Constraints] = {
         "tasks": Satisfies(_check_tasks),
         "encodings": Satisfies(check_encoding_names),
-        "seeds": _POSITIVE,
+        "seeds": POSITIVE_INT,
         "test_multiples": Satisfies(_check_multiples),
         "passkey_multiples": Satisfies(_check_multiples),
         "depths": Satisfies(_check_depths),
-        "n_test": _POSITIVE,
+        "n_test": POSITIVE_INT,
         "rope_scaling": NoneOr(Options(SCALINGS)),
     }
 
