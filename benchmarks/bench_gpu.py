@@ -477,7 +477,7 @@ def attention_rows(rounds: int) -> None:
 
     def sdpa_shaw() -> torch.Tensor:
         q = qkv[0] * d**-0.5
-        mask = shaw.score_term(q, shaw_context).masked_fill(future, float("-inf"))
+        mask = shaw.score_term(q, qkv[1], shaw_context).dense().masked_fill(future, float("-inf"))
         return F.scaled_dot_product_attention(q, qkv[1], qkv[2], attn_mask=mask, scale=1.0)
 
     cases: dict[str, Callable[[], torch.Tensor]] = {

@@ -448,7 +448,7 @@ def test_score_terms_train_on_the_fused_kernel_like_the_float64_cpu_model(
 ):
     """Outputs and every parameter's gradient on CUDA (float32) against the float64 CPU model; on CUDA a
     learned bias and Shaw's key term reach ``scaled_dot_product_attention`` (no written-out scores)."""
-    from posenc.nn import attention
+    from posenc.backends import scores
 
     cpu, gpu = _encoder_pair(name, options)
     x = torch.randn(3, 40, 32, dtype=torch.float64)
@@ -456,10 +456,14 @@ def test_score_terms_train_on_the_fused_kernel_like_the_float64_cpu_model(
     pad[1, -7:] = True
     kwargs = {"causal": masks == "causal", "key_padding_mask": pad if masks == "padded" else None}
     explicit: list[int] = []
-    original = attention._explicit_attention
-    monkeypatch.setattr(
-        attention, "_explicit_attention", lambda *a, **k: explicit.append(1) or original(*a, **k)
-    )
+    original = scores.choose
+
+    def choose(call):
+        backend = original(call)
+        explicit.extend([1] if backend.name == "explicit" else [])
+        return backend
+
+    monkeypatch.setattr(scores, "choose", choose)
     out_cpu = cpu(x, **kwargs)
     out_cpu.square().mean().backward()
     explicit.clear()

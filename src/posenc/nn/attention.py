@@ -7,18 +7,20 @@ per forward** by the encoder and shared by every layer (as x-transformers shares
 Per layer:
 
 1. ``q, k ← enc.transform_qk(q, k, context)`` (rotary);
-2. ``bias ← enc.score_bias(context)`` joins the additive mask with padding and causality (ALiBi, T5);
-3. an encoding with ``scores_qk`` adds its term to the scores: written out with
-   ``enc.add_scores_`` when it has no ``score_term`` (contextual encodings), when ``enc.needs_weights``,
-   or on the CPU when a gradient flows through it; otherwise ``enc.score_term(q, context)`` joins the
-   fused kernel's mask (Shaw on keys);
+2. ``bias ← enc.score_bias(context)`` joins the caller's ``attn_bias`` (ALiBi, T5), with its per-offset
+   form ``context.diagonals`` where it has one;
+3. an encoding with ``scores_qk`` gives its query-dependent term, ``enc.score_term(q, k, context)``, as a
+   :class:`~posenc.nn.contracts.ScoreTerm` (Shaw's slots, CoPE's function of the scores);
 4. ``enc.combine_values(α, v, context)`` forms the output where the weights are written out (Shaw's
-   value term); otherwise ``scaled_dot_product_attention`` does.
+   value term).
 
-A mask that needs a gradient (T5 while training, Shaw's key term) goes to the fused kernel on CUDA,
-whose memory-efficient form returns the mask's gradient; on the CPU it is written out, as the fused
-kernel would fall back to its general unfused form there. The encodings form such terms so that their
-own gradient needs no atomic additions (:mod:`posenc.nn._diagonals`).
+One backend then computes the attention (:mod:`posenc.backends.scores`, chosen by
+:func:`posenc.backends.select`): FlexAttention with a ``score_mod`` that reads the small per-offset and
+slot tables where a gradient flows into them (CUDA); ``scaled_dot_product_attention`` with one additive
+mask where a fused kernel serves; otherwise the scores written out (the weights needed, a term read from
+``q·kᵀ``, or a learned mask on the CPU, where the fused kernel would fall back to its general unfused
+form). The encodings form the written-out terms so that their own gradient needs no atomic additions
+(:mod:`posenc.nn._diagonals`).
 
 With ``[b, s]`` positions (left-padded batches, packed sequences) each context entry gains a leading
 batch dimension, broadcast against ``[b, h, s, s]`` scores.
@@ -28,19 +30,21 @@ One encoding module is shared by all layers (as T5 shares its bias table); the e
 so ``state_dict()`` holds it once, under ``encoding.``.
 
 Masks: ``key_padding_mask [b, s]`` (``True`` = padding, never attended to) and ``causal``
-(query ``i`` sees keys ``j ≤ i``). A query whose every key is masked outputs zeros, on every path.
+(query ``i`` sees keys ``j ≤ i``). A query whose every key is masked outputs zeros, on every backend.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import functools
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from posenc import validate
+from posenc.backends import scores as score_backends
+from posenc.backends.scores import ScoreCall
 from posenc.nn.build import build_encoding, head_dim
 from posenc.nn.contracts import EncodingContract, InputContract, PositionContext, refuse_tracing
 
@@ -91,77 +95,6 @@ def _check_attn_bias(attn_bias: torch.Tensor | None, b: int, h: int, s: int) -> 
             f"attn_bias must broadcast to [b={b}, h={h}, s={s}, s={s}], got {list(attn_bias.shape)}"
         ) from None
     return attn_bias
-
-
-def _additive_mask(
-    scores_bias: torch.Tensor | None,
-    key_padding_mask: torch.Tensor | None,
-    causal: bool,
-    s: int,
-    like: torch.Tensor,
-    *,
-    fused_causal: bool = True,
-) -> torch.Tensor | None:
-    """Merge a float bias ``[…, s, s]``, padding and causality into one additive mask (``−inf`` = hidden).
-
-    ``None`` when nothing is hidden or biased, and, with ``fused_causal``, when causality is all there
-    is to hide (the fused kernel's ``is_causal`` hides it then).
-    """
-    if key_padding_mask is None and scores_bias is None and (fused_causal or not causal):
-        return None
-    if key_padding_mask is None and not causal:
-        return scores_bias
-    mask = like.new_zeros(1, 1, s, s) if scores_bias is None else scores_bias
-    if causal:
-        future = torch.ones(s, s, dtype=torch.bool, device=like.device).triu(1)
-        mask = mask.masked_fill(future, float("-inf"))
-    if key_padding_mask is not None:
-        mask = mask.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
-    return mask
-
-
-def _explicit_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    dropout: float,
-    *,
-    may_hide: bool,
-    encoding: EncodingContract | None = None,
-    context: PositionContext | None = None,
-) -> torch.Tensor:
-    """``softmax(q kᵀ + mask) v`` written out, for ``q`` already scaled by ``1/√d_h``.
-
-    With an ``encoding`` (and its ``context``) its ``add_scores_`` adds its term to the scores when it
-    has ``scores_qk``, and its ``combine_values`` forms the output. With ``may_hide`` (the mask may hold
-    ``−inf``), rows whose keys are all hidden get weight 0. The mask is added in place: the cheapest
-    unfused form, used where a fused kernel cannot serve (the weights, or the mask's gradient, needed).
-    """
-    # heads contiguous once: every batched product below (and its backward) then runs without a copy
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    scores = torch.matmul(q, k.transpose(-2, -1))
-    if mask is not None:
-        scores = scores.add_(mask)
-    if encoding is not None and context is not None and encoding.scores_qk:
-        scores = encoding.add_scores_(scores, q, k, context)
-    if may_hide:
-        hidden = torch.isneginf(scores).all(dim=-1, keepdim=True)
-        weights = torch.softmax(scores.masked_fill(hidden, 0.0), dim=-1).masked_fill(hidden, 0.0)
-    else:
-        weights = torch.softmax(scores, dim=-1)
-    weights = F.dropout(weights, p=dropout, training=dropout > 0)
-    if encoding is not None and context is not None:
-        return encoding.combine_values(weights, v, context)
-    return weights @ v
-
-
-def _grad_needed(*tensors: torch.Tensor | None, module: nn.Module | None = None) -> bool:
-    """Whether autograd will ask for a gradient through any of ``tensors`` or ``module``'s parameters."""
-    if not torch.is_grad_enabled():
-        return False
-    params = () if module is None else module.parameters()
-    return any(t is not None and t.requires_grad for t in (*tensors, *params))
 
 
 class MultiHeadAttention(nn.Module):
@@ -242,48 +175,47 @@ class MultiHeadAttention(nn.Module):
                 "give positions or a precomputed context, not both (the context holds the positions)"
             )
         q, k, v = self.qkv(x).view(b, s, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        scores_bias = _check_attn_bias(attn_bias, b, self.n_heads, s)
-        enc = self.encoding
-        if enc is not None:
-            q, k = enc.transform_qk(q, k, context)
-            bias = enc.score_bias(context)
-            if bias is not None:
-                bias = _batched(bias)
-                scores_bias = bias if scores_bias is None else scores_bias + bias
-        scorer = enc if enc is not None and enc.scores_qk else None
-        p = self.dropout if self.training else 0.0
-        may_hide = key_padding_mask is not None or causal or attn_bias is not None
-        scale = 1.0 / math.sqrt(self.head_dim)
-        if scorer is not None:  # its term is linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
-            q = q * scale
-        # a score term joins the mask later (the scores, or the fused kernel's mask): causality goes in too
-        mask = _additive_mask(scores_bias, key_padding_mask, causal, s, q, fused_causal=scorer is None)
-        # on CUDA the fused kernel returns a mask's gradient; on the CPU a learned mask is written out
-        fused_grad = q.device.type == "cuda"
-        term = None
-        if (
-            scorer is not None
-            and not scorer.needs_weights
-            and (fused_grad or not _grad_needed(q, mask, module=scorer))
-        ):
-            term = scorer.score_term(q, context)  # None: it needs q·kᵀ (contextual), written out below
-        if enc is not None and (enc.needs_weights or (scorer is not None and term is None)):
-            # the value term needs the weights; the score term its gradient, or q·kᵀ itself: written out
-            q = q if scorer is not None else q * scale
-            out = _explicit_attention(q, k, v, mask, p, may_hide=may_hide, encoding=enc, context=context)
-        elif scorer is None and not fused_grad and _grad_needed(mask):
-            # a learned mask (T5) on the CPU: scaled_dot_product_attention would leave its fused kernel for
-            # its general unfused one to return the mask's gradient; the lean explicit form is faster
-            out = _explicit_attention(q * scale, k, v, mask, p, may_hide=may_hide)
-        else:
-            if term is not None:  # the query-dependent term as the fused kernel's mask
-                mask = term if mask is None else mask + term
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None,
-                scale=None if scorer is None else 1.0,
-            )  # fmt: skip
+        call = ScoreCall(
+            q,
+            k,
+            v,
+            bias=_check_attn_bias(attn_bias, b, self.n_heads, s),
+            key_padding_mask=key_padding_mask,
+            causal=causal,
+            may_hide=key_padding_mask is not None or causal or attn_bias is not None,
+            dropout=self.dropout if self.training else 0.0,
+        )
+        out = score_backends.attend(call if self.encoding is None else _encoded(call, self.encoding, context))
         result: torch.Tensor = self.out(out.transpose(1, 2).reshape(b, s, self.d_model))
         return result
+
+
+def _encoded(call: ScoreCall, enc: EncodingContract, context: PositionContext) -> ScoreCall:
+    """``call`` with the encoding's hooks applied: queries and keys transformed, its bias joined to the
+    caller's (with its per-offset form where the caller adds none), its score term formed from the scaled
+    queries, and its value hook."""
+    q, k = enc.transform_qk(call.q, call.k, context)
+    bias = enc.score_bias(context)
+    diagonals = context.diagonals if call.bias is None else None
+    if bias is not None:
+        bias = bias if bias.dim() == 4 else bias[None]
+        bias = bias if call.bias is None else call.bias + bias
+    term = None
+    if enc.scores_qk:  # its term is linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
+        q = q * q.shape[-1] ** -0.5
+        term = enc.score_term(q, k, context)
+    combine = functools.partial(enc.combine_values, context=context)
+    return dataclasses.replace(
+        call,
+        q=q,
+        k=k,
+        q_scaled=term is not None,
+        bias=call.bias if bias is None else bias,
+        diagonals=diagonals if bias is not None else None,
+        term=term,
+        combine=combine,
+        needs_weights=enc.needs_weights,
+    )
 
 
 def _layer_indices(name: str, value: Sequence[int], n_layers: int) -> tuple[int, ...]:
@@ -294,11 +226,6 @@ def _layer_indices(name: str, value: Sequence[int], n_layers: int) -> tuple[int,
     if bad:
         raise ValueError(f"{name} must hold layer indices in 0…{n_layers - 1}, got {bad}")
     return tuple(sorted(set(value)))
-
-
-def _batched(bias: torch.Tensor) -> torch.Tensor:
-    """A context bias ``[h, s, s]`` or ``[b, h, s, s]`` as a 4-D tensor broadcastable to the scores."""
-    return bias if bias.dim() == 4 else bias[None]
 
 
 class TransformerEncoderLayer(nn.Module):

@@ -14,22 +14,24 @@ Shaw        ``q_i·a^K_(clip(j−i))/√d_h`` (and ``Σ_j α_ij a^V`` on     Sha
 
 ALiBi and T5 depend only on the positions, so they are an additive float mask ``[h, s_q, s_k]``
 (:meth:`AttentionBias.bias`) and attention keeps its fused kernel. Shaw's key term depends on
-the query (:meth:`ShawRelativeBias.key_scores`); its value term needs the attention weights
+the query (:meth:`ShawRelativeBias.score_term`); its value term needs the attention weights
 (:meth:`ShawRelativeBias.attend`), which fused attention kernels never return.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from posenc import spectrum, validate
-from posenc.nn._diagonals import band_gather, band_sum, toeplitz
+from posenc.nn._diagonals import band_sum, toeplitz
 from posenc.nn._positions import check_end, check_offset, query_start, relative_distances
-from posenc.nn._slots import add_gathered_, attend_with_slots, gather_slots
-from posenc.nn.contracts import PositionContext, QueryBiasContract, ScoreBiasContract
+from posenc.nn._slots import attend_with_slots
+from posenc.nn.contracts import PositionContext, QueryBiasContract, ScoreBiasContract, ScoreTerm
 
 
 def alibi_slopes(n_heads: int, *, alibi_bias_max: float = 8.0) -> torch.Tensor:
@@ -46,6 +48,8 @@ class AttentionBias(ScoreBiasContract):
     """An encoding that adds a query-independent ``[h, s_q, s_k]`` tensor to the attention scores."""
 
     n_heads: int
+    by_offset: ClassVar[bool] = True
+    """Whether the bias of default positions depends on ``j − i`` alone (:meth:`diagonals`)."""
 
     def bias(
         self,
@@ -66,16 +70,40 @@ class AttentionBias(ScoreBiasContract):
         (no atomic additions into the small table of a learned bias).
         """
         if q_positions is None and k_positions is None and q_len > 0 and k_len > 0:
-            start = query_start(q_len, k_len, check_offset(offset))
-            check_end(offset + k_len)
-            # diagonal m of the [s_q, s_k] bias holds key minus query position m − (s_q − 1) + offset − start
-            diagonals = torch.arange(offset - start - (q_len - 1), offset - start + k_len, device=device)
-            per_offset = self._bias_from_distance(diagonals[None]).squeeze(-2)  # [h, s_q + s_k − 1]
-            return toeplitz(per_offset.to(dtype), q_len, k_len)
+            per_offset = self.diagonals(q_len, k_len, offset=offset, dtype=dtype, device=device)
+            return toeplitz(per_offset, q_len, k_len)
         distance = relative_distances(
             q_len, k_len, q_positions=q_positions, k_positions=k_positions, offset=offset, device=device
         )
         return self._bias_from_distance(distance).to(dtype)
+
+    def diagonals(
+        self,
+        q_len: int,
+        k_len: int,
+        *,
+        offset: int = 0,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> torch.Tensor:
+        """``[h, s_q + s_k − 1]``: the bias of default positions per offset, ``bias[h, i, j] = diagonals[h,
+        s_q − 1 + j − i]`` (what a FlexAttention ``score_mod`` reads instead of the ``[h, s_q, s_k]`` bias)."""
+        start = query_start(q_len, k_len, check_offset(offset))
+        check_end(offset + k_len)
+        # diagonal m of the [s_q, s_k] bias holds key minus query position m − (s_q − 1) + offset − start
+        distance = torch.arange(offset - start - (q_len - 1), offset - start + k_len, device=device)
+        return self._bias_from_distance(distance[None]).squeeze(-2).to(dtype)
+
+    def context(
+        self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
+    ) -> PositionContext:
+        """The bias; with default positions also its :meth:`diagonals` (``[h, 2s − 1]``, formed again: they
+        are what a FlexAttention ``score_mod`` reads, and the gradient must reach the table through them)."""
+        context = super().context(length, positions=positions, dtype=dtype, device=device)
+        if positions is not None or length < 1 or not self.by_offset:
+            return context
+        diagonals = self.diagonals(length, length, dtype=dtype, device=device)
+        return dataclasses.replace(context, diagonals=diagonals)
 
     def _bias_from_distance(self, distance: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -228,8 +256,8 @@ class ShawRelativeBias(QueryBiasContract):
         on_values: also learn ``w^V`` and add the value term.
         init_std: standard deviation of the normal initialisation.
 
-    Used by :class:`posenc.nn.MultiHeadAttention` through :meth:`index`, :meth:`key_scores` (or
-    :meth:`add_key_scores_`) and :meth:`attend`.
+    Used by :class:`posenc.nn.MultiHeadAttention` through :meth:`score_term` (the slots
+    :meth:`slot_scores` and the index :meth:`index`) and :meth:`attend`.
     """
 
     def __init__(
@@ -280,28 +308,25 @@ class ShawRelativeBias(QueryBiasContract):
         index = self.index(length, length, q_positions=positions, k_positions=positions, device=device)
         return PositionContext(index=index, state=0 if positions is None else None)
 
+    def _banded(self, context: PositionContext) -> bool:
+        """Whether the context's index is a band of diagonals (default positions)."""
+        return isinstance(context.state, int) and self._index(context).dim() == 2
+
     def _band(self, x: torch.Tensor, context: PositionContext) -> tuple[torch.Tensor, int, int] | None:
         """``(index, k, shift)`` where the index is a band of diagonals and ``x`` is off the CPU (there the
         compiled loop of :mod:`posenc.nn._slots` serves); ``None`` otherwise."""
-        if x.device.type == "cpu" or not isinstance(context.state, int) or self._index(context).dim() != 2:
+        if x.device.type == "cpu" or not self._banded(context):
             return None
         return self._index(context), self.max_distance, context.state
 
-    def score_term(self, q: torch.Tensor, context: PositionContext) -> torch.Tensor:
-        """The key term ``q_i·a^K_ij``; for a band off the CPU by :func:`~posenc.nn._diagonals.band_gather`,
-        whose gradient sums along diagonals instead of scattering with atomics."""
-        band = self._band(q, context)
-        if band is None:
-            return super().score_term(q, context)
-        return band_gather(self._slot_scores(q), *band)
-
-    def add_scores_(
-        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
-    ) -> torch.Tensor:
-        """The key term added in place (for a band off the CPU: :meth:`score_term`'s)."""
-        if self._band(q, context) is None:
-            return super().add_scores_(scores, q, k, context)
-        return scores.add_(self.score_term(q, context))
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, context: PositionContext) -> ScoreTerm:
+        """The key term ``q_i·a^K_ij``: :meth:`slot_scores` gathered by the index; with default positions
+        a band (``clip(j − i, −k, k) + k``), which a FlexAttention ``score_mod`` reads from the slots and
+        which, written out off the CPU, :func:`~posenc.nn._diagonals.band_gather` forms with a gradient
+        summed along diagonals instead of scattered with atomics."""
+        index = self._index(context)
+        band = (self.max_distance, context.state) if self._banded(context) else None
+        return ScoreTerm(slots=self.slot_scores(q), index=index, band=band)
 
     def combine_values(
         self, weights: torch.Tensor, v: torch.Tensor, context: PositionContext
@@ -313,21 +338,9 @@ class ShawRelativeBias(QueryBiasContract):
             return super().combine_values(weights, v, context)
         return torch.matmul(weights, v) + band_sum(weights, *band) @ self.values.to(weights.dtype)
 
-    def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """``[b, h, s_q, s_k]`` ``q_i·a^K_ij`` (unscaled) for queries ``q [b, h, s_q, d_h]``, ``index [(b,) s_q, s_k]``.
-
-        Computed as ``(q·w^Kᵀ)[…, index]``: ``2k + 1`` dot products per query, then a gather
-        (:func:`~posenc.nn._slots.gather_slots`).
-        """
-        return gather_slots(self._slot_scores(q), index)
-
-    def add_key_scores_(self, scores: torch.Tensor, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """:meth:`key_scores` added to ``scores [b, h, s_q, s_k]`` in place, as it is gathered
-        (:func:`~posenc.nn._slots.add_gathered_`); returns ``scores``."""
-        return add_gathered_(scores, self._slot_scores(q), index)
-
-    def _slot_scores(self, q: torch.Tensor) -> torch.Tensor:
-        """``q·w^Kᵀ``, ``[…, s_q, 2k + 1]``: every query against every learned key vector."""
+    def slot_scores(self, q: torch.Tensor) -> torch.Tensor:
+        """``q·w^Kᵀ``, ``[…, s_q, 2k + 1]``: every query against every learned key vector; the key term
+        ``q_i·a^K_ij`` (:meth:`key_scores`) gathers from it, ``2k + 1`` dot products per query."""
         return q @ self.keys.to(q.dtype).T
 
     def attend(self, weights: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,8 @@ hook                     acts on                                       used by
 ``context``              positions only, once per forward (all layers)  every encoding inside attention
 ``transform_qk``         queries and keys                              rotary (:class:`RotaryContract`)
 ``score_bias``           the scores: a position-only additive bias     ALiBi, T5 (:class:`ScoreBiasContract`)
-``add_scores_`` /        the scores: a term computed from ``q``        Shaw (:class:`QueryBiasContract`);
-``score_term``           (and ``k``)                                   CoPE (:class:`ContextualContract`)
+``score_term``           the scores: a term computed from ``q``        Shaw (:class:`QueryBiasContract`);
+                         (and ``k``), as a :class:`ScoreTerm`          CoPE (:class:`ContextualContract`)
 ``combine_values``       the output from weights and values            Shaw on values (``needs_weights``)
 =======================  ============================================  ================================
 
@@ -29,6 +29,7 @@ sequences); the context then carries a leading batch dimension that attention br
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -38,6 +39,8 @@ from numpy.typing import NDArray
 from torch import nn
 
 from posenc.errors import UsageError
+from posenc.nn._diagonals import band_gather
+from posenc.nn._slots import add_gathered_, gather_slots
 from posenc.registry import EncodingView, Family
 
 
@@ -50,6 +53,9 @@ class PositionContext:
         key_cos_sin: the keys' tables when they differ from the queries' (xPos scales the two
             inversely); ``None``: keys use ``cos_sin``.
         attn_bias: additive score bias ``[h, s, s]`` (or ``[b, h, s, s]``).
+        diagonals: the same bias per offset, ``[h, 2s − 1]`` with ``attn_bias[h, i, j] = diagonals[h, s − 1
+            + j − i]``, where it is constant along diagonals (default positions): what a FlexAttention
+            ``score_mod`` reads instead of the ``[h, s, s]`` tensor.
         index: Shaw's clipped-distance rows ``[s, s]`` (or ``[b, s, s]``), long.
         state: any other encoding's own per-forward data, read back by its hooks.
     """
@@ -57,8 +63,59 @@ class PositionContext:
     cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
     key_cos_sin: tuple[torch.Tensor, torch.Tensor] | None = None
     attn_bias: torch.Tensor | None = None
+    diagonals: torch.Tensor | None = None
     index: torch.Tensor | None = None
     state: Any = None
+
+
+@dataclass(frozen=True)
+class ScoreTerm:
+    """A score term that depends on the queries, in the forms attention's kernels read.
+
+    Either **slots**: ``term[…, i, j] = slots[…, i, index[(b,) i, j]]``, a gather from a few values per
+    query (Shaw et al. 2018, eq. 4: ``slots = q·w^Kᵀ``, ``[b, h, s_q, 2k + 1]``), with ``band = (k, shift)``
+    when ``index[i, j] = clip(j − i + shift, −k, k) + k`` (default positions: a FlexAttention ``score_mod``
+    then reads the slots, and no ``[b, h, s_q, s_k]`` tensor is formed); or **from_scores**: a function of
+    the written-out scores ``q·kᵀ/√d_h + mask`` returning them plus the term (contextual encodings, e.g.
+    CoPE, whose positions are counted from ``q·kᵀ``: no fused kernel serves them).
+    """
+
+    slots: torch.Tensor | None = None
+    index: torch.Tensor | None = None
+    band: tuple[int, int] | None = None
+    from_scores: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.from_scores is None) == (self.slots is None or self.index is None):
+            raise ValueError("a ScoreTerm holds either slots and their index, or from_scores")
+
+    @property
+    def reads_scores(self) -> bool:
+        """Whether the term is computed from ``q·kᵀ`` (then the scores are written out)."""
+        return self.from_scores is not None
+
+    def _on_band(self) -> bool:
+        # off the CPU a band's gather has a gradient summed along diagonals (no atomics); on the CPU the
+        # compiled loop of posenc.nn._slots gathers in one pass
+        return self.band is not None and self.slots is not None and self.slots.device.type != "cpu"
+
+    def dense(self) -> torch.Tensor:
+        """The term as a ``[b, h, s_q, s_k]`` tensor (a fused kernel's mask); slots only."""
+        if self.slots is None or self.index is None:
+            raise ValueError("a term read from the scores has no dense form without them")
+        if self._on_band():
+            assert self.band is not None
+            return band_gather(self.slots, self.index, *self.band)
+        return gather_slots(self.slots, self.index)
+
+    def add_to(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores [b, h, s_q, s_k]`` plus the term, in place where possible."""
+        if self.from_scores is not None:
+            return self.from_scores(scores)
+        if self._on_band():
+            return scores.add_(self.dense())
+        assert self.slots is not None and self.index is not None
+        return add_gathered_(scores, self.slots, self.index)
 
 
 def refuse_tracing(module: nn.Module) -> None:
@@ -81,14 +138,13 @@ class EncodingContract(nn.Module, abc.ABC):
     """Base of every positional-encoding module: ``family`` says where it acts, the hooks how.
 
     Attention calls, per layer and in this order: :meth:`transform_qk`, :meth:`score_bias`, then —
-    when :attr:`scores_qk` — :meth:`add_scores_` (scores written out) or :meth:`score_term` (a fused
-    kernel's mask), and :meth:`combine_values`. Shapes: ``q, k, v [b, h, s, d_h]``, scores and
-    weights ``[b, h, s_q, s_k]``.
+    when :attr:`scores_qk` — :meth:`score_term`, and :meth:`combine_values`. Shapes: ``q, k, v [b, h, s,
+    d_h]``, scores and weights ``[b, h, s_q, s_k]``.
     """
 
     family: ClassVar[Family]
     scores_qk: ClassVar[bool] = False
-    """Whether the encoding adds a score term that depends on the queries (and keys)."""
+    """Whether the encoding adds a score term that depends on the queries (and keys): :meth:`score_term`."""
 
     def context(
         self, length: int, *, positions: torch.Tensor | None, dtype: torch.dtype, device: torch.device
@@ -106,21 +162,10 @@ class EncodingContract(nn.Module, abc.ABC):
         """A position-only additive score bias ``[h, s, s]`` or ``[b, h, s, s]`` (default: the context's)."""
         return context.attn_bias
 
-    def add_scores_(
-        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
-    ) -> torch.Tensor:
-        """Add the encoding's term to ``scores = q·kᵀ + mask`` (``q`` already scaled by ``1/√d_h``);
-        in place where possible; returns the scores. Called only when :attr:`scores_qk`."""
-        term = self.score_term(q, context)
-        if term is None:
-            raise NotImplementedError(f"{type(self).__name__} sets scores_qk but adds no score term")
-        return scores.add_(term)
-
-    def score_term(self, q: torch.Tensor, context: PositionContext) -> torch.Tensor | None:
-        """The term of :meth:`add_scores_` as a ``[b, h, s_q, s_k]`` tensor built from ``q`` alone, for a
-        fused kernel's mask when no gradient flows; ``None``: it needs the keys' scores (contextual
-        encodings), and attention writes the scores out."""
-        return None
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, context: PositionContext) -> ScoreTerm:
+        """The encoding's term of the scores ``q·kᵀ + mask`` (``q`` already scaled by ``1/√d_h``), as a
+        :class:`ScoreTerm` each attention path can read. Called only when :attr:`scores_qk`."""
+        raise NotImplementedError(f"{type(self).__name__} sets scores_qk but defines no score_term")
 
     @property
     def needs_weights(self) -> bool:
@@ -290,13 +335,18 @@ class QueryBiasContract(EncodingContract):
         """Long ``[s_q, s_k]`` (or ``[b, s_q, s_k]``) index of each query/key pair."""
 
     @abc.abstractmethod
+    def slot_scores(self, q: torch.Tensor) -> torch.Tensor:
+        """``[…, s_q, n]`` unscaled: query ``i`` against each of the ``n`` learned vectors the index picks."""
+
     def key_scores(self, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """``[b, h, s_q, s_k]`` unscaled query-dependent score term."""
+        """``[b, h, s_q, s_k]`` unscaled query-dependent score term: :meth:`slot_scores` gathered by
+        ``index [(b,) s_q, s_k]`` (:func:`~posenc.nn._slots.gather_slots`)."""
+        return gather_slots(self.slot_scores(q), index)
 
     def add_key_scores_(self, scores: torch.Tensor, q: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        """:meth:`key_scores` added to ``scores [b, h, s_q, s_k]`` in place; returns ``scores``.
-        Override where the term can be added without a temporary of the scores' size."""
-        return scores.add_(self.key_scores(q, index))
+        """:meth:`key_scores` added to ``scores [b, h, s_q, s_k]`` in place, as it is gathered
+        (:func:`~posenc.nn._slots.add_gathered_`); returns ``scores``."""
+        return add_gathered_(scores, self.slot_scores(q), index)
 
     @abc.abstractmethod
     def attend(self, weights: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -314,15 +364,9 @@ class QueryBiasContract(EncodingContract):
             raise ValueError(f"{type(self).__name__}: the context holds no index (use its context())")
         return context.index
 
-    def add_scores_(
-        self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
-    ) -> torch.Tensor:
-        """The key term ``q_i·a^K_ij`` added in place (:meth:`add_key_scores_`)."""
-        return self.add_key_scores_(scores, q, self._index(context))
-
-    def score_term(self, q: torch.Tensor, context: PositionContext) -> torch.Tensor:
-        """The key term ``q_i·a^K_ij`` (:meth:`key_scores`)."""
-        return self.key_scores(q, self._index(context))
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, context: PositionContext) -> ScoreTerm:
+        """The key term ``q_i·a^K_ij``: :meth:`slot_scores` gathered by the context's index."""
+        return ScoreTerm(slots=self.slot_scores(q), index=self._index(context))
 
     @property
     def needs_weights(self) -> bool:
@@ -363,8 +407,8 @@ class ContextualContract(EncodingContract):
     """An encoding whose positions are computed from the queries and keys (e.g. CoPE, Golovneva et al. 2024).
 
     Subclasses implement :meth:`add_scores_`, which receives ``scores = q·kᵀ/√d_h + mask`` together with
-    ``q`` (scaled) and ``k``, and may override :meth:`combine_values`; attention always writes their scores
-    out (no fused kernel sees ``q·kᵀ`` before the softmax).
+    ``q`` (scaled) and ``k``, and may override :meth:`combine_values`; their :meth:`score_term` reads the
+    scores, so attention always writes them out (no fused kernel sees ``q·kᵀ`` before the softmax).
     """
 
     family: ClassVar[Family] = "contextual"
@@ -375,6 +419,10 @@ class ContextualContract(EncodingContract):
         self, scores: torch.Tensor, q: torch.Tensor, k: torch.Tensor, context: PositionContext
     ) -> torch.Tensor:
         """``scores`` plus the term of positions computed from ``q`` and ``k``."""
+
+    def score_term(self, q: torch.Tensor, k: torch.Tensor, context: PositionContext) -> ScoreTerm:
+        """:meth:`add_scores_` as a term read from the written-out scores."""
+        return ScoreTerm(from_scores=lambda scores: self.add_scores_(scores, q, k, context))
 
     def check_attention(self, *, n_heads: int, head_dim: int) -> None:
         self._check_head_dim(head_dim)

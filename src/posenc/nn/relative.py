@@ -139,6 +139,8 @@ class FIREBias(AttentionBias):
         eps: ``ε`` of the denominator.
     """
 
+    by_offset = False  # ψ(max(i, L)) depends on the query's position, not on j − i alone
+
     def __init__(
         self,
         n_heads: int,
