@@ -93,3 +93,9 @@ def test_no_rope_layers_leave_those_layers_without_the_encoding():
         TransformerEncoder(16, 2, 3, encoding="rope", no_rope_layers=[3])
     with pytest.raises(ValueError, match="inside attention"):
         TransformerEncoder(16, 2, 3, encoding="sinusoidal", no_rope_layers=[0])
+
+
+@pytest.mark.parametrize("init_std", [float("nan"), float("inf"), -1.0])
+def test_cope_refuses_an_init_std_that_is_not_finite_and_non_negative(init_std):
+    with pytest.raises(ValueError, match=rf"init_std must be a finite number >= 0, got {init_std!r}"):
+        CoPE(8, init_std=init_std)

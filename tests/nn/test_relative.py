@@ -209,3 +209,16 @@ def test_distance_biases_depend_on_the_distance_only_and_never_reward(heads, q_l
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     assert float(got.max()) <= 1e-12
     assert by_distance.detach()[:, 0, k_len].abs().max() < 1e-12  # distance 0: no penalty
+
+
+@pytest.mark.parametrize(("form", "r1_high", "r2_high"), [("log", 2.0, 1.0), ("power", 1.0, 2.0)])
+def test_kerple_initialises_as_the_authors_code(form, r1_high, r2_high):
+    """Chi et al.'s code (``ParallelKerpleLog``/``ParallelKerplePower``) draws the multiplier of the log form
+    and the exponent of the power form as ``2·U[0, 1)``, the other parameter as ``U[0, 1)``: over 512 heads
+    each range is filled up to its top and never exceeded."""
+    torch.manual_seed(0)
+    kerple = KerpleBias(512, form=form)
+    for value, high in ((kerple.r1, r1_high), (kerple.r2, r2_high)):
+        value = value.detach()
+        assert float(value.min()) > 0 and float(value.max()) <= high
+        assert float(value.max()) > 0.95 * high and float(value.min()) < 0.05 * high

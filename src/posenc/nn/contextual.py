@@ -20,6 +20,9 @@ Without a causal mask the count runs from ``j`` to the last key.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 import torch
 from numpy.typing import NDArray
@@ -63,8 +66,12 @@ class CoPE(ContextualContract):
         super().__init__()
         self.head_dim = validate.positive_int("head_dim", head_dim)
         self.npos_max = validate.positive_int("npos_max", max_len if npos_max is None else npos_max)
-        if init_std < 0:
-            raise ValueError(f"init_std must be >= 0, got {init_std!r}")
+        if isinstance(init_std, bool) or not isinstance(init_std, numbers.Real):
+            raise TypeError(
+                f"init_std must be a real number >= 0, got {init_std!r} ({type(init_std).__name__})"
+            )
+        if not math.isfinite(init_std) or init_std < 0:
+            raise ValueError(f"init_std must be a finite number >= 0, got {init_std!r}")
         self.embeddings = nn.Parameter(torch.randn(self.npos_max, self.head_dim) * init_std)
 
     def check_attention(self, *, n_heads: int, head_dim: int) -> None:

@@ -41,9 +41,12 @@ class KerpleBias(AttentionBias):
     """Kernelized relative positional bias (Chi et al. 2022, "KERPLE", eqs. 5–6), one pair of scalars per head.
 
     ``form="log"``: ``−r₁·log(1 + r₂·|i − j|)``; ``form="power"``: ``−r₁·|i − j|^r₂`` (``r₂ ≤ 2`` keeps
-    the kernel conditionally positive definite). ``r₁`` and ``r₂`` are learned per head, initialised
-    uniformly in ``(0, 1]`` (``r₁``, and ``r₂`` of the log form) and ``(0, 2]`` (``r₂`` of the power
-    form) as in the authors' code, and clamped to ``≥ eps`` (and ``r₂ ≤ 2``) when used.
+    the kernel conditionally positive definite). ``r₁`` and ``r₂`` are learned per head and initialised as
+    in the authors' code (Chi et al., github.com/chijames/KERPLE, ``ParallelKerpleLog`` and
+    ``ParallelKerplePower``: ``2·U[0, 1)`` for the log form's multiplier and the power form's exponent,
+    ``U[0, 1)`` for the other): ``r₁`` uniformly in ``(0, 2]`` (log) or ``(0, 1]`` (power), ``r₂`` in
+    ``(0, 1]`` (log) or ``(0, 2]`` (power), the open end at 0 so that no head starts at the clamp; both are
+    clamped to ``≥ eps`` (and the power form's ``r₂ ≤ 2``) when used.
 
     Args:
         n_heads: number of heads.
@@ -56,9 +59,9 @@ class KerpleBias(AttentionBias):
         self.n_heads = validate.positive_int("n_heads", n_heads)
         self.form = validate.choice("form", form, KERPLE_FORMS)
         self.eps = validate.positive_float("eps", eps)
-        high = 2.0 if self.form == "power" else 1.0
-        self.r1 = nn.Parameter(1.0 - torch.rand(self.n_heads))  # (0, 1]
-        self.r2 = nn.Parameter(high * (1.0 - torch.rand(self.n_heads)))
+        r1_high, r2_high = (2.0, 1.0) if self.form == "log" else (1.0, 2.0)
+        self.r1 = nn.Parameter(r1_high * (1.0 - torch.rand(self.n_heads)))
+        self.r2 = nn.Parameter(r2_high * (1.0 - torch.rand(self.n_heads)))
 
     def coefficients(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(r₁, r₂)`` ``[h]`` as used: clamped to ``[eps, ∞)`` and, for the power form, ``r₂ ≤ 2``."""
