@@ -28,7 +28,7 @@ B, H, S, D, K = 2, 3, 12, 4, 3
 def flex_on_cpu(monkeypatch):
     """FlexAttention's eager path on the CPU, gradients included, and scores' ``flex`` calling it."""
     monkeypatch.setattr(flex_attention, "_validate_device", lambda q, k, v: None)
-    monkeypatch.setattr(scores, "flex_kernel", lambda: flex_attention.flex_attention)
+    monkeypatch.setattr(scores, "flex_kernel", lambda: scores.flex_attend)
 
 
 def as_cuda(call: ScoreCall) -> scores.Backend[ScoreCall]:

@@ -40,6 +40,8 @@ import torch.nn.functional as F
 from posenc.backends import Backend, Environment, select
 
 if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
+
     from posenc.nn.contracts import ScoreTerm
 
 
@@ -186,43 +188,66 @@ def _mask_mod(key_padding_mask: torch.Tensor | None, causal: bool) -> Callable[.
     return visible
 
 
-@functools.cache
-def _compiled_flex() -> Callable[..., torch.Tensor]:
-    """FlexAttention compiled once (eagerly it would form the scores: its fused kernels come from the compiler)."""
+def flex_attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    diagonals: torch.Tensor | None,
+    slots: torch.Tensor | None,
+    band: tuple[int, int] | None,
+    block_mask: BlockMask | None,
+) -> torch.Tensor:
+    """``flex_attention`` of ``q`` (already scaled) with :func:`score_mod` over the tables and ``block_mask``.
+
+    Compiled as a whole (:func:`flex_kernel`): its inputs are then tensors and integers only, and the
+    ``score_mod`` closure it builds never reaches the compiler's guards."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    compiled: Callable[..., torch.Tensor] = torch.compile(flex_attention)
+    mod = score_mod(diagonals, slots, band, q.shape[-2])
+    out: torch.Tensor = flex_attention(q, k, v, score_mod=mod, block_mask=block_mask, scale=1.0)
+    return out
+
+
+@functools.cache
+def _compiled_flex() -> Callable[..., torch.Tensor]:
+    compiled: Callable[..., torch.Tensor] = torch.compile(flex_attend)
     return compiled
 
 
 def flex_kernel() -> Callable[..., torch.Tensor]:
-    """``flex_attention`` itself while ``torch.compile`` traces (it inlines it), else its compiled form."""
-    if torch.compiler.is_compiling():
-        from torch.nn.attention.flex_attention import flex_attention
+    """:func:`flex_attend` itself while ``torch.compile`` traces (it inlines it), else compiled once:
+    eagerly FlexAttention forms the scores, its fused kernels come from the compiler."""
+    return flex_attend if torch.compiler.is_compiling() else _compiled_flex()
 
-        return flex_attention
-    return _compiled_flex()
+
+@functools.lru_cache(maxsize=8)
+def _causal_block_mask(s: int, device: torch.device) -> BlockMask:
+    """The causal block mask of ``s`` queries and keys, built once per length and device (eager calls)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    return create_block_mask(_mask_mod(None, True), None, None, s, s, device=device)
+
+
+def _block_mask(call: ScoreCall, s: int, device: torch.device) -> BlockMask | None:
+    """FlexAttention's block mask for causality and padding (``None``: every key seen)."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    pad = call.key_padding_mask
+    if pad is None and not call.causal:
+        return None
+    if pad is None and not torch.compiler.is_compiling():
+        return _causal_block_mask(s, device)
+    batch = None if pad is None else pad.shape[0]
+    return create_block_mask(_mask_mod(pad, call.causal), batch, None, s, s, device=device)
 
 
 def flex(call: ScoreCall) -> torch.Tensor:
     """FlexAttention with a ``score_mod`` reading the small tables (:func:`score_mod`) and a block mask."""
-    from torch.nn.attention.flex_attention import create_block_mask
-
     q = call.scaled_q
-    s = q.shape[-2]
     term = call.term
-    mod = score_mod(
-        call.diagonals, None if term is None else term.slots, None if term is None else term.band, s
-    )
-    block_mask = None
-    if call.causal or call.key_padding_mask is not None:
-        pad = call.key_padding_mask
-        batch = None if pad is None else pad.shape[0]
-        block_mask = create_block_mask(_mask_mod(pad, call.causal), batch, None, s, s, device=q.device)
-    out: torch.Tensor = flex_kernel()(
-        q, call.k.contiguous(), call.v.contiguous(), score_mod=mod, block_mask=block_mask, scale=1.0
-    )
-    return out
+    slots, band = (None, None) if term is None else (term.slots, term.band)
+    block_mask = _block_mask(call, q.shape[-2], q.device)
+    return flex_kernel()(q, call.k.contiguous(), call.v.contiguous(), call.diagonals, slots, band, block_mask)
 
 
 def _flex_supports(call: ScoreCall) -> bool:

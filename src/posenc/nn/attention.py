@@ -202,7 +202,8 @@ def _encoded(call: ScoreCall, enc: EncodingContract, context: PositionContext) -
         bias = bias if call.bias is None else call.bias + bias
     term = None
     if enc.scores_qk:  # its term is linear in q: scale q [b, h, s, d_h], not a [b, h, s, s] term
-        q = q * q.shape[-1] ** -0.5
+        # contiguous once: the term's product and the scores' then save the same tensor for the backward
+        q = (q * q.shape[-1] ** -0.5).contiguous()
         term = enc.score_term(q, k, context)
     combine = functools.partial(enc.combine_values, context=context)
     return dataclasses.replace(
