@@ -21,7 +21,7 @@ from posenc.nn.contracts import ScoreTerm
 
 flex_attention = pytest.importorskip("torch.nn.attention.flex_attention")
 F64 = torch.float64
-B, H, S, D, K = 2, 3, 12, 4, 3
+B, H, S, D, K = 2, 3, 12, 16, 3
 
 
 @pytest.fixture
@@ -31,9 +31,10 @@ def flex_on_cpu(monkeypatch):
     monkeypatch.setattr(scores, "flex_kernel", lambda: scores.flex_attend)
 
 
-def as_cuda(call: ScoreCall) -> scores.Backend[ScoreCall]:
-    """The backend ``select`` picks for ``call`` where the tensors were on CUDA."""
-    return select(BACKENDS, call, dataclasses.replace(Environment.of(call.q), device="cuda"))
+def as_cuda(call: ScoreCall, dtype: torch.dtype = torch.float32) -> scores.Backend[ScoreCall]:
+    """The backend ``select`` picks for ``call`` where the tensors were on CUDA in ``dtype`` (the float64
+    tensors here keep the comparison exact)."""
+    return select(BACKENDS, call, dataclasses.replace(Environment.of(call.q), device="cuda", dtype=dtype))
 
 
 def reference(q, k, v, *, diagonals=None, slots=None, pad=None, causal=False):
@@ -119,8 +120,8 @@ def test_an_encoder_on_flex_equals_the_written_out_reference(flex_on_cpu, monkey
     """The encoder wired to FlexAttention as on CUDA (the per-offset table and Shaw's slots from the
     encoding's hooks) gives the outputs and every parameter's gradient of the CPU model (written out)."""
     torch.manual_seed(2)
-    model = TransformerEncoder(16, 2, 2, encoding=name, max_len=S).double()
-    x = torch.randn(2, S, 16, dtype=F64)
+    model = TransformerEncoder(32, 2, 2, encoding=name, max_len=S).double()
+    x = torch.randn(2, S, 32, dtype=F64)
     pad = torch.zeros(2, S, dtype=torch.bool)
     pad[1, -5:] = True
     want = model(x, causal=causal, key_padding_mask=pad)
@@ -159,6 +160,11 @@ def test_select_keeps_sdpa_or_the_written_out_form_where_flex_cannot_serve():
     with torch.no_grad():
         frozen = ScoreCall(q, k, v, bias=context.attn_bias, diagonals=context.diagonals)
         assert as_cuda(frozen).name == "sdpa" and select(BACKENDS, frozen, cpu).name == "sdpa"
+    assert as_cuda(learned, torch.float64).name == "sdpa"  # FlexAttention in float16/bfloat16/float32
+    narrow = ScoreCall(
+        q[..., :8], k[..., :8], v[..., :8], bias=context.attn_bias, diagonals=context.diagonals
+    )
+    assert as_cuda(narrow).name == "sdpa"  # CUDA's FlexAttention kernels need heads >= 16 wide
     shaw_context = shaw.context(S, positions=None, dtype=F64, device=torch.device("cpu"))
     shaw_call = ScoreCall(
         q, k, v, q_scaled=True, term=shaw.score_term(q, k, shaw_context), needs_weights=shaw.needs_weights

@@ -13,8 +13,9 @@ and, when causal, keys after the query. Backends, in order of preference:
     tables through FlexAttention's backward, which accumulates a captured tensor's gradient with atomic
     additions in float32 (``torch._inductor``'s ``zeros_and_scatter`` lowering). CUDA only: on the CPU
     torch 2.13 refuses FlexAttention's backward. Chosen where a gradient flows into the bias or the term
-    (there SDPA leaves its flash kernel for a mask that needs a gradient) and nothing needs the weights
-    or dropout.
+    (there SDPA leaves its flash kernel for a mask that needs a gradient), nothing needs the weights or
+    dropout, and the heads are at least 16 wide (torch 2.13's CUDA kernels need that); float16,
+    bfloat16 and float32.
 ``sdpa``
     ``scaled_dot_product_attention`` with the bias, the term (formed as ``[b, h, s, s]``) and the mask
     merged into one additive mask. Off CUDA only where no gradient flows through that mask (on the CPU the
@@ -250,6 +251,9 @@ def flex(call: ScoreCall) -> torch.Tensor:
     return flex_kernel()(q, call.k.contiguous(), call.v.contiguous(), call.diagonals, slots, band, block_mask)
 
 
+_FLEX_MIN_HEAD_DIM = 16  # torch 2.13's CUDA FlexAttention kernels: "embedding dimension … at least 16"
+
+
 def _flex_supports(call: ScoreCall) -> bool:
     term = call.term
     banded_term = term is None or (term.band is not None and not term.reads_scores)
@@ -257,6 +261,7 @@ def _flex_supports(call: ScoreCall) -> bool:
     has_table = call.diagonals is not None or term is not None
     return (
         has_table
+        and call.q.shape[-1] >= _FLEX_MIN_HEAD_DIM
         and banded_term
         and banded_bias
         and not call.needs_weights
@@ -276,7 +281,14 @@ def _sdpa_without_mask_grad(call: ScoreCall) -> bool:
 _EVERY_DEVICE = frozenset({"cpu", "cuda", "mps", "xpu", "hpu", "meta"})
 
 BACKENDS: tuple[Backend[ScoreCall], ...] = (
-    Backend("flex", flex, devices=frozenset({"cuda"}), compiled=True, supports=_flex_supports),
+    Backend(
+        "flex",
+        flex,
+        devices=frozenset({"cuda"}),
+        dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),
+        compiled=True,
+        supports=_flex_supports,
+    ),
     # the fused kernels return a mask's gradient on CUDA; on the CPU SDPA would leave its fused kernel for
     # its general unfused one, slower than the reference, so there it serves masks without a gradient only
     Backend("sdpa", sdpa, devices=frozenset({"cuda"}), compiled=True, exported=True, supports=_sdpa_supports),

@@ -16,6 +16,7 @@ from posenc.nn.contracts import (
     QueryBiasContract,
     RotaryContract,
     ScoreBiasContract,
+    ScoreTerm,
 )
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.multiaxis import MultiAxisRotary
@@ -46,6 +47,7 @@ __all__ = [
     "RotaryEmbedding",
     "SandwichBias",
     "ScoreBiasContract",
+    "ScoreTerm",
     "ShawRelativeBias",
     "SinusoidalEncoding",
     "T5RelativeBias",
