@@ -224,3 +224,61 @@ def test_a_slot_out_of_range_is_an_index_error(bad):
 def test_bad_shapes_name_what_is_expected(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def _off_cpu(monkeypatch):
+    """posenc.backends.slots choosing as it would off the CPU (the tensors stay on the CPU)."""
+    import dataclasses
+
+    from posenc.backends import Environment, select
+    from posenc.backends import slots as slot_backends
+
+    monkeypatch.setattr(
+        slot_backends,
+        "_choose",
+        lambda table, call: select(table, call, dataclasses.replace(Environment.of(call.src), device="cuda")),
+    )
+    return slot_backends
+
+
+@pytest.mark.parametrize("shift", [-2, 0, 3])
+def test_every_slot_backend_equals_the_reference_through_select(monkeypatch, shift):
+    """Off the CPU a band takes the diagonal forms, any other index the reference; each term (the gather,
+    added in place, the value sum) and its gradients equal the reference's."""
+    import dataclasses
+
+    from posenc.backends import Environment, select
+    from posenc.backends import slots as slot_backends
+
+    k, s = 3, 10
+    index = (torch.arange(s)[None] - torch.arange(s)[:, None] + shift).clamp(-k, k) + k
+    g = torch.Generator().manual_seed(shift + 10)
+    slots = torch.randn(2, 2, s, 2 * k + 1, generator=g, dtype=torch.float64, requires_grad=True)
+    weights = torch.randn(2, 2, s, s, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, 2, s, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2 * k + 1, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    call = slot_backends.SlotCall(slots, index, (k, shift))
+    cpu = Environment.of(slots)
+    assert select(slot_backends.GATHER, call, cpu).name == "slots"  # the CPU: the compiled loop's reference
+    off = dataclasses.replace(cpu, device="cuda")
+    assert select(slot_backends.GATHER, call, off).name == "band"
+    chosen = _off_cpu(monkeypatch)
+    batched = slot_backends.SlotCall(slots, index.expand(2, s, s), (k, shift))
+    assert select(slot_backends.GATHER, batched, off).name == "slots"
+    base = torch.randn(2, 2, s, s, generator=g, dtype=torch.float64)
+    value_call = slot_backends.SlotCall(weights, index, (k, shift))
+    pairs = [
+        (chosen.gather(call), gather_slots(slots, index)),
+        (chosen.add_gathered(base.clone(), call), base + gather_slots(slots, index)),
+        (chosen.attend(weights, v, w, value_call), attend_with_slots(weights, v, w, index)),
+    ]
+    for got, want in pairs:
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        grad = torch.randn_like(got)
+        inputs = [t for t in (slots, weights, v, w) if t.requires_grad]
+        d_got = torch.autograd.grad(got, inputs, grad, allow_unused=True)
+        d_want = torch.autograd.grad(want, inputs, grad, allow_unused=True)
+        for a, b in zip(d_got, d_want, strict=True):
+            assert (a is None) == (b is None)
+            if a is not None:
+                torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -28,7 +28,8 @@ import torch
 from torch import nn
 
 from posenc import spectrum, validate
-from posenc.nn._diagonals import band_sum, toeplitz
+from posenc.backends import slots as slot_backends
+from posenc.nn._diagonals import toeplitz
 from posenc.nn._positions import check_end, check_offset, query_start, relative_distances
 from posenc.nn._slots import attend_with_slots
 from posenc.nn.contracts import PositionContext, QueryBiasContract, ScoreBiasContract, ScoreTerm
@@ -308,35 +309,28 @@ class ShawRelativeBias(QueryBiasContract):
         index = self.index(length, length, q_positions=positions, k_positions=positions, device=device)
         return PositionContext(index=index, state=0 if positions is None else None)
 
-    def _banded(self, context: PositionContext) -> bool:
-        """Whether the context's index is a band of diagonals (default positions)."""
-        return isinstance(context.state, int) and self._index(context).dim() == 2
-
-    def _band(self, x: torch.Tensor, context: PositionContext) -> tuple[torch.Tensor, int, int] | None:
-        """``(index, k, shift)`` where the index is a band of diagonals and ``x`` is off the CPU (there the
-        compiled loop of :mod:`posenc.nn._slots` serves); ``None`` otherwise."""
-        if x.device.type == "cpu" or not self._banded(context):
-            return None
-        return self._index(context), self.max_distance, context.state
+    def _band(self, context: PositionContext) -> tuple[int, int] | None:
+        """``(k, shift)`` where the context's index is a band of diagonals (default positions), else ``None``."""
+        if isinstance(context.state, int) and self._index(context).dim() == 2:
+            return self.max_distance, context.state
+        return None
 
     def score_term(self, q: torch.Tensor, k: torch.Tensor, context: PositionContext) -> ScoreTerm:
         """The key term ``q_i·a^K_ij``: :meth:`slot_scores` gathered by the index; with default positions
         a band (``clip(j − i, −k, k) + k``), which a FlexAttention ``score_mod`` reads from the slots and
         which, written out off the CPU, :func:`~posenc.nn._diagonals.band_gather` forms with a gradient
         summed along diagonals instead of scattered with atomics."""
-        index = self._index(context)
-        band = (self.max_distance, context.state) if self._banded(context) else None
-        return ScoreTerm(slots=self.slot_scores(q), index=index, band=band)
+        return ScoreTerm(slots=self.slot_scores(q), index=self._index(context), band=self._band(context))
 
     def combine_values(
         self, weights: torch.Tensor, v: torch.Tensor, context: PositionContext
     ) -> torch.Tensor:
-        """:meth:`attend`; for a band off the CPU the weights are summed per slot by
-        :func:`~posenc.nn._diagonals.band_sum` (its gradient a gather, no atomics)."""
-        band = self._band(weights, context)
-        if band is None or self.values is None:
-            return super().combine_values(weights, v, context)
-        return torch.matmul(weights, v) + band_sum(weights, *band) @ self.values.to(weights.dtype)
+        """:meth:`attend` (:func:`posenc.backends.slots.attend`: for a band off the CPU the weights are summed
+        per slot by :func:`~posenc.nn._diagonals.band_sum`, its gradient a gather, no atomics)."""
+        if self.values is None:
+            return weights @ v
+        call = slot_backends.SlotCall(weights, self._index(context), self._band(context))
+        return slot_backends.attend(weights, v, self.values.to(weights.dtype), call)
 
     def slot_scores(self, q: torch.Tensor) -> torch.Tensor:
         """``q·w^Kᵀ``, ``[…, s_q, 2k + 1]``: every query against every learned key vector; the key term

@@ -38,8 +38,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from posenc.backends import slots as slot_backends
 from posenc.errors import UsageError
-from posenc.nn._diagonals import band_gather
 from posenc.nn._slots import add_gathered_, gather_slots
 from posenc.registry import EncodingView, Family
 
@@ -94,28 +94,21 @@ class ScoreTerm:
         """Whether the term is computed from ``q·kᵀ`` (then the scores are written out)."""
         return self.from_scores is not None
 
-    def _on_band(self) -> bool:
-        # off the CPU a band's gather has a gradient summed along diagonals (no atomics); on the CPU the
-        # compiled loop of posenc.nn._slots gathers in one pass
-        return self.band is not None and self.slots is not None and self.slots.device.type != "cpu"
+    def _slot_call(self) -> slot_backends.SlotCall:
+        if self.slots is None or self.index is None:
+            raise ValueError("a term read from the scores has no slots")
+        return slot_backends.SlotCall(self.slots, self.index, self.band)
 
     def dense(self) -> torch.Tensor:
-        """The term as a ``[b, h, s_q, s_k]`` tensor (a fused kernel's mask); slots only."""
-        if self.slots is None or self.index is None:
-            raise ValueError("a term read from the scores has no dense form without them")
-        if self._on_band():
-            assert self.band is not None
-            return band_gather(self.slots, self.index, *self.band)
-        return gather_slots(self.slots, self.index)
+        """The term as a ``[b, h, s_q, s_k]`` tensor (a fused kernel's mask); slots only
+        (:func:`posenc.backends.slots.gather`)."""
+        return slot_backends.gather(self._slot_call())
 
     def add_to(self, scores: torch.Tensor) -> torch.Tensor:
         """``scores [b, h, s_q, s_k]`` plus the term, in place where possible."""
         if self.from_scores is not None:
             return self.from_scores(scores)
-        if self._on_band():
-            return scores.add_(self.dense())
-        assert self.slots is not None and self.index is not None
-        return add_gathered_(scores, self.slots, self.index)
+        return slot_backends.add_gathered(scores, self._slot_call())
 
 
 def refuse_tracing(module: nn.Module) -> None:
