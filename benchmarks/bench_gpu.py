@@ -498,6 +498,20 @@ def attention_rows(rounds: int) -> None:
 
         cases["FlexAttention causal block mask"] = lambda: flex(*qkv, block_mask=block)
         cases["FlexAttention, ALiBi score_mod"] = lambda: flex(*qkv, score_mod=alibi_mod, block_mask=block)
+        from posenc.backends import scores as score_backends
+
+        def flex_t5() -> torch.Tensor:  # the learned per-offset table [h, 2s - 1], formed per step
+            diagonals = t5.diagonals(s, s, dtype=torch.float32, device="cuda")
+            return score_backends.flex(score_backends.ScoreCall(*qkv, diagonals=diagonals, causal=True))
+
+        def flex_shaw() -> torch.Tensor:  # the slot scores [b, h, s, 2k + 1] with their gradient
+            q = qkv[0] * d**-0.5
+            term = shaw.score_term(q, qkv[1], shaw_context)
+            call = score_backends.ScoreCall(q, qkv[1], qkv[2], q_scaled=True, term=term, causal=True)
+            return score_backends.flex(call)
+
+        cases["FlexAttention, T5 per-offset score_mod (learned)"] = flex_t5
+        cases["FlexAttention, Shaw slot score_mod (learned)"] = flex_shaw
 
     except ImportError as error:
         print(f"  FlexAttention skipped: {error}")
