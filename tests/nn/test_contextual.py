@@ -99,3 +99,9 @@ def test_no_rope_layers_leave_those_layers_without_the_encoding():
 def test_cope_refuses_an_init_std_that_is_not_finite_and_non_negative(init_std):
     with pytest.raises(ValueError, match=rf"init_std must be a finite number >= 0, got {init_std!r}"):
         CoPE(8, init_std=init_std)
+
+
+@pytest.mark.parametrize("init_std", ["0.02", True, None])
+def test_cope_refuses_an_init_std_that_is_not_a_real_number(init_std):
+    with pytest.raises(TypeError, match="init_std must be a real number >= 0"):
+        CoPE(8, init_std=init_std)

@@ -4,11 +4,15 @@ in float64, their gradients by finite differences, and the biases against the ge
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
+from posenc.backends import Environment, select  # noqa: E402
+from posenc.backends import slots as slot_backends  # noqa: E402
 from posenc.nn import ALiBiBias, ShawRelativeBias, T5RelativeBias, TransformerEncoder  # noqa: E402
 from posenc.nn._diagonals import band_gather, band_sum, skew, toeplitz  # noqa: E402
 
@@ -132,11 +136,12 @@ def test_shaw_band_terms_in_the_encoder_equal_the_slot_terms(on_values, monkeypa
     want, want_grads = run()
     calls: list[str] = []
 
-    def band(self, t, context):
-        calls.append("band")
-        return self._index(context), self.max_distance, context.state
+    def off_cpu(table, call):  # posenc.backends.slots choosing as on a GPU
+        backend = select(table, call, dataclasses.replace(Environment.of(call.src), device="cuda"))
+        calls.extend(["band"] if backend.name == "band" else [])
+        return backend
 
-    monkeypatch.setattr(ShawRelativeBias, "_band", band)
+    monkeypatch.setattr(slot_backends, "_choose", off_cpu)
     got, got_grads = run()
     assert calls
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)

@@ -66,13 +66,13 @@ class CoPE(ContextualContract):
         super().__init__()
         self.head_dim = validate.positive_int("head_dim", head_dim)
         self.npos_max = validate.positive_int("npos_max", max_len if npos_max is None else npos_max)
-        if isinstance(init_std, bool) or not isinstance(init_std, numbers.Real):
-            raise TypeError(
-                f"init_std must be a real number >= 0, got {init_std!r} ({type(init_std).__name__})"
-            )
-        if not math.isfinite(init_std) or init_std < 0:
+        given: object = init_std
+        if isinstance(given, bool) or not isinstance(given, numbers.Real):
+            raise TypeError(f"init_std must be a real number >= 0, got {given!r} ({type(given).__name__})")
+        std = float(given)
+        if not math.isfinite(std) or std < 0:
             raise ValueError(f"init_std must be a finite number >= 0, got {init_std!r}")
-        self.embeddings = nn.Parameter(torch.randn(self.npos_max, self.head_dim) * init_std)
+        self.embeddings = nn.Parameter(torch.randn(self.npos_max, self.head_dim) * std)
 
     def check_attention(self, *, n_heads: int, head_dim: int) -> None:
         self._check_head_dim(head_dim)
