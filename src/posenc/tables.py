@@ -289,7 +289,7 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
         i = int(np.argmax(frac))
         raise ValueError(
             f"positions must be integers for the DFT encoding (a lattice of dim={dim} points); "
-            f"got {t[i]!r} at index {i}"
+            f"got {t[i]:g} at index {i}"
         )
     if validate.boolean("alias", alias):
         return np.mod(t, dim)
