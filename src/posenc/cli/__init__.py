@@ -31,6 +31,7 @@ from posenc.errors import UsageError
 COMMANDS: dict[str, str] = {
     "analyze": "measure the papers' criteria for one registered encoding",
     "check": "hold a Hugging Face rope config (or a framework's dumped tables) against the float64 truth",
+    "encodings": "list the registered encodings with their sources",
     "figures": "write the papers' figures (PNG and SVG) into a folder",
     "report": "write a self-contained HTML report (figures, scorecards of all encodings)",
     "table": "build an encoding table, print a summary, optionally save it",
