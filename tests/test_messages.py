@@ -75,6 +75,18 @@ CASES = [
     ),
     ("tables.dft alias", lambda: tables.dft(4, 8, alias="yes"), TypeError, r"^alias must be True or False"),
     ("tables.angles frequencies", lambda: tables.angles(4, [[1.0]]), ValueError, r"^frequencies must be 1-D"),
+    (
+        "tables.angles overflow",
+        lambda: tables.angles(3, [1e308]),
+        ValueError,
+        r"^positions × frequencies must stay finite in float64, got 2 \(positions\[2\]\) times w = 1e\+308",
+    ),
+    (
+        "analysis.frequency_kernel overflow",
+        lambda: analysis.frequency_kernel([1e308], 3),
+        ValueError,
+        r"^distances × frequencies must stay finite in float64, got 2 \(distances\[2\]\)",
+    ),
     ("tables.sincos_nd shape", lambda: tables.sincos_nd((), 8), TypeError, r"^shape must be"),
     # spectrum
     ("spectrum.geometric base", lambda: spectrum.geometric(8, -1), ValueError, r"^base .*got -1"),
