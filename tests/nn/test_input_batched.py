@@ -138,14 +138,19 @@ def test_gradients_reach_learned_rows_of_each_sequence():
 
 def test_dft_refuses_each_position_beyond_its_dim_unless_aliased():
     t = torch.tensor([[0, 1, 2], [5, D, 1]])
-    with pytest.raises(ValueError, match=rf"positions must lie in 0…dim-1 = 0…{D - 1}.*got {D}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"positions must lie in 0…dim-1 = 0…{D - 1}.*got {D} at index 1.*\(in row 1 of the \[b, s\]",
+    ):
         DFTEncoding(D)(torch.zeros(2, 3, D), positions=t)
     got = DFTEncoding(D, alias=True)(torch.zeros(2, 3, D, dtype=torch.float64), positions=t)
     np.testing.assert_allclose(got.numpy(), dft_rows(t.numpy() % D, D), rtol=0, atol=1e-12)
 
 
 def test_learned_refuses_each_position_beyond_max_len():
-    with pytest.raises(ValueError, match=rf"0…max_len-1 = 0…{MAX_LEN - 1}.*got {MAX_LEN}"):
+    with pytest.raises(
+        ValueError, match=rf"0…max_len-1 = 0…{MAX_LEN - 1}.*got {MAX_LEN} at index 0 \(in row 1"
+    ):
         make("learned")(torch.zeros(2, 2, D), positions=torch.tensor([[0, 1], [MAX_LEN, 0]]))
 
 

@@ -140,7 +140,7 @@ class InputEncoding(InputContract):
                 raise ValueError(f"give positions or offset, not both (got offset={offset} with positions)")
             positions = self._check_positions(positions, x.shape[0], s)
             if not torch.compiler.is_compiling():
-                self._check_position_values(positions.reshape(-1))
+                self._check_rows_of_positions(positions)
         rows = self._rows(s, positions, offset, dtype=x.dtype, device=x.device)
         if self.mode == "concat":
             return torch.cat([x, self._scaled(rows).expand(x.shape[0], -1, -1)], dim=-1)
@@ -171,6 +171,21 @@ class InputEncoding(InputContract):
     ) -> torch.Tensor:
         """Raw rows ``[s, dim]`` for ``[s]`` positions, or for ``offset … offset+s−1`` when given an int ``s``."""
         raise NotImplementedError
+
+    def _check_rows_of_positions(self, positions: torch.Tensor) -> None:
+        """:meth:`_check_position_values` on ``[s]`` or ``[b, s]`` positions; a refusal of ``[b, s]`` ones names
+        the row (the index in the message is the one within that row)."""
+        try:
+            self._check_position_values(positions.reshape(-1))
+        except ValueError as exc:
+            if positions.dim() == 1:
+                raise
+            for r, row in enumerate(positions):
+                try:
+                    self._check_position_values(row)
+                except ValueError as in_row:
+                    raise type(in_row)(f"{in_row} (in row {r} of the [b, s] positions)") from None
+            raise exc from None
 
     def _check_position_values(self, positions: torch.Tensor) -> None:
         """Eager check of explicit positions ``[n]`` (finite); subclasses add their own limits."""
