@@ -3,7 +3,9 @@
 Every function returns a :class:`matplotlib.figure.Figure` built without pyplot (no global
 state, no GUI backend); :func:`save` writes it, :func:`write_all` writes every figure of
 :data:`FIGURES`. Colour maps are ``gray``/``Greys`` and lines differ by style and marker, so
-the figures print in black and white.
+the figures print in black and white. Labels are mathtext (TeX between dollar signs), as the report's captions are
+typeset; every figure is at most :data:`PAGE_WIDTH` wide, so printed at its natural size (as the report
+prints it) its legends keep their :data:`LEGEND_SIZE` points.
 
 ===========================  ==============================================================
 figure                       reproduces
@@ -21,6 +23,7 @@ figure                       reproduces
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,17 +42,23 @@ LINES: tuple[dict[str, Any], ...] = (
 )
 """Line styles distinguishable in grey, cycled over curves."""
 
+PAGE_WIDTH = 7.2
+"""Widest figure, in inches: the text width of an A4 page with 12 mm margins (7.3 in)."""
+
+LEGEND_SIZE = 8
+"""Points of the legends' text (and the smallest text of any figure)."""
+
 
 def encoding_heatmap(*, length: int = 50, dim: int = 128, base: float = tables.DEFAULT_BASE) -> Figure:
     """The sinusoidal table as an image: row ``t`` is ``PE[t]`` (Kazemnejad, 2019, Fig. 2)."""
     table = tables.sinusoidal(length, dim, base=base)
-    fig = Figure(figsize=(8, 4), layout="constrained")
+    fig = Figure(figsize=(PAGE_WIDTH, 3.4), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(table, cmap="gray", aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
     ax.set(
-        xlabel="encoding dimension j",
-        ylabel="position t",
-        title=f"Sinusoidal positional encoding PE[t, j], d = {dim}, {length} positions, ρ = {base:g}",
+        xlabel="encoding dimension $j$",
+        ylabel="position $t$",
+        title=rf"Sinusoidal encoding $\mathrm{{PE}}[t, j]$, $d = {dim}$, {length} positions, $\rho = {base:g}$",
     )
     fig.colorbar(image, ax=ax, label="value")
     return fig
@@ -58,13 +67,13 @@ def encoding_heatmap(*, length: int = 50, dim: int = 128, base: float = tables.D
 def dot_product_matrix(*, length: int = 100, dim: int = 128, base: float = tables.DEFAULT_BASE) -> Figure:
     """``⟨PE[m], PE[n]⟩`` for all positions: symmetric, Toeplitz, decaying (Kazemnejad, 2019, Fig. 3; Su, 2021)."""
     gram = analysis.gram(tables.sinusoidal(length, dim, base=base))
-    fig = Figure(figsize=(6, 5), layout="constrained")
+    fig = Figure(figsize=(5.4, 4.4), layout="constrained")
     ax = fig.add_subplot()
     image = ax.imshow(gram, cmap="gray", interpolation="nearest", origin="upper")
     ax.set(
-        xlabel="position n",
-        ylabel="position m",
-        title=f"Dot product ⟨PE[m], PE[n]⟩ of sinusoidal encodings, d = {dim}",
+        xlabel="position $n$",
+        ylabel="position $m$",
+        title=rf"Dot product $\langle \mathrm{{PE}}[m], \mathrm{{PE}}[n] \rangle$ of sinusoidal encodings, $d = {dim}$",
     )
     fig.colorbar(image, ax=ax, label="dot product")
     return fig
@@ -73,22 +82,24 @@ def dot_product_matrix(*, length: int = 100, dim: int = 128, base: float = table
 def frequency_distribution(*, dim: int = 256, base: float = tables.DEFAULT_BASE) -> Figure:
     """Eq. 15 weights of ``w = ρ^(−k/d)`` vs the flat eq. 22 of the DFT encoding (Idé et al., 2024, Fig. 1)."""
     bins = spectrum.dft(dim)
-    fig = Figure(figsize=(7, 4), layout="constrained")
+    fig = Figure(figsize=(PAGE_WIDTH, 3.6), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(
         bins,
         analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim),
-        label=f"sinusoidal, ρ = {base:g} (eq. 15, σ = 4·2π/d)",
+        label=rf"sinusoidal, $\rho = {base:g}$ (eq. 15, $\sigma = 4 \cdot 2\pi/d$)",
         **LINES[0],
     )
     ax.plot(bins, analysis.dft_distribution(dim), label="DFT encoding (eq. 22)", **LINES[1])
-    ax.axvline(2 * np.pi / dim, color="0.6", linewidth=0.8, linestyle=":", label="first non-zero bin 2π/d")
-    ax.set(
-        xlabel="DFT frequency ω_k = 2πk/d",
-        ylabel="weight g_k (Σ g_k = 1)",
-        title=f"Distribution of encoding frequencies over the Fourier bins, d = {dim}",
+    ax.axvline(
+        2 * np.pi / dim, color="0.6", linewidth=0.8, linestyle=":", label=r"first non-zero bin $2\pi/d$"
     )
-    ax.legend()
+    ax.set(
+        xlabel=r"DFT frequency $\omega_k = 2\pi k/d$",
+        ylabel=r"weight $g_k$ ($\sum_k g_k = 1$)",
+        title=f"Distribution of encoding frequencies over the Fourier bins, $d = {dim}$",
+    )
+    ax.legend(fontsize=LEGEND_SIZE)
     return fig
 
 
@@ -100,7 +111,7 @@ def reconstruction(
     base: float = tables.DEFAULT_BASE,
 ) -> Figure:
     """Algorithm 1 of Idé et al. (2024) for ``δ_(t,s)``: sinusoidal weights (top) vs DFT weights (bottom) (Fig. 2)."""
-    fig = Figure(figsize=(7, 6), layout="constrained")
+    fig = Figure(figsize=(PAGE_WIDTH, 4.6), layout="constrained")
     axes = fig.subplots(2, 1, sharex=True)
     sinusoidal = analysis.frequency_distribution(spectrum.geometric(dim, base), dim=dim)
     weights = (
@@ -111,13 +122,16 @@ def reconstruction(
     for ax, (label, g) in zip(axes, weights):
         for style, s in zip(LINES, positions):
             ax.plot(
-                t, analysis.reconstruct(analysis.one_hot(s, dim), g)[:length], label=f"δ at s = {s}", **style
+                t,
+                analysis.reconstruct(analysis.one_hot(s, dim), g)[:length],
+                label=rf"$\delta$ at $s = {s}$",
+                **style,
             )
-        ax.set(ylabel="reconstructed f(t)", title=f"Reconstruction of the one-hot, {label}")
-        ax.legend(loc="upper center", ncols=3, fontsize=8)
-        ax.margins(y=0.15)
+        ax.set(ylabel="reconstructed $f(t)$", title=f"Reconstruction of the one-hot, {label}")
+        ax.legend(loc="upper center", ncols=3, fontsize=LEGEND_SIZE)
+        ax.margins(y=0.2)
     for ax in axes:
-        ax.set_xlabel(f"lattice point t (first S = {length} of d = {dim})")
+        ax.set_xlabel(f"lattice point $t$ (first $S = {length}$ of $d = {dim}$)")
     return fig
 
 
@@ -134,7 +148,7 @@ def su_decay(
     (Su, 2021); the dotted line marks where neighbouring phases differ by more than π, at
     ``x = π / (1 − 10000^(−2/d))``: from there the sum stops following the integral.
     """
-    fig = Figure(figsize=(11, 4), layout="constrained")
+    fig = Figure(figsize=(PAGE_WIDTH, 4.0), layout="constrained")
     axes = fig.subplots(1, 2)
     paper = spectrum.geometric(dim)
     limit = analysis.riemann_limit(paper)
@@ -146,17 +160,21 @@ def su_decay(
             ax.plot(
                 x,
                 analysis.decay_integral(theta, x, dim=1),
-                label=f"∫, θ(u) = {name.replace('x', 'u')}",
+                label=rf"$\int$, $\theta(u) = {_schedule_tex(name)}$",
                 **style,
             )
         ax.axhline(0.0, color="0.7", linewidth=0.6)
         ax.axvline(
-            limit, color="0.4", linewidth=0.8, linestyle=":", label=f"phase step > π from x = {limit:.1f}"
+            limit,
+            color="0.4",
+            linewidth=0.8,
+            linestyle=":",
+            label=rf"phase step $> \pi$ from $x = {limit:.1f}$",
         )
         ax.set(
-            xlabel="relative distance x = m − n",
-            ylabel="Re ∫₀¹ exp(i x θ(u)) du",
-            title=f"Long-range decay, 0 ≤ x ≤ {top}",
+            xlabel="relative distance $x = m - n$",
+            ylabel=r"$\mathrm{Re} \int_0^1 e^{i x \theta(u)}\, du$",
+            title=rf"Long-range decay, $0 \leq x \leq {top}$",
         )
     x = np.arange(0, short + 1, 2, dtype=np.float64)
     axes[0].plot(
@@ -165,20 +183,19 @@ def su_decay(
         "o",
         color="black",
         markersize=2.5,
-        label=f"sum Σ cos(x θ_i)/(d/2), θ_i = 10000^(−2i/d), d = {dim}",
+        label=rf"sum $\sum_i \cos(x \theta_i)/(d/2)$, $\theta_i = 10000^{{-2i/d}}$, $d = {dim}$ (dots left, line right)",
     )
     x = np.arange(0, long + 1, dtype=np.float64)
-    axes[1].plot(
-        x,
-        analysis.frequency_kernel(paper, x) / terms,
-        color="black",
-        linewidth=0.5,
-        alpha=0.8,
-        label=f"sum, d = {dim}",
+    axes[1].plot(x, analysis.frequency_kernel(paper, x) / terms, color="black", linewidth=0.5, alpha=0.8)
+    fig.legend(
+        *axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=LEGEND_SIZE
     )
-    axes[0].legend(fontsize=7)
-    axes[1].legend(fontsize=7, loc="upper right")
     return fig
+
+
+def _schedule_tex(name: str) -> str:
+    """A schedule name of :data:`posenc.analysis.SU_SCHEDULES` (``"10000^-x"``) in mathtext of ``u`` (``10000^{-u}``)."""
+    return re.sub(r"\^([-\w.]+)", r"^{\1}", name.replace("x", "u"))
 
 
 def bilinear_parts(
@@ -203,7 +220,7 @@ def bilinear_parts(
     """
     cases: list[tuple[str, np.ndarray, np.ndarray | None, str]] = [
         (
-            f"random h ~ N(0, 1), seed {seed}",
+            rf"random $h \sim \mathcal{{N}}(0, 1)$, seed {seed}",
             np.random.default_rng(seed).standard_normal(dim),
             None,
             "interleaved",
@@ -212,37 +229,40 @@ def bilinear_parts(
     if trained is not None:
         cases.append(
             (
-                "trained diag(W_Q W_Kᵀ)",
+                r"trained $\mathrm{diag}(W_Q W_K^\top)$",
                 np.asarray(trained, dtype=np.float64),
                 trained_frequencies,
                 trained_layout,
             )
         )
-    fig = Figure(figsize=(14, 3.4 * len(cases)), layout="constrained")
-    axes = np.atleast_2d(fig.subplots(len(cases), 4))
+    fig = Figure(figsize=(PAGE_WIDTH, 5.0 * len(cases)), layout="constrained")
+    axes = fig.subplots(2 * len(cases), 2).reshape(len(cases), 4)
     for row, (label, h, freq, layout) in zip(axes, cases):
         d = h.size
         t = np.arange(length, dtype=np.float64)
         rel, ab = analysis.bilinear_parts(h, t[:, None], t[None, :], dim=d, layout=layout, frequencies=freq)
         top = float(np.abs(rel + ab).max()) or 1.0
         for ax, data, title in zip(
-            row, (rel + ab, rel, ab), ("p_mᵀ diag(h) p_n", "relative part (m − n)", "absolute part (m + n)")
+            row,
+            (rel + ab, rel, ab),
+            (r"$p_m^\top \mathrm{diag}(h)\, p_n$", "relative part ($m - n$)", "absolute part ($m + n$)"),
         ):
             image = ax.imshow(data, cmap="gray", vmin=-top, vmax=top, interpolation="nearest")
-            ax.set(xlabel="position n", ylabel="position m", title=f"{title}\n{label}, d = {d}")
+            ax.set(xlabel="position $n$", ylabel="position $m$", title=title)
+        row[0].set_title(f"{label}, $d = {d}$:\n{row[0].get_title()}")
         fig.colorbar(image, ax=list(row[:3]), shrink=0.8)
         ax = row[3]
-        ax.plot(t, rel[:, 0], label="relative part at m − n = x", **LINES[0])
+        ax.plot(t, rel[:, 0], label="relative part at $m - n = x$", **LINES[0])
         if freq is None or np.allclose(freq, spectrum.geometric(d)):
             ax.plot(
                 t,
                 analysis.weighted_decay_integral(h, t, dim=d, layout=layout),
-                label="Su's ⌈d/2⌉∫ h(u) cos(xθ(u)) du",
+                label=r"Su's $\lceil d/2 \rceil \int h(u) \cos(x \theta(u))\, du$",
                 **LINES[1],
             )
         ax.axhline(0.0, color="0.7", linewidth=0.6)
-        ax.set(xlabel="distance x = m − n", ylabel="value", title="relative part vs Su's integral")
-        ax.legend(fontsize=7)
+        ax.set(xlabel="distance $x = m - n$", ylabel="value", title="relative part vs Su's integral")
+        ax.legend(fontsize=LEGEND_SIZE)
     return fig
 
 
@@ -257,26 +277,29 @@ def shift_operator(
     op = analysis.shift_operator(k, dim=dim, base=base)
     table = tables.sinusoidal(length + k, dim, base=base)
     moved = table[:length] @ op.T
-    fig = Figure(figsize=(11, 4), layout="constrained")
+    fig = Figure(figsize=(PAGE_WIDTH, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(1, 1.6))
     image = left.imshow(op, cmap="gray", vmin=-1, vmax=1, interpolation="nearest")
     left.set(
-        xlabel="column of PE[t]", ylabel="row of PE[t+k]", title=f"Shift operator T^(k), k = {k}, d = {dim}"
+        xlabel=r"column of $\mathrm{PE}[t]$",
+        ylabel=r"row of $\mathrm{PE}[t+k]$",
+        title=f"Shift operator $T^{{(k)}}$\n$k = {k}$, $d = {dim}$",
     )
     fig.colorbar(image, ax=left, shrink=0.8)
     t = np.arange(length)
     left.set_xticks(range(0, dim, 2))
     left.set_yticks(range(0, dim, 2))
     for style, j in zip(LINES, (2, 3, 4, 5)):
-        right.plot(t, table[k:, j], label=f"PE[t+k, {j}]", **style)
+        right.plot(t, table[k:, j], label=rf"$\mathrm{{PE}}[t+k, {j}]$", **style)
         right.plot(t[::3], moved[::3, j], "o", color=style["color"], markersize=3, fillstyle="none")
     residual = analysis.operator_residual(table, op, k)
     right.set(
-        xlabel="position t",
+        xlabel="position $t$",
         ylabel="value",
-        title=f"PE[t+{k}] (lines) and T^({k})·PE[t] (circles); relative residual {residual:.1e}",
+        title=rf"$\mathrm{{PE}}[t+{k}]$ (lines), $T^{{({k})}} \mathrm{{PE}}[t]$ (circles)"
+        f"\nrelative residual {residual:.1e}",
     )
-    right.legend(loc="lower left", fontsize=8)
+    right.legend(loc="lower left", fontsize=LEGEND_SIZE)
     return fig
 
 
@@ -299,7 +322,7 @@ def trained_spectra(entries: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndar
         entries: ``(label, ω, power_initial, power_trained)`` per run
             (:func:`posenc.analysis.table_spectrum` with ``axis="positions"``).
     """
-    fig = Figure(figsize=(7, 3.2 + 0.15 * len(entries)), layout="constrained")
+    fig = Figure(figsize=(PAGE_WIDTH, 3.2 + 0.15 * len(entries)), layout="constrained")
     ax = fig.add_subplot()
     for style, (label, omega, initial, trained) in zip(itertools.cycle(LINES), entries):
         ax.plot(omega, trained, label=f"{label}, trained", **style)
@@ -313,11 +336,11 @@ def trained_spectra(entries: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndar
             label=f"{label}, initial",
         )
     ax.set(
-        xlabel="frequency along positions ω = 2πk/S",
+        xlabel=r"frequency along positions $\omega = 2\pi k/S$",
         ylabel="share of power",
         title="Spectrum of the encoding table along positions, initial vs trained",
     )
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=LEGEND_SIZE)
     return fig
 
 

@@ -266,7 +266,7 @@ register(
     family="input",
     scales=True,
     summary="faithful DFT encoding (one-hot's DFT), unit norm, positions < d",
-    source="Idé, Labaien & Chen, eq. 21",
+    source="Idé, Labaien & Chen 2024, eq. 21",
     faithful_length=lambda d_model: d_model,
     view=f"{_VIEWS}:dft_view",
     fixed_frequencies=True,

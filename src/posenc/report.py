@@ -10,6 +10,7 @@ figures embedded as base64 PNG (one file to mail or archive) plus the scorecards
 from __future__ import annotations
 
 import base64
+import dataclasses
 import html
 import io
 import json
@@ -56,7 +57,9 @@ class Reference:
         return f"{who} ({self.year})"
 
 
-REFERENCES: dict[str, Reference] = {
+REFERENCES: dict[
+    str, Reference
+] = {  # the works the claims cite; each encoding's own is its registry ``source``
     r.key: r
     for r in (
         Reference(
@@ -85,14 +88,6 @@ REFERENCES: dict[str, Reference] = {
             "https://kexue.fm/archives/8231",
         ),
         Reference(
-            "roformer",
-            "J. Su, Y. Lu, S. Pan, A. Murtadha, B. Wen, Y. Liu",
-            "2021",
-            "RoFormer: Enhanced Transformer with Rotary Position Embedding",
-            "arXiv:2104.09864",
-            "https://arxiv.org/abs/2104.09864",
-        ),
-        Reference(
             "denk",
             "T. Denk",
             "2019",
@@ -108,53 +103,8 @@ REFERENCES: dict[str, Reference] = {
             "blog post, 20 September 2019",
             "https://kazemnejad.com/blog/transformer_architecture_positional_encoding/",
         ),
-        Reference(
-            "gehring",
-            "J. Gehring, M. Auli, D. Grangier, D. Yarats, Y. N. Dauphin",
-            "2017",
-            "Convolutional Sequence to Sequence Learning",
-            "ICML 2017",
-            "https://arxiv.org/abs/1705.03122",
-        ),
-        Reference(
-            "press",
-            "O. Press, N. A. Smith, M. Lewis",
-            "2022",
-            "Train Short, Test Long: Attention with Linear Biases Enables Input Length Extrapolation",
-            "ICLR 2022",
-            "https://arxiv.org/abs/2108.12409",
-        ),
-        Reference(
-            "raffel",
-            "C. Raffel, N. Shazeer, A. Roberts, K. Lee, S. Narang, M. Matena, Y. Zhou, W. Li, P. J. Liu",
-            "2020",
-            "Exploring the Limits of Transfer Learning with a Unified Text-to-Text Transformer (T5)",
-            "JMLR 21",
-            "https://jmlr.org/papers/v21/20-074.html",
-        ),
-        Reference(
-            "shaw",
-            "P. Shaw, J. Uszkoreit, A. Vaswani",
-            "2018",
-            "Self-Attention with Relative Position Representations",
-            "NAACL 2018",
-            "https://arxiv.org/abs/1803.02155",
-        ),
     )
 }
-
-
-ENCODING_SOURCES: dict[str, str] = {
-    "sinusoidal": "vaswani",
-    "dft": "ide",
-    "learned": "gehring",
-    "learnable_frequency": "su",
-    "rope": "roformer",
-    "alibi": "press",
-    "t5": "raffel",
-    "shaw": "shaw",
-}
-"""The paper each registered encoding comes from (a reference key), shown where it is measured."""
 
 
 def cite(key: str, where: str = "") -> str:
@@ -266,12 +216,13 @@ def seed_claims() -> list[Claim]:
         ),
         Claim("the same, d = 512, x ≤ 10⁴", "su", "", "≈", depart["512_10000"]),
         Claim(
-            "RMS of Σ/(d/2) for 10⁴ < x ≤ 2·10⁵, d = 512 (the integral is below 1e-3 there)",
+            "RMS of Σ/(d/2) for 10⁴ < x ≤ 2·10⁵, d = 512",
             "su",
             "",
             "→ 0 (decay)",
             depart["512_far_rms"],
-            "the sum never decays: it keeps oscillating at this level",
+            f"the sum never decays: it keeps oscillating at this level, while the integral it stands for is at "
+            f"most {100 * depart['512_far_integral']:.1f} % there and falls towards 0",
         ),
         Claim(
             "the same gap at the figure's d = 128, x ≤ 128",
@@ -316,15 +267,20 @@ def _departures() -> dict[str, float]:
     for d, top in ((512, 1024), (512, 10_000), (128, 128)):
         total, integral = analysis.su_decay(theta, np.arange(top + 1), dim=d)
         out[f"{d}_{top}"] = float(np.abs(total - integral).max() / (d / 2))
-    far = analysis.frequency_kernel(spectrum.geometric(512), np.arange(10_001, 200_001)) / 256
+    far_x = np.arange(10_001, 200_001, dtype=np.float64)
+    far = analysis.frequency_kernel(spectrum.geometric(512), far_x) / 256
     out["512_far_rms"] = float(np.sqrt(np.mean(far**2)))
+    out["512_far_integral"] = float(np.abs(analysis.su_decay(theta, far_x, dim=512)[1]).max() / 256)
     return out
 
 
 _ROLES = (("``", "``"), (":func:`", "`"), (":class:`", "`"), (":data:`", "`"), (":mod:`", "`"), ("`", "`"))
 _GROUP = r"\((?:[^()]|\([^()]*\))*\)"
 _SUP = re.compile(rf"\^({_GROUP}|[-−+]?[\w.]+)")
-_SUB = re.compile(rf"((?<![\w])[A-Za-z]|(?<![α-ωΑ-Ω_])[α-ωΑ-Ω])_({_GROUP}|[A-Za-z0-9α-ω]+)")
+# A subscript is a group, a number or one letter: ``w_i``, ``a_0``, ``δ_(t,s)``; ``p_rope`` is a name, left alone.
+_SUB = re.compile(
+    rf"((?<![\w])[A-Za-z]|(?<![α-ωΑ-Ω_])[α-ωΑ-Ω])_({_GROUP}|[0-9]+(?![\w])|[A-Za-zα-ω](?![\w]))"
+)
 
 
 def _script(group: str) -> str:
@@ -337,7 +293,8 @@ def _script(group: str) -> str:
 def maths(text: str) -> str:
     """Escaped HTML text with plain-text maths rendered: ``x^(…)``/``x^y`` as ``<sup>``, ``w_i``/``δ_(t,s)`` as ``<sub>``.
 
-    Only a single letter takes a subscript, so identifiers such as ``long_range`` are left alone.
+    Only a single letter takes a subscript, and only a group, a number or a single letter is one, so identifiers
+    such as ``long_range`` or ``p_rope`` are left alone.
     """
     text = _SUB.sub(lambda m: f"{m[1]}<sub>{_script(m[2])}</sub>", text)
     return _SUP.sub(lambda m: f"<sup>{_script(m[1])}</sup>", text)
@@ -387,26 +344,39 @@ def figure_html(name: str, fig: Any | None = None, sizes: dict[str, object] | No
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    width = round(
-        fig.get_figwidth() * 88
-    )  # its natural size at 88 CSS px per inch, never wider than the page
+    width = (
+        fig.get_figwidth()
+    )  # printed at its natural size (fonts at their point sizes), never wider than the page
     image = f'<img alt="{html.escape(name)}" src="data:image/png;base64,{data}">'
     caption = _caption(name, plots.figure_sizes(name) if sizes is None else sizes)
     return (
-        f"<figure id='fig-{html.escape(name)}' style='max-width:{width}px'>{image}"
+        f"<figure id='fig-{html.escape(name)}' style='max-width:{width:g}in'>{image}"
         f"<figcaption>{caption}</figcaption></figure>"
     )
 
 
+SIGNIFICANT = 3
+"""Significant digits of the values the report prints (``scorecards.json`` keeps them whole)."""
+
+
 def format_value(value: Any) -> str:
-    """A criterion's value as the report shows it: 4 significant digits, ``—`` for ``None``."""
+    """A criterion's value as plain text: :data:`SIGNIFICANT` digits, ``—`` for ``None``."""
     if value is None:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return "inf" if math.isinf(value) else f"{value:.4g}"
+        return "inf" if math.isinf(value) else f"{value:.{SIGNIFICANT}g}"
     return str(value)
+
+
+def value_html(value: Any) -> str:
+    """:func:`format_value` as HTML: a power of ten typeset (``1.11×10<sup>−15</sup>``), minus signs as −."""
+    text = format_value(value)
+    mantissa, e, exponent = text.partition("e")
+    if e and mantissa.lstrip("-").replace(".", "").isdigit():
+        text = f"{mantissa}×10<sup>{int(exponent)}</sup>"
+    return text.replace("-", "−")
 
 
 SCORECARD_COLUMNS = 8
@@ -434,7 +404,7 @@ def _scorecard_part(columns: list[analysis.Scorecard | str]) -> str:
         cells = "".join(
             "<td>—</td>"
             if isinstance(c, str)
-            else f'<td title="{html.escape(c.notes.get(key, ""))}">{html.escape(format_value(c.values[key]))}</td>'
+            else f'<td title="{html.escape(_short_reason(c.notes.get(key, "")))}">{value_html(c.values[key])}</td>'
             for c in columns
         )
         meaning = rst_inline(analysis.MEANINGS[key])
@@ -447,24 +417,39 @@ def _scorecard_part(columns: list[analysis.Scorecard | str]) -> str:
     )
 
 
+_REASONS: tuple[tuple[str, str], ...] = (
+    (r"no per-position vector", "no vector per position: it acts on the scores of pairs (i, j)"),
+    (r"made of sinusoids at known frequencies", "no sinusoids at known frequencies"),
+    (r"DFT-coefficient rows only", "rows are not DFT coefficients"),
+    (r"no weights on the DFT bins", "no weights on the DFT bins to reconstruct with"),
+    (r"needs more row pairs", "too few positions: a least-squares shift needs S − k > d rows"),
+    (r"no repeat within", "no row repeats the first within the positions searched"),
+    (r"the table is all zeros", "the table is all zeros: no kernel to decay"),
+    (r"max_len|positions must lie in|exceeds", "no rows beyond its S positions (a table of fixed length)"),
+)
+"""A scorecard note (the JSON keeps it whole) → the short reason the report prints, first match wins."""
+
+
+def _short_reason(note: str) -> str:
+    return next((short for pattern, short in _REASONS if re.search(pattern, note)), note)
+
+
 def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
-    """One line per (family, reason a criterion does not apply), then how each encoding was measured."""
-    reasons: dict[tuple[str, str], dict[str, list[str]]] = {}
+    """One line per reason a criterion does not apply (its criteria and encodings), then how each encoding was
+    measured, citing the source its registry entry gives."""
+    reasons: dict[str, tuple[dict[str, None], dict[str, None]]] = {}
     for c in cards:
         for key in analysis.CRITERIA:
-            if c.values[key] is None and key in c.notes:
-                reasons.setdefault((c.family, c.notes[key]), {}).setdefault(key, []).append(c.encoding)
-    lines = []
-    for (family, why), keys in reasons.items():
-        names = sorted({n for ns in keys.values() for n in ns})
-        lines.append(
-            f"<li><b>{html.escape(family)}</b> ({html.escape(', '.join(names))}): "
-            f"{', '.join(f'<code>{k}</code>' for k in keys)} — {rst_inline(why)}</li>"
-        )
+            if c.values[key] is None and key in c.notes and key != "view":
+                keys, names = reasons.setdefault(_short_reason(c.notes[key]), ({}, {}))
+                keys[key] = names[c.encoding] = None
+    lines = [
+        f"<li>{rst_inline(why)}: {', '.join(f'<code>{k}</code>' for k in keys)} "
+        f"<span class='who'>({html.escape(', '.join(names))})</span></li>"
+        for why, (keys, names) in reasons.items()
+    ]
     views = "".join(
-        f"<li><b>{html.escape(c.encoding)}</b>"
-        f"{' (' + cite(ENCODING_SOURCES[c.encoding]) + ')' if c.encoding in ENCODING_SOURCES else ''}: "
-        f"{rst_inline(c.notes.get('view', ''))}</li>"
+        f"<li><b>{html.escape(c.encoding)}</b>{_source(c.encoding)}: {rst_inline(c.notes.get('view', ''))}</li>"
         for c in cards
     )
     lines += [
@@ -476,11 +461,18 @@ def _notes_html(cards: list[analysis.Scorecard], failed: dict[str, str]) -> str:
     )
 
 
-def _claims_html() -> str:
+def _source(name: str) -> str:
+    """`` (source)``: the paper the registry names for encoding ``name`` (nothing for ``none``)."""
+    source = registry.get(name).source.strip()
+    return f" <span class='source'>({html.escape(source)})</span>" if source not in ("", "—") else ""
+
+
+def _claims_html(claims: Sequence[Claim]) -> str:
     rows = "".join(
         f"<tr><td class='left'>{rst_inline(c.claim)}</td><td class='left'>{cite(c.source, c.where)}</td>"
-        f"<td class='left'>{rst_inline(c.stated)}</td><td>{c.measured:.8g}</td><td class='left why'>{rst_inline(c.note)}</td></tr>"
-        for c in seed_claims()
+        f"<td class='left'>{rst_inline(c.stated)}</td><td class='num'>{value_html(c.measured)}</td>"
+        f"<td class='left why'>{rst_inline(c.note)}</td></tr>"
+        for c in claims
     )
     return (
         "<div class='wide'><table><thead><tr><th class='left'>claim</th><th class='left'>source</th><th>stated</th>"
@@ -512,14 +504,17 @@ border:1px solid var(--line)}figcaption{font-size:.9rem;color:var(--muted);margi
 .sizes{font-style:italic}ol.refs li{margin:.3rem 0;overflow-wrap:anywhere}
 span.math{font-family:"STIX Two Math","Cambria Math","Latin Modern Math",serif}sub,sup{line-height:0}
 table.scores{font-size:.8rem}table.scores th.crit{min-width:11rem}table.scores .meaning{max-width:15rem}
+td.num{white-space:nowrap}.who{color:var(--muted)}.source{color:var(--muted)}
 @page{size:A4;margin:12mm}
-@media print{html{background:#fff;color:#000}body{max-width:none;padding:0;font-size:10pt}nav.toc{display:none}
-.wide{overflow:visible}table{font-size:7pt}.wide table,table.scores{font-size:7pt;width:100%}td,th{padding:.1rem .2rem}
-td,td.why{white-space:normal;overflow-wrap:anywhere;min-width:0}th.crit,table.scores th.crit{min-width:0;width:20%}
-.meaning,table.scores .meaning{max-width:none;font-size:6.5pt}p,li{max-width:none}
+@media print{html{background:#fff;color:#000}body{max-width:none;padding:0;font-size:9.5pt;line-height:1.4}
+nav.toc{display:none}h1{font-size:16pt;margin:0 0 .4rem}h2{font-size:13pt;margin-top:1.2rem}h3{font-size:10.5pt;margin-top:.9rem}
+.wide{overflow:visible}table{font-size:7pt;margin:.4rem 0}.wide table,table.scores{font-size:7pt;width:100%}
+td,th{padding:.1rem .2rem}td{white-space:nowrap}td.left,td.why{white-space:normal;overflow-wrap:break-word;min-width:0}
+th.crit,table.scores th.crit{min-width:0;width:20%}
+.meaning,table.scores .meaning{max-width:none;font-size:6.5pt}p,li{max-width:none}ul.notes li{font-size:8.5pt;margin:.1rem 0}
 thead{display:table-header-group}tr{break-inside:avoid}h2,h3{break-after:avoid}
-section{break-before:page}section:first-of-type{break-before:auto}
-figure{break-inside:avoid;max-width:100%!important}figure img{max-width:100%}}
+figure{break-inside:avoid;margin:.6rem auto}figure img{max-width:100%;border:none}figcaption{font-size:8pt}
+}
 """
 
 
@@ -546,6 +541,7 @@ def write_report(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    claims = seed_claims()
     cards, failed = [], {}
     for name in registry.names():
         try:
@@ -568,19 +564,17 @@ def write_report(
             "claims",
             "The papers' numbers, measured",
             "<p>Each number a source states, next to the value measured here; the last column says why they "
-            "differ where they do.</p>" + _claims_html(),
+            "differ where they do (values to three significant digits; <code>scorecards.json</code> holds them "
+            "whole).</p>" + _claims_html(claims),
         ),
         (
             "scorecards",
             f"Scorecards at S = {length}, d = {dim}",
             "<p>Every registered encoding measured by the same criteria; each criterion's definition is under its "
             "name, and hovering a cell shows how it was measured.</p>"
-            + "<table>"
-            + "".join(
-                f"<tr><th class='crit'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
-                for k, v in params.items()
-            )
-            + "</table>"
+            + "<p class='params'>Measured with "
+            + ", ".join(f"{html.escape(k)} = {html.escape(str(v))}" for k, v in params.items())
+            + ".</p>"
             + _scorecard_table(cards, failed)
             + _notes_html(cards, failed),
         ),
@@ -630,6 +624,7 @@ def write_report(
         json.dumps(
             {
                 "parameters": params,
+                "claims": [dataclasses.asdict(c) for c in claims],
                 "scorecards": [c.to_dict() for c in cards],
                 "not_measured": failed,
                 **{s.records_key or s.key: s.records for s in sections if s.records is not None},

@@ -26,6 +26,7 @@ ALiBi's head slopes (Press et al. 2022) are also a geometric schedule and live h
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Callable
@@ -34,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from posenc import validate
+from posenc.errors import UsageTypeError
 
 DEFAULT_BASE = 10000.0
 """``ρ`` of the paper's geometric schedule (Vaswani et al. 2017, §3.5)."""
@@ -180,6 +182,11 @@ SCHEDULES: dict[str, Callable[..., NDArray[np.float64]]] = {
 def schedule(name: str, dim: int, **options: float) -> NDArray[np.float64]:
     """Evaluate the named schedule of :data:`SCHEDULES` for ``dim``."""
     validate.choice("schedule", name, tuple(SCHEDULES))
+    accepted = [p for p in inspect.signature(SCHEDULES[name]).parameters if p != "dim"]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = f"takes the options {', '.join(accepted)}" if accepted else "takes no options"
+        raise UsageTypeError(f"schedule {name!r} {takes}; got {', '.join(unknown)}")
     return SCHEDULES[name](dim, **options)
 
 

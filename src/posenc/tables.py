@@ -15,18 +15,31 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike, NDArray
 
 from posenc import _native, spectrum, validate
+from posenc.errors import UsageError
 
 DEFAULT_BASE = spectrum.DEFAULT_BASE
 
 
-def angles(positions: ArrayLike | int, frequencies: ArrayLike) -> NDArray[np.float64]:
+def angles(
+    positions: ArrayLike | int, frequencies: ArrayLike, *, name: str = "positions"
+) -> NDArray[np.float64]:
     """The angle matrix ``A[s, i] = t_s · w_i`` in float64, ``(S, len(frequencies))``.
 
-    ``positions`` follows the package convention (int ``S`` → ``0 … S−1``, else 1-D).
+    ``positions`` follows the package convention (int ``S`` → ``0 … S−1``, else 1-D); ``name`` is what
+    errors call them (a caller's own parameter, e.g. ``distances``). Angles that overflow float64 are refused.
     """
-    t = validate.positions(positions)
+    t = validate.positions(positions, name=name)
     w = spectrum.custom(frequencies)
-    return np.multiply.outer(t, w)
+    with np.errstate(over="ignore"):
+        a = np.multiply.outer(t, w)
+    overflow = ~np.isfinite(a)
+    if overflow.any():
+        s, i = (int(k) for k in np.argwhere(overflow)[0])
+        raise UsageError(
+            f"{name} × frequencies must stay finite in float64, got {t[s]:g} ({name}[{s}]) times "
+            f"w = {w[i]:g} (frequencies[{i}]); use smaller positions or frequencies"
+        )
+    return a
 
 
 def _float_dtype(dtype: DTypeLike) -> np.dtype:
@@ -289,7 +302,7 @@ def dft_positions(positions: ArrayLike | int, dim: int, *, alias: bool = False) 
         i = int(np.argmax(frac))
         raise ValueError(
             f"positions must be integers for the DFT encoding (a lattice of dim={dim} points); "
-            f"got {t[i]!r} at index {i}"
+            f"got {t[i]:g} at index {i}"
         )
     if validate.boolean("alias", alias):
         return np.mod(t, dim)

@@ -91,7 +91,7 @@ def finite_array(name: str, value: ArrayLike, *, ndim: int) -> NDArray[np.float6
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
         raise UsageError(
-            f"{name} must be finite, got {arr[where]!r} at index {where if ndim > 1 else where[0]}"
+            f"{name} must be finite, got {float(arr[where])!r} at index {where if ndim > 1 else where[0]}"
         )
     return arr
 

@@ -353,8 +353,10 @@ def test_bad_forward_arguments(make):
     with pytest.raises(TypeError, match="x must be floating point"):
         m(torch.zeros(2, 5, 8, dtype=torch.int64))
     x = torch.zeros(1, 3, 8)
-    with pytest.raises(ValueError, match=r"positions must have shape \[3\].*\[1, 3\]"):
-        m(x, positions=torch.zeros(1, 3))
+    with pytest.raises(ValueError, match=r"positions must have shape \[3\] or \[b, 3\].*\[2, 3\]"):
+        m(x, positions=torch.zeros(2, 3))
+    with pytest.raises(ValueError, match=r"positions must have shape \[3\] or \[b, 3\].*\[1, 1, 3\]"):
+        m(x, positions=torch.zeros(1, 1, 3))
     with pytest.raises(ValueError, match="positions must be finite.*nan"):
         m(x, positions=torch.tensor([0.0, float("nan"), 1.0]))
     with pytest.raises(ValueError, match="offset.*-1"):

@@ -13,6 +13,7 @@ the inverse is ``f = Φ c`` with ``Φ[t, l] = φ_l(t)`` — which is row ``t`` o
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ from scipy.spatial import distance
 from posenc import tables, validate
 from posenc.analysis import _checks
 from posenc.analysis.fourier import column_bins
+from posenc.errors import UsageError
 
 
 def dft_basis(dim: int) -> NDArray[np.float64]:
@@ -33,9 +35,12 @@ def dft_basis(dim: int) -> NDArray[np.float64]:
 def one_hot(position: int, dim: int) -> NDArray[np.float64]:
     """The position function ``δ_(s,t)`` on the lattice ``t = 0 … d−1`` (Idé et al., 2024, §3.2), ``[d]``."""
     dim = validate.positive_int("dim", dim)
-    s = tables.dft_positions([position], dim)
+    if isinstance(position, bool) or not isinstance(position, numbers.Integral) or not 0 <= position < dim:
+        raise UsageError(
+            f"position must be an int in 0…dim-1 = 0…{dim - 1} (a point of the DFT lattice), got {position!r}"
+        )
     f = np.zeros(dim)
-    f[int(s[0])] = 1.0
+    f[int(position)] = 1.0
     return f
 
 
@@ -150,6 +155,7 @@ def nearest_neighbour_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 
     """
     table = _unit_scale(_checks.table(E, min_rows=2))
     noise = _checks.nonnegative(noise, name="noise")
+    seed = validate.non_negative_int("seed", seed)
     decoded = distance.cdist(_noisy(table, noise, seed), table).argmin(axis=1)
     return float(np.mean(decoded == np.arange(table.shape[0])))
 
@@ -162,6 +168,7 @@ def inverse_dft_accuracy(E: ArrayLike, *, noise: float = 0.0, seed: int = 0) -> 
     """
     table = _unit_scale(_checks.table(E, min_rows=2))
     noise = _checks.nonnegative(noise, name="noise")
+    seed = validate.non_negative_int("seed", seed)
     rows, dim = table.shape
     if rows > dim:
         raise ValueError(

@@ -118,8 +118,7 @@ def frequency_kernel(frequencies: ArrayLike, distances: ArrayLike | int) -> NDAr
     ``distances`` is an int ``S`` (``0 … S−1``) or a 1-D array of real distances; returns the
     same length. Angles ``x·w`` are formed in float64 by :func:`posenc.tables.angles`.
     """
-    distances = validate.positions(distances, name="distances")
-    return np.cos(tables.angles(distances, frequencies)).sum(axis=1)
+    return np.cos(tables.angles(distances, frequencies, name="distances")).sum(axis=1)
 
 
 def decay_integral(

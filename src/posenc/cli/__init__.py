@@ -10,7 +10,8 @@ posenc add commands (``posenc bench``) and options through :mod:`posenc.plugins`
 
 Errors: a :class:`posenc.UsageError` (a bad flag, value, file or setting), a ``ValueError``
 raised by posenc's own checks, and an ``OSError`` (missing file, unwritable folder, full disk)
-are printed as one line, exit status 2. Anything else is a bug and keeps its traceback.
+are printed as one line, exit status 2. So is a missing optional dependency (matplotlib, torch, …):
+the line names the extra that installs it (:data:`EXTRAS`). Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -30,10 +31,23 @@ from posenc.errors import UsageError
 COMMANDS: dict[str, str] = {
     "analyze": "measure the papers' criteria for one registered encoding",
     "check": "hold a Hugging Face rope config (or a framework's dumped tables) against the float64 truth",
+    "encodings": "list the registered encodings with their sources",
     "figures": "write the papers' figures (PNG and SVG) into a folder",
     "report": "write a self-contained HTML report (figures, scorecards of all encodings)",
     "table": "build an encoding table, print a summary, optionally save it",
 }
+
+#: Top-level module of an optional dependency → the extra of ``pip install "posenc[EXTRA]"`` that brings it.
+EXTRAS: dict[str, str] = {
+    "matplotlib": "plots",
+    "torch": "torch",
+    "sklearn": "experiment",
+    "tqdm": "experiment",
+    "stumpy": "experiment",
+}
+
+#: Commands that need a larger extra than the first module they miss (the benchmark needs all of its own).
+COMMAND_EXTRAS: dict[str, str] = {"bench": "experiment"}
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -81,26 +95,41 @@ def _user_error(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and _raised_by_posenc(exc)
 
 
+def missing_extra(command: str | None, exc: ModuleNotFoundError) -> str | None:
+    """The one-line message for ``exc`` when it is a missing optional dependency (else ``None``)."""
+    module = (exc.name or "").partition(".")[0]
+    if module not in EXTRAS:
+        return None
+    extra = COMMAND_EXTRAS.get(command or "", EXTRAS[module])
+    return (
+        f"posenc {command}: error: this command needs {module}, which is not installed; "
+        f'install it with: pip install "posenc[{extra}]"'
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``posenc`` console script; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     known = command in COMMANDS or command in plugins.command_help()
-    args = build_parser(command if known else None).parse_args(argv)
     try:
+        args = build_parser(command if known else None).parse_args(argv)
         return int(args.func(args) or 0)
+    except ModuleNotFoundError as exc:
+        message = missing_extra(command, exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print(
-            f"posenc {args.command}: interrupted; finished results are kept, re-run to resume",
-            file=sys.stderr,
-        )
+        print(f"posenc {command}: interrupted; finished results are kept, re-run to resume", file=sys.stderr)
         return 130
     except MemoryError:
         print(
-            f"posenc {args.command}: error: out of memory; ask for less (a shorter --length, a smaller --dim "
+            f"posenc {command}: error: out of memory; ask for less (a shorter --length, a smaller --dim "
             "or --batch-size)",
             file=sys.stderr,
         )
@@ -113,5 +142,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not isinstance(exc, OSError) or not exc.filename
             else (f"{exc.filename}: {exc.strerror or exc}")
         )
-        print(f"posenc {args.command}: error: {message}", file=sys.stderr)
+        print(f"posenc {command}: error: {message}", file=sys.stderr)
         return 2

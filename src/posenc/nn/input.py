@@ -16,6 +16,10 @@ class                                     row of position ``t``                 
 :class:`LearnableFrequencyEncoding`       ``sin/cos(t·w_i)`` with trainable ``w_i``             Lin et al. 2021; Su 2021
 ========================================  ===================================================  ===========================
 
+**Positions** default to ``offset … offset+s−1``; explicit ones are ``[s]`` (shared by the batch) or
+``[b, s]``, one row per sequence (a left-padded batch, packed sequences restarting at 0): row ``r`` of the
+output takes the table rows of ``positions[r]``.
+
 **Scale.** ``scale = 1`` (the default) adds each paper's encoding unscaled. The magnitudes differ:
 a sinusoidal row has norm ``√(d/2)`` (even ``d``; entries O(1)), a DFT row has norm 1 (entries
 O(1/√d)) — so at equal ``scale`` the DFT encoding is ``√(d/2)`` times weaker relative to the
@@ -119,11 +123,14 @@ class InputEncoding(InputContract):
 
         Args:
             x: tokens ``[b, s, d_model]``, floating point; the output has its dtype and device.
-            positions: ``[s]`` positions of the tokens (default ``offset … offset+s−1``).
+            positions: positions of the tokens, ``[s]`` (shared by the batch) or ``[b, s]`` (one row per
+                sequence: a left-padded batch, packed sequences restarting at 0; ``[1, s]`` serves every
+                row); default ``offset … offset+s−1``.
             offset: first position when ``positions`` is not given (streaming / cached decoding).
 
         Returns:
-            ``[b, s, d_model]`` (add) or ``[b, s, d_model + dim]`` (concat).
+            ``[b, s, d_model]`` (add) or ``[b, s, d_model + dim]`` (concat); with ``[b, s]`` positions, row
+            ``r`` is the result for ``positions[r]``.
         """
         refuse_tracing(self)
         s = self._check_input(x)
@@ -131,9 +138,9 @@ class InputEncoding(InputContract):
         if positions is not None:
             if offset != 0:
                 raise ValueError(f"give positions or offset, not both (got offset={offset} with positions)")
-            positions = _positions.check_positions("positions", positions, s)
+            positions = self._check_positions(positions, x.shape[0], s)
             if not torch.compiler.is_compiling():
-                self._check_position_values(positions)
+                self._check_rows_of_positions(positions)
         rows = self._rows(s, positions, offset, dtype=x.dtype, device=x.device)
         if self.mode == "concat":
             return torch.cat([x, self._scaled(rows).expand(x.shape[0], -1, -1)], dim=-1)
@@ -165,8 +172,23 @@ class InputEncoding(InputContract):
         """Raw rows ``[s, dim]`` for ``[s]`` positions, or for ``offset … offset+s−1`` when given an int ``s``."""
         raise NotImplementedError
 
+    def _check_rows_of_positions(self, positions: torch.Tensor) -> None:
+        """:meth:`_check_position_values` on ``[s]`` or ``[b, s]`` positions; a refusal of ``[b, s]`` ones names
+        the row (the index in the message is the one within that row)."""
+        try:
+            self._check_position_values(positions.reshape(-1))
+        except ValueError as exc:
+            if positions.dim() == 1:
+                raise
+            for r, row in enumerate(positions):
+                try:
+                    self._check_position_values(row)
+                except ValueError as in_row:
+                    raise type(in_row)(f"{in_row} (in row {r} of the [b, s] positions)") from None
+            raise exc from None
+
     def _check_position_values(self, positions: torch.Tensor) -> None:
-        """Eager check of explicit positions (finite); subclasses add their own limits."""
+        """Eager check of explicit positions ``[n]`` (finite); subclasses add their own limits."""
         validate.finite_array("positions", positions.detach().to("cpu", torch.float64).numpy(), ndim=1)
 
     # -- shared machinery ----------------------------------------------------------------------
@@ -181,9 +203,11 @@ class InputEncoding(InputContract):
         device: torch.device,
         cache: bool = True,
     ) -> torch.Tensor:
-        """Unscaled rows ``[s, dim]`` (unit norm applied): from the cache when the encoding is fixed."""
+        """Unscaled rows ``[s, dim]`` (``[b, s, dim]`` for ``[b, s]`` positions; unit norm applied): from the
+        cache when the encoding is fixed."""
         if positions is not None:
-            return self._fresh(positions.to(device), 0, dtype, device)
+            rows = self._fresh(positions.to(device).reshape(-1), 0, dtype, device)
+            return rows.reshape(*positions.shape, self.dim)
         end = offset + s
         if not (cache and self.cache_tables) or end * self.dim > self.max_cached_elements:
             return self._fresh(s, offset, dtype, device)
@@ -213,6 +237,17 @@ class InputEncoding(InputContract):
         if self.learn_scale:
             return rows * cast(nn.Parameter, self.scale).to(rows.dtype)
         return rows if self.scale == 1.0 else rows * self.scale
+
+    @staticmethod
+    def _check_positions(positions: object, b: int, s: int) -> torch.Tensor:
+        """Validate explicit positions ``[s]`` or ``[b, s]`` (``[1, s]`` broadcasts) for tokens ``[b, s, ·]``."""
+        positions = _positions.check_positions("positions", positions, s, batched=True)
+        if positions.dim() == 2 and positions.shape[0] not in (1, b):
+            raise ValueError(
+                f"positions must have shape [{s}] or [b, {s}] with b = {b} or 1 (one row per sequence of x), "
+                f"got {list(positions.shape)}"
+            )
+        return positions
 
     def _check_input(self, x: torch.Tensor) -> int:
         """Validate ``x [b, s, d_model]`` and return ``s``."""
@@ -423,7 +458,7 @@ class LearnedEncoding(InputEncoding):
             i = int(bad.argmax())
             raise ValueError(
                 f"positions must be integers in 0…max_len-1 = 0…{self.max_len - 1} for a learned encoding, "
-                f"got {t[i]!r} at index {i}"
+                f"got {t[i]:g} at index {i}"
             )
 
 
