@@ -68,8 +68,9 @@ class Row:
     """One ``(encoding, scale)`` of the table: ``mean[m]``, ``std[m]`` over ``n`` runs; shuffle drops.
 
     ``vs_no_skill[m] = (mean, ci_low, ci_high)`` of ``metric − flag-all`` on the same split
-    (95% CI of :func:`~posenc_bench.experiment.stats.paired_interval`; ``nan`` bounds from one run),
-    for the paired metrics; ``None`` for the flag-all row itself.
+    (95% CI of :func:`~posenc_bench.experiment.stats.paired_interval`; ``nan`` bounds from one trained
+    run; an untrained baseline on one split is deterministic, its difference exact: ``(d, d, d)``), for
+    the paired metrics; ``None`` for the flag-all row itself.
     """
 
     encoding: str
@@ -145,6 +146,9 @@ def _vs_no_skill(
                 by_split.setdefault(r.split_seed, []).append(r.test[m] - no_skill[r.split_seed][m])
         if by_split:
             d = np.concatenate([np.asarray(v) for v in by_split.values()])
+            if d.size == 1 and all(r.kind == "baseline" for r in records):  # untrained: exact given the split
+                out[m] = (float(d[0]), float(d[0]), float(d[0]))
+                continue
             interval = stats.paired_interval(list(by_split.values()))
             out[m] = (float(d.mean()), interval.low, interval.high)
     return out

@@ -226,3 +226,15 @@ def test_probe_table_with_many_lags_fits_100_columns():
     assert max(map(len, table)) <= 100
     cells = {c.strip() for line in table for c in line.strip("|").split("|")}
     assert {f"k={k}" for k in ks} <= cells and "0.80" in cells
+
+
+def test_an_untrained_baseline_on_one_split_is_compared_with_flag_all_exactly():
+    """A baseline has one deterministic value per split: on one split its difference from flag-all is
+    exact (no interval to estimate), so it is marked ‡ exactly when it is not above flag-all."""
+    runs = [record("sinusoidal", "native", 0, s, f1=0.5, auprc=0.5) for s in range(3)]
+    p = 0.10  # split 0's prevalence: flag-all F1 2p/(1+p) ≈ 0.18, AUPRC 0.10
+    below_in_f1 = {"name": "hgb-summary", "split_seed": 0, "test": {"precision": 0.1, "recall": 0.1, "f1": 0.1,
+                                                                     "auprc": 0.3}}  # fmt: skip
+    row = {r.encoding: r for r in compare(runs, baseline=[below_in_f1]).rows}["hgb-summary"]
+    assert row.vs_no_skill["f1"] == pytest.approx((0.1 - 2 * p / (1 + p),) * 3)
+    assert row.clears_no_skill("f1") is False and row.clears_no_skill("auprc") is True
