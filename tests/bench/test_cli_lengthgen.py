@@ -376,3 +376,28 @@ def test_within_task_permutation_p_matches_full_enumeration():
     assert used == 2 and rho == pytest.approx(observed) and p == pytest.approx(exact, abs=0.015)
     # a task whose accuracies do not vary says nothing and is left out
     assert la.within_task_correlation(["a"] * 3, [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]) == (None, None, 0)
+
+
+def test_runs_that_do_not_fit_at_l_are_marked_and_compared_over_fitted_seeds():
+    """Fit at L: exact match at L ≥ 95 %. NoPE's seed 0 reaches 90 % at L: the table marks NoPE † (2/3),
+    and rope − NoPE beyond L adds the difference over the 2 seeds where both fit."""
+    base = lg.LengthgenConfig(task="parity", encoding="none", seed=0, train_length=4, vocab=8, d_model=16,
+                              n_heads=2)  # fmt: skip
+    plan = lg.LengthgenPlan(base, tasks=("parity",), encodings=("none", "rope"), seeds=3, n_test=8,
+                            test_multiples=(1.0, 2.0))  # fmt: skip
+    at = {"none": ([0.90, 1.0, 0.96], [0.5, 0.4, 0.6]), "rope": ([1.0, 1.0, 1.0], [0.9, 0.5, 0.8])}
+    rows = [{"task": "parity", "encoding": e, "length": n, "seeds": v, "mean": float(np.mean(v)),
+             "std": float(np.std(v, ddof=1))} for e, vs in at.items() for n, v in zip((4, 8), vs, strict=True)]  # fmt: skip
+    assert lg.fitted(plan, rows) == {("parity", "none"): [False, True, True], ("parity", "rope"): [True] * 3}
+    tests = {(t["encoding"], t["reference"], t["length"]): t for t in lg.paired_tests(plan, rows)}
+    beyond = tests["rope", "none", 8]
+    assert beyond["fitted_pairs"] == 2 and beyond["diff_fitted"] == pytest.approx(
+        np.mean([0.5 - 0.4, 0.8 - 0.6])
+    )
+    assert beyond["diff"] == pytest.approx(np.mean([0.4, 0.1, 0.2]))
+    tables = {"rows": rows, "paired": list(tests.values()), "chance": [], "floor": lg.trivial_floors(plan),
+              "train_tokens": 1, "train_seconds": 1.0}  # fmt: skip
+    tables["chance"] = [{"task": "parity", "length": n, "accuracy": 0.5} for n in (4, 8)]
+    text = lg.markdown(plan, tables, wall_seconds=1.0)
+    assert "| none † (2/3 fit at L) |" in text and "| rope | 100.0" in text
+    assert "fitted +15.0 (2)" in text

@@ -303,7 +303,7 @@ def compare(
                         result = _paired(encoding, scale, metric, mine, reference, ref, model)
                         if result is not None:
                             paired.append(result)
-    adjusted = stats.holm([t.p_sign_flip for t in paired]) if paired else []
+    adjusted: list[float] = stats.holm([t.p_sign_flip for t in paired]).tolist() if paired else []
     paired = [replace(t, p_holm=float(h)) for t, h in zip(paired, adjusted, strict=True)]
     by_name: dict[str, list[RunRecord]] = {}
     for b in baselines:

@@ -69,6 +69,10 @@ ENCODING = "encoding.pt"
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
 
+FIT_AT_L = 0.95
+"""A run *fits* at the training length when its exact match at ``L`` is at least this: the stated
+in-distribution criterion; beyond ``L`` an under-fitted run is compared with fitted ones only as marked."""
+
 
 @dataclass(frozen=True)
 class LengthgenConfig:
@@ -707,13 +711,25 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str,
             "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
 
 
+def fitted(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[bool]]:
+    """Per (task, encoding), for each seed in seed order, whether the run fits at ``L`` (exact match at the
+    training length ≥ :data:`FIT_AT_L`); empty where the grid does not test at ``L``."""
+    at_l = plan.base.train_length
+    return {
+        (r["task"], r["encoding"]): [v >= FIT_AT_L for v in r["seeds"]] for r in rows if r["length"] == at_l
+    }
+
+
 def paired_tests(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``encoding − reference`` per (task, length) for each reference of :data:`REFERENCES` that was run,
     over the seeds (each row's ``seeds`` values, in seed order): the mean, the Student t 95% CI with
     ``n − 1`` degrees of freedom (:func:`~posenc_bench.experiment.stats.paired_interval`; ``ci`` names
-    it and its n), the exact sign-flip p, and ``p_holm``: Holm's adjustment over every test listed."""
+    it and its n), the exact sign-flip p, ``p_holm`` (Holm's adjustment over every test listed), and
+    over the seeds where both runs fit at ``L`` (:func:`fitted`) their number ``fitted_pairs`` (``None``
+    where ``L`` is not tested) and mean ``diff_fitted`` (``None`` when none fits)."""
     values = {(r["task"], r["encoding"], r["length"]): np.asarray(r["seeds"], dtype=np.float64) for r in rows}
-    paired = []
+    fit = fitted(plan, rows)
+    paired: list[dict[str, Any]] = []
     for t in plan.tasks:
         for e in plan.encodings:
             for ref in REFERENCES:
@@ -723,9 +739,12 @@ def paired_tests(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> list[dict[s
                     diff = values[(t, e, n)] - values[(t, ref, n)]
                     interval = paired_interval([diff])
                     p = sign_flip_p(diff) if np.any(diff != 0) else 1.0
+                    both = np.logical_and(fit[(t, e)], fit[(t, ref)]) if fit else None
+                    k = None if both is None else int(both.sum())
                     paired.append({"task": t, "encoding": e, "reference": ref, "length": n,
                                    "diff": float(diff.mean()), "ci_low": interval.low, "ci_high": interval.high,
-                                   "ci": interval.describe(), "p": p})  # fmt: skip
+                                   "ci": interval.describe(), "p": p, "fitted_pairs": k,
+                                   "diff_fitted": float(diff[both].mean()) if k else None})  # fmt: skip
     for test, adjusted in zip(paired, holm([q["p"] for q in paired]) if paired else [], strict=True):
         test["p_holm"] = float(adjusted)
     return paired
@@ -754,11 +773,14 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         f"took {wall_seconds:.0f} s (runs found finished on disk are read back, not retrained).",
         "",
     ]
+    fit = fitted(plan, tables["rows"])
     for t in plan.tasks:
         lengths = plan.test_lengths(t)
         lines += [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
                   "|---|" + "---:|" * len(lengths)]  # fmt: skip
         for e in plan.encodings:
+            ok = fit.get((t, e), [])
+            label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
             cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
             text = []
             for n in lengths:
@@ -767,7 +789,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
                 if "scaled_mean" in r:
                     cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
                 text.append(cell)
-            lines.append(f"| {e} | " + " | ".join(text) + " |")
+            lines.append(f"| {label} | " + " | ".join(text) + " |")
         chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
         lines.append(
             "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |"
@@ -792,7 +814,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
                 if not mine:
                     continue
                 cells_ = [f"{100 * mine[n]['diff']:+.1f} {_ci(mine[n])} p={mine[n]['p']:.2g} "
-                          f"(Holm {mine[n]['p_holm']:.2g})" for n in lengths]  # fmt: skip
+                          f"(Holm {mine[n]['p_holm']:.2g}){_fitted(mine[n], plan.seeds)}" for n in lengths]  # fmt: skip
                 lines.append(f"| {e} | " + " | ".join(cells_) + " |")
             lines.append("")
     lines.append(
@@ -800,9 +822,20 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         f"the CI is Student's t with {plan.seeds - 1} degrees of freedom over the {plan.seeds} seeds' paired "
         f"differences; Holm: the sign-flip p adjusted over all {len(tables['paired'])} paired tests of this file. "
         "Trivial strategy: a rule that needs no position information beyond the sequence's start "
-        "(`posenc_bench.data.lengthgen`), scored on the same test sets as the runs."
+        "(`posenc_bench.data.lengthgen`), scored on the same test sets as the runs. "
+        f"† fit at L: exact match at L ≥ {100 * FIT_AT_L:g}% (k of n seeds); beyond L an encoding marked † is "
+        "in part an under-fitted model, and a paired cell whose seeds did not all fit adds "
+        '"fitted Δ (k)": the mean difference over the k seeds where both runs fit.'
     )
     return "\n".join(lines) + "\n"
+
+
+def _fitted(test: dict[str, Any], seeds: int) -> str:
+    """`` fitted Δ (k)`` when not every seed of the pair fits at ``L`` (nothing when all do or ``L`` is untested)."""
+    k = test.get("fitted_pairs")
+    if k is None or k == seeds:
+        return ""
+    return f" fitted {100 * test['diff_fitted']:+.1f} ({k})" if k else " fitted: none (0)"
 
 
 def _ci(test: dict[str, Any]) -> str:

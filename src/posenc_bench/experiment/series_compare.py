@@ -162,7 +162,7 @@ def series_summary(
                 result = paired(model, encoding, records, reference, ref, metric)
                 if result is not None:
                     tests.append(result)
-    adjusted = stats.holm([t.p_wilcoxon for t in tests]) if tests else []
+    adjusted: list[float] = stats.holm([t.p_wilcoxon for t in tests]).tolist() if tests else []
     return rows, [replace(t, p_holm=float(h)) for t, h in zip(tests, adjusted, strict=True)]
 
 
