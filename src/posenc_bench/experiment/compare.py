@@ -39,7 +39,13 @@ from posenc_bench.experiment import stats
 from posenc_bench.experiment.files import write_text_atomic
 from posenc_bench.experiment.metrics import METRICS
 from posenc_bench.experiment.records import RunRecord, as_record
-from posenc_bench.experiment.series_compare import SeriesPaired, SeriesRow, series_markdown, series_summary
+from posenc_bench.experiment.series_compare import (
+    SeriesPaired,
+    SeriesRow,
+    ci_cell,
+    series_markdown,
+    series_summary,
+)
 
 #: The rows every other row is paired with, in table order: the standard encoding, the order-blind control.
 REFERENCES = ("sinusoidal", "none")
@@ -360,10 +366,6 @@ def _p(p: float) -> str:
     return "n/a" if math.isnan(p) else f"{p:.3g}"
 
 
-def _ci(low: float, high: float) -> str:
-    return "n/a" if math.isnan(low) else f"[{low:+.4f}, {high:+.4f}]"
-
-
 #: Column titles of metric names (others are shown as they are).
 LABELS = {
     "precision": "precision",
@@ -511,7 +513,7 @@ def markdown(comparison: Comparison) -> str:
             ],
             [
                 ("mean diff", [f"{t.mean_diff:+.4f}" for t in tests]),
-                ("95% CI", [_ci(t.ci_low, t.ci_high) for t in tests]),
+                ("95% CI", [ci_cell(t.ci_low, t.ci_high) for t in tests]),
                 ("CI by", [t.ci for t in tests]),
                 ("p sign-flip (exact)", [_p(t.p_sign_flip) for t in tests]),
                 ("p Holm", [_p(t.p_holm) for t in tests]),

@@ -170,7 +170,8 @@ def _p(p: float) -> str:
     return "n/a" if np.isnan(p) else f"{p:.3g}"
 
 
-def _ci(low: float, high: float) -> str:
+def ci_cell(low: float, high: float) -> str:
+    """``[low, high]`` of an interval for a table cell (4 decimals, signed); ``n/a`` when undefined."""
     return "n/a" if np.isnan(low) else f"[{low:+.4f}, {high:+.4f}]"
 
 
@@ -205,7 +206,7 @@ def series_markdown(rows: Sequence[SeriesRow], tests: Sequence[SeriesPaired]) ->
             lines.append(
                 (f"| {t.model} " if with_model else "")
                 + f"| {t.name} | {t.reference} | {t.metric} | {t.n_series} | {t.wins}/{t.ties}/{t.losses} | "
-                f"{t.mean_diff:+.4f} | {_ci(t.ci_low, t.ci_high)} | {t.ci} | {_p(t.p_wilcoxon)} | {_p(t.p_holm)} |"
+                f"{t.mean_diff:+.4f} | {ci_cell(t.ci_low, t.ci_high)} | {t.ci} | {_p(t.p_wilcoxon)} | {_p(t.p_holm)} |"
             )
     lines += ["", SERIES_NOTE, "", "## Pooled over series", ""]
     return lines

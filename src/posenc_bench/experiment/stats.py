@@ -149,12 +149,6 @@ class Interval:
         """How it was computed, for a table cell or note: ``"t, 5 seeds"``, ``"bootstrap, 40 series"``."""
         return f"{self.method}, {self.n} {self.unit}"
 
-    def cell(self, scale: float = 1.0, digits: int = 4) -> str:
-        """``[low, high]`` with signs (times ``scale``), or ``n/a`` when undefined."""
-        if np.isnan(self.low):
-            return "n/a"
-        return f"[{scale * self.low:+.{digits}f}, {scale * self.high:+.{digits}f}]"
-
 
 def t_interval(values: ArrayLike, *, level: float = 0.95) -> tuple[float, float]:
     """Student t interval of the mean: ``x̄ ± t_{n−1, (1+level)/2} · s / √n`` (``s`` with ``ddof=1``;

@@ -157,8 +157,10 @@ def test_interval_rule_and_description():
     assert boot.method == "bootstrap" and boot.n == 30
     assert (boot.low, boot.high) == two_stage_bootstrap_ci(many)
     single = paired_interval([[0.5]])
-    assert np.isnan(single.low) and single.cell() == "n/a"
-    assert paired_interval([[0.1, 0.1, 0.1]]).cell(100, 1) == "[+10.0, +10.0]"
+    assert np.isnan(single.low) and np.isnan(single.high) and single.describe() == "t, 1 seeds"
+    assert (paired_interval([[0.1, 0.1, 0.1]]).low, paired_interval([[0.1, 0.1, 0.1]]).high) == pytest.approx(
+        (0.1, 0.1)
+    )
 
 
 def test_t_interval_bad_level():
