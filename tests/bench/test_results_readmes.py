@@ -147,3 +147,36 @@ CHECKED = sorted(p.relative_to(RESULTS).as_posix() for p in RESULTS.rglob("READM
 @pytest.mark.parametrize("readme", CHECKED)
 def test_every_quoted_interval_is_in_a_committed_table(readme):
     assert missing(RESULTS / readme) == {"interval": [], "mean ± std": []}
+
+
+RESULTS_JSON = sorted(p.relative_to(RESULTS).as_posix() for p in RESULTS.glob("*/results*.json"))
+LENGTHGEN_JSON = sorted(
+    p.relative_to(RESULTS).as_posix() for p in RESULTS.glob("lengthgen/**/lengthgen.json")
+)
+
+
+@pytest.mark.parametrize("path", RESULTS_JSON)
+def test_every_committed_results_table_is_what_its_json_makes(path):
+    """``results.md`` is :func:`~posenc_bench.experiment.compare.markdown` of its own ``results.json``:
+    the table a README quotes cannot drift from the records it was made from."""
+    from posenc_bench.experiment.compare import from_json, markdown
+
+    json_path = RESULTS / path
+    made = markdown(from_json(json_path.read_text(encoding="utf-8")))
+    assert made == json_path.with_suffix(".md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow  # each re-generates the test sets of its grid for the trivial-strategy floors
+@pytest.mark.parametrize("path", LENGTHGEN_JSON)
+def test_every_committed_lengthgen_table_is_what_its_json_makes(path, tmp_path):
+    """``lengthgen.md`` and ``.json`` are what :func:`~posenc_bench.experiment.lengthgen.rewrite` makes of
+    the committed ``lengthgen.json`` (its per-seed accuracies and criteria), byte for byte."""
+    import shutil
+
+    from posenc_bench.experiment import lengthgen
+
+    committed = (RESULTS / path).parent
+    shutil.copy(committed / "lengthgen.json", tmp_path / "lengthgen.json")
+    lengthgen.rewrite(tmp_path)
+    for name in ("lengthgen.md", "lengthgen.json", "lengthgen.csv"):
+        assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name
