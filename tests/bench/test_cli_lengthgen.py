@@ -324,6 +324,7 @@ def test_seeds_as_a_range_and_the_tables_floor_and_holm(tmp_path, capsys):
     # depths 0 and 1: the token after the first is the key at depth 0, a filler token at depth 1
     floors = {f["length"]: f["accuracy"] for f in table["floor"]}
     assert floors[4] >= 0.5 and "| *trivial strategy* |" in out and "the key at depth 0" in out
+    assert "2 seeds (seeds 1–2);" in out
     assert all(t["p_holm"] >= t["p"] for t in table["paired"]) and "Holm" in out
     assert all(t["ci"] == "t, 2 seeds" for t in table["paired"])
     assert main([*args, "--seeds", "0-2"]) == 0

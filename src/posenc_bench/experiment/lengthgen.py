@@ -762,7 +762,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         "",
         f"Causal decoder d_model={b.d_model}, {b.n_heads} heads, {b.n_layers} layers; {b.steps} steps of "
         f"{b.batch_size} examples at lengths 1…L={b.train_length}, vocab {b.vocab}, lr {b.lr:g}; "
-        f"{plan.seeds} seeds; {plan.n_test} test examples per length"
+        f"{plan.seeds} seeds{_seed_range(plan)}; {plan.n_test} test examples per length"
         + (
             f" and passkey depth ({', '.join(f'{d:g}' for d in plan.depths)})"
             if "passkey" in plan.tasks
@@ -836,6 +836,12 @@ def _fitted(test: dict[str, Any], seeds: int) -> str:
     if k is None or k == seeds:
         return ""
     return f" fitted {100 * test['diff_fitted']:+.1f} ({k})" if k else " fitted: none (0)"
+
+
+def _seed_range(plan: LengthgenPlan) -> str:
+    """`` (seeds 5–9)`` for a grid that does not start at seed 0; nothing for ``0 … N − 1``."""
+    seeds = plan.seed_values()
+    return f" (seeds {seeds[0]}–{seeds[-1]})" if plan.seed_start else ""
 
 
 def _ci(test: dict[str, Any]) -> str:
