@@ -89,11 +89,12 @@ class Row:
     model: str = ""
 
     def clears_no_skill(self, metric: str) -> bool | None:
-        """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed, or
-        undefined: one run)."""
-        if not self.vs_no_skill or metric not in self.vs_no_skill or math.isnan(self.vs_no_skill[metric][1]):
+        """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed; ``False``
+        when it is undefined, one trained run: nothing shows the row better than flagging everything)."""
+        if not self.vs_no_skill or metric not in self.vs_no_skill:
             return None
-        return self.vs_no_skill[metric][1] > 0
+        low = self.vs_no_skill[metric][1]
+        return not math.isnan(low) and low > 0
 
 
 @dataclass(frozen=True)
@@ -486,8 +487,8 @@ def markdown(comparison: Comparison) -> str:
     lines += [
         "",
         what + f"{NOT_ABOVE_NO_SKILL} on a metric: the 95% CI (as for the paired differences below) of "
-        f"that metric − `{NO_SKILL}` on the same split does not lie above 0 — not shown better than "
-        "flagging everything. "
+        f"that metric − `{NO_SKILL}` on the same split does not lie above 0, or cannot be computed (one "
+        "trained run) — not shown better than flagging everything. "
         + " ".join(
             f"{_label(m)}: not above `{NO_SKILL}`: {', '.join(marked[m])}."
             if marked[m]

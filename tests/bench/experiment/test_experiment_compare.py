@@ -238,3 +238,12 @@ def test_an_untrained_baseline_on_one_split_is_compared_with_flag_all_exactly():
     row = {r.encoding: r for r in compare(runs, baseline=[below_in_f1]).rows}["hgb-summary"]
     assert row.vs_no_skill["f1"] == pytest.approx((0.1 - 2 * p / (1 + p),) * 3)
     assert row.clears_no_skill("f1") is False and row.clears_no_skill("auprc") is True
+
+
+def test_one_trained_run_is_not_shown_above_flag_all():
+    """With one seed on one split there is no interval: the row is marked ‡ even where its value is
+    above flag-all, since nothing shows it better than flagging everything."""
+    row = {r.encoding: r for r in compare([record("sinusoidal", "native", 0, 0, f1=0.9, auprc=0.9)]).rows}
+    assert (
+        row["sinusoidal"].clears_no_skill("auprc") is False and row[NO_SKILL].clears_no_skill("auprc") is None
+    )
