@@ -172,10 +172,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--seeds",
-        type=int,
+        type=seed_range,
         default=None,
-        help="training seeds per (encoding, scale, split) (default 5: the fewest for which a paired bootstrap "
-        "CI can exclude 0 with one seed that did not learn; --task lengthgen 3)",
+        help="training seeds per (encoding, scale, split): N for seeds 0…N-1, or A-B for seeds A…B, e.g. 5-9 "
+        "(default 5; --task lengthgen 3); runs of seeds already done are found, not retrained",
     )
     p.add_argument("--splits", type=int, default=1, help="split seeds (repeated blocked splits, default 1)")
     p.add_argument(
@@ -314,6 +314,24 @@ def _data(args: argparse.Namespace, model: ModelAxis) -> DataAxis:
     return dataclasses.replace(data, dataset_options={**data.dataset_options, "distances": distances})
 
 
+def seed_range(text: str) -> tuple[int, int]:
+    """``--seeds``: ``N`` (seeds ``0 … N−1``) or ``A-B`` (seeds ``A … B``, both included), as ``(first, count)``.
+
+    A count is checked where the plan is made (its message names ``--seeds``); a range must read ``A-B``
+    with ``0 <= A <= B``."""
+    first, dash, last = text.strip().partition("-")
+    try:
+        start, end = (int(first), int(last)) if dash else (0, None)
+        count = int(first) if end is None else end - start + 1
+    except ValueError:
+        start, count = -1, 0
+    if (dash and (start < 0 or count < 1)) or start < 0:
+        raise argparse.ArgumentTypeError(
+            f"--seeds must be a count N (seeds 0…N-1) or a range A-B with 0 <= A <= B, got {text!r}"
+        )
+    return start, count
+
+
 def _base(args: argparse.Namespace, detectors: tuple[str, ...]) -> RunConfig:
     """The run every grid point varies (RunConfig checks every value and names the field)."""
     model = ModelAxis(
@@ -369,7 +387,8 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         base,
         encodings,
         csv_list(args.scale if args.scale is not None else ("matched" if probes else "native")),
-        seeds=5 if args.seeds is None else args.seeds,
+        seeds=5 if args.seeds is None else args.seeds[1],
+        seed_start=0 if args.seeds is None else args.seeds[0],
         splits=args.splits,
         encoding_options=encoding_options,
         shuffle_control=not (args.no_shuffle_control or probes),

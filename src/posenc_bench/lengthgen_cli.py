@@ -89,7 +89,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     )
     given = _given(LengthgenPlan, args) | {
         "encodings": encoding_names(args.encodings or DEFAULT_ENCODINGS, REFERENCES),
-        "seeds": DEFAULT_SEEDS if args.seeds is None else args.seeds,
+        "seeds": DEFAULT_SEEDS if args.seeds is None else args.seeds[1],
+        "seed_start": 0 if args.seeds is None else args.seeds[0],
     }
     return LengthgenPlan(base, **given)
 

@@ -446,3 +446,27 @@ def test_no_baseline_drops_every_untrained_baseline_as_its_help_says(tmp_path, c
         "--no-baseline skip the untrained baselines (gradient boosting on order-free summaries and on lagged "
         "cross-channel products, the matrix profile, max |x|, and the synthetic data's oracle)" in help_text
     )
+
+
+def test_seeds_as_a_range_train_those_seeds_and_a_wider_range_reuses_them(tmp_path, capsys):
+    """``--seeds 1-2`` trains seeds 1 and 2; ``--seeds 0-2`` then trains only seed 0's runs and reads the
+    others back: a run's seed is its identity, whichever range asked for it."""
+    args = ("--encodings", "sinusoidal", "--no-baseline", "--no-shuffle-control")
+    assert bench(tmp_path, *args, "--seeds", "1-2") == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert sorted({r["seed"] for r in data["runs"]}) == [1, 2] and data["meta"]["seed_start"] == 1
+    capsys.readouterr()
+    assert bench(tmp_path, *args, "--seeds", "0-2") == 0
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert sorted({r["seed"] for r in data["runs"]}) == [0, 1, 2]
+    assert out.count("(finished earlier, skipped)") == 4 and data["meta"]["runs_trained"] == 2
+
+
+@pytest.mark.parametrize("text", ["3-1", "x", "1-", "-2"])
+def test_a_bad_seed_range_is_refused_naming_the_flag(tmp_path, capsys, text):
+    with pytest.raises(SystemExit):
+        bench(tmp_path, "--seeds", text)
+    assert f"--seeds must be a count N (seeds 0…N-1) or a range A-B with 0 <= A <= B, got {text!r}" in (
+        capsys.readouterr().err
+    )

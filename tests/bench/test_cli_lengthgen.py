@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from posenc.cli import main
@@ -129,7 +130,15 @@ def test_criteria_are_rank_correlated_with_accuracy():
     assert table["long_range_decay4.0"]["rho"] == pytest.approx(-1.0)
     assert table["long_range_decay2.0"]["pairs"] == 6 and table["value_max2.0"]["pairs"] == 0
     text = la.markdown(plan, tables, criteria, list(table.values()))
-    assert "| long_range_decay | 2L | 6 | +1.00 |" in text
+    # within each task the decay ranks the 3 encodings exactly: ρ_w = +1, and |ρ_w| = 1 needs both tasks'
+    # permutations to be the identity or both reversed: p = 2/36 exactly, by 10 000 random permutations
+    assert table["long_range_decay2.0"]["rho_within"] == pytest.approx(1.0)
+    assert table["long_range_decay2.0"]["tasks"] == 2
+    assert table["long_range_decay2.0"]["p"] == pytest.approx(2 / 36, abs=0.01)
+    assert table["long_range_decay2.0"]["p_holm"] == pytest.approx(
+        min(1.0, 2 * table["long_range_decay2.0"]["p"])
+    )
+    assert "| long_range_decay | 2L | 6 | 2 | +1.00 | +1.00 |" in text
     assert "| parity | kerple | 0.3 | — | — | — | 30.0 | -30.0 |" in text
 
 
@@ -157,7 +166,7 @@ def test_criteria_are_correlated_at_every_length_beyond_l_that_the_grid_tests():
     assert table["long_range_decay", 1.25]["rho"] == pytest.approx(1.0)
     assert table["long_range_decay", 1.5]["rho"] == pytest.approx(-1.0)
     text = la.markdown(plan, {"rows": rows}, criteria, list(table.values()))
-    assert "| acc 1.25L | acc 1.5L |" in text and "| long_range_decay | 1.25L | 4 | +1.00 |" in text
+    assert "| acc 1.25L | acc 1.5L |" in text and "| long_range_decay | 1.25L | 4 | 0 | +1.00 | — |" in text
 
 
 def test_the_analysis_measures_each_runs_trained_encoding(tmp_path):
@@ -299,3 +308,97 @@ def test_two_processes_on_one_out_share_the_runs(tmp_path):
     trained = [line for found in lines for line in found if not line.endswith("(read back)")]
     assert len(trained) == 12, outputs
     assert outputs[0].split("| passkey")[1:] == outputs[1].split("| passkey")[1:]  # the same tables
+
+
+def test_seeds_as_a_range_and_the_tables_floor_and_holm(tmp_path, capsys):
+    """``--seeds 1-2`` trains seeds 1 and 2 (run folders ``seed1``, ``seed2``); ``--seeds 0-2`` then trains
+    only seed 0. The tables show the trivial-strategy floor beside chance and Holm-adjusted p's."""
+    args = [*TINY, "--out", str(tmp_path), "--encodings", "none,rope", "--lengthgen-tasks", "passkey"]
+    assert main([*args, "--seeds", "1-2"]) == 0
+    folder = tmp_path / "runs/lengthgen/passkey-L4/rope"
+    assert sorted(p.name for p in folder.iterdir()) == ["seed1", "seed2"]
+    stamp = (folder / "seed1/metrics.json").stat().st_mtime_ns
+    table = json.loads((tmp_path / "lengthgen.json").read_text())
+    assert table["plan"]["seed_start"] == 1 and table["plan"]["seeds"] == 2
+    out = capsys.readouterr().out
+    # depths 0 and 1: the token after the first is the key at depth 0, a filler token at depth 1
+    floors = {f["length"]: f["accuracy"] for f in table["floor"]}
+    assert floors[4] >= 0.5 and "| *trivial strategy* |" in out and "the key at depth 0" in out
+    assert "2 seeds (seeds 1–2);" in out
+    assert all(t["p_holm"] >= t["p"] for t in table["paired"]) and "Holm" in out
+    assert all(t["ci"] == "t, 2 seeds" for t in table["paired"])
+    assert main([*args, "--seeds", "0-2"]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["seed0", "seed1", "seed2"]
+    assert (folder / "seed1/metrics.json").stat().st_mtime_ns == stamp
+
+
+def test_tables_are_remade_from_the_json_alone(tmp_path):
+    """:func:`lengthgen.rewrite` re-makes md/csv/json from ``lengthgen.json`` without the run folders:
+    the same tables as the run wrote."""
+    import shutil
+
+    assert (
+        main([*TINY, "--out", str(tmp_path / "a"), "--encodings", "none,rope", "--lengthgen-tasks", "parity"])
+        == 0
+    )
+    (tmp_path / "b").mkdir()
+    shutil.copy(tmp_path / "a/lengthgen.json", tmp_path / "b/lengthgen.json")
+    lg.rewrite(tmp_path / "b")
+    for name in ("lengthgen.md", "lengthgen.csv"):
+        assert (tmp_path / "b" / name).read_text() == (tmp_path / "a" / name).read_text()
+    assert json.loads((tmp_path / "b/lengthgen.json").read_text()) == json.loads(
+        (tmp_path / "a/lengthgen.json").read_text()
+    )
+
+
+def test_within_task_permutation_p_matches_full_enumeration():
+    """The within-task permutation p against every permutation of each task's accuracies, enumerated."""
+    import itertools
+
+    from scipy import stats as sps
+
+    from posenc_bench.experiment import lengthgen_analysis as la
+
+    tasks = ["a"] * 4 + ["b"] * 3
+    xs = [0.1, 0.4, 0.2, 0.9, 3.0, 1.0, 2.0]
+    ys = [0.5, 0.2, 0.6, 0.1, 0.3, 0.9, 0.4]
+
+    def rho_within(y):
+        return np.mean([sps.spearmanr(xs[:4], y[:4]).statistic, sps.spearmanr(xs[4:], y[4:]).statistic])
+
+    observed = rho_within(ys)
+    null = [
+        rho_within([*pa, *pb])
+        for pa in itertools.permutations(ys[:4])
+        for pb in itertools.permutations(ys[4:])
+    ]
+    exact = np.mean(np.abs(null) >= abs(observed) - 1e-12)
+    rho, p, used = la.within_task_correlation(tasks, xs, ys, permutations=20_000)
+    assert used == 2 and rho == pytest.approx(observed) and p == pytest.approx(exact, abs=0.015)
+    # a task whose accuracies do not vary says nothing and is left out
+    assert la.within_task_correlation(["a"] * 3, [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]) == (None, None, 0)
+
+
+def test_runs_that_do_not_fit_at_l_are_marked_and_compared_over_fitted_seeds():
+    """Fit at L: exact match at L ≥ 95 %. NoPE's seed 0 reaches 90 % at L: the table marks NoPE † (2/3),
+    and rope − NoPE beyond L adds the difference over the 2 seeds where both fit."""
+    base = lg.LengthgenConfig(task="parity", encoding="none", seed=0, train_length=4, vocab=8, d_model=16,
+                              n_heads=2)  # fmt: skip
+    plan = lg.LengthgenPlan(base, tasks=("parity",), encodings=("none", "rope"), seeds=3, n_test=8,
+                            test_multiples=(1.0, 2.0))  # fmt: skip
+    at = {"none": ([0.90, 1.0, 0.96], [0.5, 0.4, 0.6]), "rope": ([1.0, 1.0, 1.0], [0.9, 0.5, 0.8])}
+    rows = [{"task": "parity", "encoding": e, "length": n, "seeds": v, "mean": float(np.mean(v)),
+             "std": float(np.std(v, ddof=1))} for e, vs in at.items() for n, v in zip((4, 8), vs, strict=True)]  # fmt: skip
+    assert lg.fitted(plan, rows) == {("parity", "none"): [False, True, True], ("parity", "rope"): [True] * 3}
+    tests = {(t["encoding"], t["reference"], t["length"]): t for t in lg.paired_tests(plan, rows)}
+    beyond = tests["rope", "none", 8]
+    assert beyond["fitted_pairs"] == 2 and beyond["diff_fitted"] == pytest.approx(
+        np.mean([0.5 - 0.4, 0.8 - 0.6])
+    )
+    assert beyond["diff"] == pytest.approx(np.mean([0.4, 0.1, 0.2]))
+    tables = {"rows": rows, "paired": list(tests.values()), "chance": [], "floor": lg.trivial_floors(plan),
+              "train_tokens": 1, "train_seconds": 1.0}  # fmt: skip
+    tables["chance"] = [{"task": "parity", "length": n, "accuracy": 0.5} for n in (4, 8)]
+    text = lg.markdown(plan, tables, wall_seconds=1.0)
+    assert "| none † (2/3 fit at L) |" in text and "| rope | 100.0" in text
+    assert "fitted +15.0 (2)" in text

@@ -26,6 +26,24 @@ Olsson et al. 2022; mode and count are the counting tasks of Kazemnejad et al. 2
 "Count" families). Count's query ``q`` is a symbol of the sequence, so ``#q ∈ 1 … n``; it is written in
 decimal, least significant digit first, zero-padded to the digits of ``n``. The no-skill accuracy of a task is that of guessing every answer token
 uniformly from its alphabet: ``|A|^(−answer length)``.
+
+Each task also has a **trivial strategy** (:attr:`Task.trivial`), a rule that reads no position beyond
+the sequence's start and solves only the examples that need none; its exact match on a test set
+(:meth:`Task.floor`) is the floor a model must clear before its score says anything about positions:
+
+=========  ==================================================================================
+task       trivial strategy (exact only on the examples it covers)
+=========  ==================================================================================
+copy       the input's most frequent symbol ``n`` times (ties: the smallest): constant inputs
+reverse    the same as copy
+sort       the same as copy
+parity     the constant answer 0 (even): half the inputs
+addition   the constant answer 0…0: ``a = b = 0``
+mode       the input's smallest symbol: inputs whose symbols all differ, and more
+count      the constant count 1: queries that occur once
+passkey    the token after the first one: the key when the marker opens the sequence (depth 0)
+recall     the value of the first pair: queries of the first key
+=========  ==================================================================================
 """
 
 from __future__ import annotations
@@ -51,6 +69,9 @@ class Batch:
 Generate = Callable[[np.random.Generator, int, int, int, float], np.ndarray]
 """``(rng, batch, n, vocab, depth) → [batch, T]`` int64 tokens."""
 
+Trivial = Callable[[np.ndarray, int], np.ndarray]
+"""``(prompt [batch, P], n) → [batch, answer]``: a trivial strategy's answer tokens (module docstring)."""
+
 
 @dataclass(frozen=True)
 class Task:
@@ -62,6 +83,7 @@ class Task:
         answer_length: ``n ↦`` answer tokens.
         alphabet: ``vocab ↦`` size of the answer alphabet (for the no-skill accuracy).
         min_vocab: ``n ↦`` the fewest symbols the task needs at length ``n``.
+        trivial: the trivial strategy (:data:`Trivial`; module docstring), ``trivial_rule`` in words.
         uses_depth: whether ``depth`` (passkey) matters.
     """
 
@@ -70,6 +92,8 @@ class Task:
     answer_length: Callable[[int], int]
     alphabet: Callable[[int], int]
     min_vocab: Callable[[int], int]
+    trivial: Trivial
+    trivial_rule: str
     uses_depth: bool = False
 
     def chance(self, n: int, vocab: int) -> float:
@@ -84,6 +108,13 @@ class Task:
             )
         tokens = self.generate(rng, size, n, vocab, depth)
         return Batch(tokens.astype(np.int64), self.answer_length(n))
+
+    def floor(self, batch: Batch, n: int) -> float:
+        """Exact match of the trivial strategy on ``batch`` (of length ``n``): the share of rows whose
+        every answer token it gets right."""
+        a = batch.answer
+        guess = self.trivial(batch.tokens[:, :-a], n)
+        return float(np.mean((guess == batch.tokens[:, -a:]).all(axis=1)))
 
 
 def _symbols(rng: np.random.Generator, size: int, n: int, vocab: int) -> np.ndarray:
@@ -169,18 +200,72 @@ def _two(n: int) -> int:
     return 2
 
 
+def _majority_n_times(prompt: np.ndarray, n: int) -> np.ndarray:
+    x = prompt[:, :n]
+    counts = (x[:, :, None] == x[:, None, :]).sum(axis=2)  # [b, n]: occurrences of each item's symbol
+    best = counts.max(axis=1, keepdims=True)
+    majority = np.where(counts == best, x, np.iinfo(np.int64).max).min(axis=1)  # ties: the smallest
+    return np.repeat(majority[:, None], n, axis=1)
+
+
+def _constant(symbol: int, length: Callable[[int], int]) -> Trivial:
+    return lambda prompt, n: np.full((prompt.shape[0], length(n)), SPECIAL + symbol)
+
+
+def _smallest(prompt: np.ndarray, n: int) -> np.ndarray:
+    return prompt[:, :n].min(axis=1, keepdims=True)
+
+
+def _count_one(prompt: np.ndarray, n: int) -> np.ndarray:
+    digits = np.zeros((prompt.shape[0], _digits(n)), dtype=np.int64)
+    digits[:, 0] = 1  # 1, least significant digit first, zero-padded
+    return digits + SPECIAL
+
+
+def _second_token(prompt: np.ndarray, n: int) -> np.ndarray:
+    return prompt[:, 1:2]
+
+
+_MAJORITY = "the input's most frequent symbol n times (exact on constant inputs)"
+
+
 TASKS: dict[str, Task] = {
     t.name: t
     for t in (
-        Task("copy", _copy, lambda n: n, lambda v: v, _two),
-        Task("reverse", _reverse, lambda n: n, lambda v: v, _two),
-        Task("sort", _sort, lambda n: n, lambda v: v, _two),
-        Task("parity", _parity, lambda n: 1, lambda v: 2, _two),
-        Task("addition", _addition, lambda n: n + 1, lambda v: 10, lambda n: 10),
-        Task("mode", _mode, lambda n: 1, lambda v: v, _two),
-        Task("count", _count, _digits, lambda v: 10, lambda n: 10),
-        Task("passkey", _passkey, lambda n: 1, lambda v: v, _two, uses_depth=True),
-        Task("recall", _recall, lambda n: 1, lambda v: v, lambda n: max(2, n)),
+        Task("copy", _copy, lambda n: n, lambda v: v, _two, _majority_n_times, _MAJORITY),
+        Task("reverse", _reverse, lambda n: n, lambda v: v, _two, _majority_n_times, _MAJORITY),
+        Task("sort", _sort, lambda n: n, lambda v: v, _two, _majority_n_times, _MAJORITY),
+        Task("parity", _parity, lambda n: 1, lambda v: 2, _two, _constant(0, lambda n: 1), "the constant 0"),
+        Task(
+            "addition",
+            _addition,
+            lambda n: n + 1,
+            lambda v: 10,
+            lambda n: 10,
+            _constant(0, lambda n: n + 1),
+            "the constant sum 0",
+        ),
+        Task("mode", _mode, lambda n: 1, lambda v: v, _two, _smallest, "the input's smallest symbol"),
+        Task("count", _count, _digits, lambda v: 10, lambda n: 10, _count_one, "the constant count 1"),
+        Task(
+            "passkey",
+            _passkey,
+            lambda n: 1,
+            lambda v: v,
+            _two,
+            _second_token,
+            "the token after the first (the key at depth 0)",
+            uses_depth=True,
+        ),
+        Task(
+            "recall",
+            _recall,
+            lambda n: 1,
+            lambda v: v,
+            lambda n: max(2, n),
+            _second_token,
+            "the value of the first pair",
+        ),
     )
 }
 """The tasks by name."""

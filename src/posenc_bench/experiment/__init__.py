@@ -12,7 +12,7 @@ One job per module; what ``posenc bench`` runs, in order:
   steps and the evaluation.
 * :mod:`~posenc_bench.experiment.records` — ``RunRecord``: a run's, baseline's or no-skill row's results, typed and frozen.
 * :mod:`~posenc_bench.experiment.controls` — time-shuffle control and the order-free gradient-boosting baseline.
-* :mod:`~posenc_bench.experiment.stats` — paired sign-flip and Wilcoxon tests, two-stage bootstrap CI.
+* :mod:`~posenc_bench.experiment.stats` — paired sign-flip and Wilcoxon tests, Holm adjustment, Student t and two-stage bootstrap CIs.
 * :mod:`~posenc_bench.experiment.compare` — the results table (md/csv/json) and :mod:`~posenc_bench.experiment.figures` its plot.
 * :mod:`~posenc_bench.experiment.bench` — the one loop over (split and subset, encoding, scale, seed): a split
   source (labelled windows, nominal arrays, :mod:`~posenc_bench.experiment.probes`' suite) prepares the data

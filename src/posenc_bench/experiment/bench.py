@@ -369,6 +369,7 @@ def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> 
         "encodings": list(plan.encodings),
         "scales": list(plan.scales),
         "seeds": plan.seeds,
+        "seed_start": plan.seed_start,
         "splits": plan.splits,
         "hyperparameters": plan.base.to_dict(),
         "device": str(device),

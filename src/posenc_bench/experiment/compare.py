@@ -5,7 +5,8 @@ all split seeds × seeds. Every row is paired with each reference present — ``
 encoding of Vaswani et al. 2017) and ``none`` (the order-blind control) at the same scale: the
 difference in the paired metrics (F1 and AUPRC for the classify task) is computed over the
 ``(split seed, seed)`` pairs both hold, with the exact sign-flip test, the
-Wilcoxon test and a two-stage bootstrap 95% CI (:mod:`posenc_bench.experiment.stats`). Rotary and
+Wilcoxon test, the sign-flip p Holm-adjusted over every paired test of the table, and a 95% CI
+(Student t over seeds or split means; :func:`posenc_bench.experiment.stats.paired_interval`). Rotary and
 bias encodings exist only at ``native`` scale and are compared with the references at each scale.
 The time-shuffle control adds the mean drop ``metric(test) − metric(shuffled test)``; baselines
 without positional training (the order-free gradient boosting, the matrix profile, the largest
@@ -13,9 +14,9 @@ without positional training (the order-free gradient boosting, the matrix profil
 
 **No-skill row.** ``flag-all`` flags every test window: precision ``p``, recall 1,
 F1 ``2p/(1+p)``, AUPRC ``p`` at test prevalence ``p`` (per split; Saito and Rehmsmeier 2015: the
-AUPRC of a random score is ``p``). Every other row carries the two-stage bootstrap 95% CI of
-``metric − flag-all`` on the same split; a row whose CI does not lie above 0 is marked ``‡``
-(no better than flagging everything).
+AUPRC of a random score is ``p``). Every other row carries the 95% CI
+(:func:`~posenc_bench.experiment.stats.paired_interval`) of ``metric − flag-all`` on the same split;
+a metric whose CI does not lie above 0 is marked ``‡`` (not shown better than flagging everything).
 
 Outputs (:func:`write`): ``results.md``, ``results.csv``, ``results.json``, ``results.png``.
 """
@@ -27,7 +28,7 @@ import io
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,13 @@ from posenc_bench.experiment import stats
 from posenc_bench.experiment.files import write_text_atomic
 from posenc_bench.experiment.metrics import METRICS
 from posenc_bench.experiment.records import RunRecord, as_record
-from posenc_bench.experiment.series_compare import SeriesPaired, SeriesRow, series_markdown, series_summary
+from posenc_bench.experiment.series_compare import (
+    SeriesPaired,
+    SeriesRow,
+    ci_cell,
+    series_markdown,
+    series_summary,
+)
 
 #: The rows every other row is paired with, in table order: the standard encoding, the order-blind control.
 REFERENCES = ("sinusoidal", "none")
@@ -67,7 +74,9 @@ class Row:
     """One ``(encoding, scale)`` of the table: ``mean[m]``, ``std[m]`` over ``n`` runs; shuffle drops.
 
     ``vs_no_skill[m] = (mean, ci_low, ci_high)`` of ``metric − flag-all`` on the same split
-    (two-stage bootstrap 95% CI), for the paired metrics; ``None`` for the flag-all row itself.
+    (95% CI of :func:`~posenc_bench.experiment.stats.paired_interval`; ``nan`` bounds from one trained
+    run; an untrained baseline on one split is deterministic, its difference exact: ``(d, d, d)``), for
+    the paired metrics; ``None`` for the flag-all row itself.
     """
 
     encoding: str
@@ -80,15 +89,21 @@ class Row:
     model: str = ""
 
     def clears_no_skill(self, metric: str) -> bool | None:
-        """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed)."""
+        """Whether the 95% CI of ``metric − flag-all`` lies above 0 (``None`` when not computed; ``False``
+        when it is undefined, one trained run: nothing shows the row better than flagging everything)."""
         if not self.vs_no_skill or metric not in self.vs_no_skill:
             return None
-        return self.vs_no_skill[metric][1] > 0
+        low = self.vs_no_skill[metric][1]
+        return not math.isnan(low) and low > 0
 
 
 @dataclass(frozen=True)
 class Paired:
-    """Paired difference ``encoding − reference`` in ``metric`` at ``scale`` over ``n`` (split, seed) pairs."""
+    """Paired difference ``encoding − reference`` in ``metric`` at ``scale`` over ``n`` (split, seed) pairs.
+
+    ``ci`` says how the CI was computed and over how many units (``"t, 5 seeds"``); ``p_holm`` is
+    ``p_sign_flip`` Holm-adjusted over every paired test of the comparison.
+    """
 
     encoding: str
     scale: str
@@ -102,6 +117,8 @@ class Paired:
     p_wilcoxon: float
     min_p: float
     model: str = ""
+    ci: str = ""
+    p_holm: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -136,8 +153,11 @@ def _vs_no_skill(
                 by_split.setdefault(r.split_seed, []).append(r.test[m] - no_skill[r.split_seed][m])
         if by_split:
             d = np.concatenate([np.asarray(v) for v in by_split.values()])
-            lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
-            out[m] = (float(d.mean()), lo, hi)
+            if d.size == 1 and all(r.kind == "baseline" for r in records):  # untrained: exact given the split
+                out[m] = (float(d[0]), float(d[0]), float(d[0]))
+                continue
+            interval = stats.paired_interval(list(by_split.values()))
+            out[m] = (float(d.mean()), interval.low, interval.high)
     return out
 
 
@@ -189,7 +209,7 @@ def _paired(
     if not by_split:
         return None
     d = np.concatenate([np.asarray(v) for v in by_split.values()])
-    lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
+    interval = stats.paired_interval(list(by_split.values()))
     return Paired(
         encoding,
         scale,
@@ -197,12 +217,13 @@ def _paired(
         reference,
         d.size,
         float(d.mean()),
-        lo,
-        hi,
+        interval.low,
+        interval.high,
         stats.sign_flip_p(d),
         stats.wilcoxon_p(d),
         stats.min_attainable_p(d.size),
         model,
+        interval.describe(),
     )
 
 
@@ -289,6 +310,8 @@ def compare(
                         result = _paired(encoding, scale, metric, mine, reference, ref, model)
                         if result is not None:
                             paired.append(result)
+    adjusted: list[float] = stats.holm([t.p_sign_flip for t in paired]).tolist() if paired else []
+    paired = [replace(t, p_holm=float(h)) for t, h in zip(paired, adjusted, strict=True)]
     by_name: dict[str, list[RunRecord]] = {}
     for b in baselines:
         by_name.setdefault(b.name or BASELINE, []).append(b)
@@ -445,12 +468,15 @@ def markdown(comparison: Comparison) -> str:
     ]
     lines = md_table(keys, key_rows, columns)
     lines += ["", _legend(metrics, paired_metrics)]
-    marked = [
-        (f"{r.model} " if r.model else "")
-        + (r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})")
-        for r in comparison.rows
-        if any(r.clears_no_skill(m) is False for m in paired_metrics)
-    ]
+    marked = {
+        m: [
+            (f"{r.model} " if r.model else "")
+            + (r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})")
+            for r in comparison.rows
+            if r.clears_no_skill(m) is False
+        ]
+        for m in paired_metrics
+    }
     what = (
         f"`{NO_SKILL}` flags every test step: event recall 1, one false positive per stretch of normal steps "
         "between events, window AUPRC = window prevalence, computed by the same metric code. "
@@ -460,14 +486,14 @@ def markdown(comparison: Comparison) -> str:
     )
     lines += [
         "",
-        what + f"{NOT_ABOVE_NO_SKILL}: the 95% CI (two-stage bootstrap) of metric − "
-        f"`{NO_SKILL}` on the same split does not lie above 0 — no better than flagging everything. "
-        + (
-            f"Not above `{NO_SKILL}` in {' or '.join(_label(m) for m in paired_metrics)}: "
-            + ", ".join(marked)
-            + "."
-            if marked
-            else f"Every row is above `{NO_SKILL}` in {' and '.join(_label(m) for m in paired_metrics)}."
+        what + f"{NOT_ABOVE_NO_SKILL} on a metric: the 95% CI (as for the paired differences below) of "
+        f"that metric − `{NO_SKILL}` on the same split does not lie above 0, or cannot be computed (one "
+        "trained run) — not shown better than flagging everything. "
+        + " ".join(
+            f"{_label(m)}: not above `{NO_SKILL}`: {', '.join(marked[m])}."
+            if marked[m]
+            else f"{_label(m)}: every row is above `{NO_SKILL}`."
+            for m in paired_metrics
         ),
     ]
     for reference in REFERENCES:
@@ -488,8 +514,10 @@ def markdown(comparison: Comparison) -> str:
             ],
             [
                 ("mean diff", [f"{t.mean_diff:+.4f}" for t in tests]),
-                ("bootstrap 95% CI", [f"[{t.ci_low:+.4f}, {t.ci_high:+.4f}]" for t in tests]),
+                ("95% CI", [ci_cell(t.ci_low, t.ci_high) for t in tests]),
+                ("CI by", [t.ci for t in tests]),
                 ("p sign-flip (exact)", [_p(t.p_sign_flip) for t in tests]),
+                ("p Holm", [_p(t.p_holm) for t in tests]),
                 ("p Wilcoxon", [_p(t.p_wilcoxon) for t in tests]),
                 ("min attainable p", [f"{t.min_p:.3g}" for t in tests]),
             ],
@@ -551,7 +579,7 @@ def _csv(comparison: Comparison) -> str:
             f"{m}_minus_{ref}_{k}"
             for ref in REFERENCES
             for m in paired_metrics
-            for k in ("mean", "ci_low", "ci_high", "p_sign_flip", "p_wilcoxon")
+            for k in ("mean", "ci_low", "ci_high", "p_sign_flip", "p_holm", "p_wilcoxon")
         ]
     )
     tests = {(t.reference, t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
@@ -564,7 +592,9 @@ def _csv(comparison: Comparison) -> str:
         cells += [v for m in paired_metrics for v in vs.get(m, ("", "", ""))]
         for ref, m in ((ref, m) for ref in REFERENCES for m in paired_metrics):
             t = tests.get((ref, r.model, r.encoding, r.scale, m))
-            cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_wilcoxon] if t else [""] * 5
+            cells += (
+                [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_holm, t.p_wilcoxon] if t else [""] * 6
+            )
         writer.writerow(cells)
     return buf.getvalue()
 
@@ -575,15 +605,15 @@ def _series_csv(comparison: Comparison) -> str:
     writer = csv.writer(buf)
     writer.writerow(
         ["kind", "model", "row", "reference", "metric", "series", "runs", "value", "wins", "ties", "losses"]
-        + ["ci_low", "ci_high", "p_wilcoxon"]
+        + ["ci_low", "ci_high", "ci", "p_wilcoxon", "p_holm"]
     )
     for r in comparison.series_rows:
         for m, v in r.mean.items():
-            writer.writerow(["row", r.model, r.name, "", m, r.n_series, r.n_runs, v] + [""] * 6)
+            writer.writerow(["row", r.model, r.name, "", m, r.n_series, r.n_runs, v] + [""] * 8)
     for t in comparison.series_paired:
         writer.writerow(
             ["paired", t.model, t.name, t.reference, t.metric, t.n_series, "", t.mean_diff]
-            + [t.wins, t.ties, t.losses, t.ci_low, t.ci_high, t.p_wilcoxon]
+            + [t.wins, t.ties, t.losses, t.ci_low, t.ci_high, t.ci, t.p_wilcoxon, t.p_holm]
         )
     return buf.getvalue()
 

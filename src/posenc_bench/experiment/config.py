@@ -217,7 +217,9 @@ class BenchPlan:
         base: hyperparameters shared by every run (its ``encoding``/``scale``/seeds are replaced).
         encodings: registry names, in table order.
         scales: scale policies applied to additive encodings; other families run once, at ``"native"``.
-        seeds: number of training seeds (``0 … seeds-1``).
+        seeds: number of training seeds (``seed_start … seed_start + seeds − 1``).
+        seed_start: the first training seed (default 0); each run's seed is part of its identity, so a
+            grid of seeds ``5 … 9`` adds runs beside those of ``0 … 4`` and finds any already done.
         splits: number of split seeds (``0 … splits-1``).
         shuffle_control: also evaluate each model on time-shuffled test windows.
         baseline: also evaluate the baselines without positional training per split.
@@ -230,6 +232,7 @@ class BenchPlan:
     scales: tuple[str, ...] = ("native",)
     seeds: int = 5
     splits: int = 1
+    seed_start: int = 0
     shuffle_control: bool = True
     baseline: bool = True
     encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -238,6 +241,7 @@ class BenchPlan:
     _parameter_constraints: ClassVar[Constraints] = {
         "seeds": Interval(int, 1, None),
         "splits": Interval(int, 1, None),
+        "seed_start": Interval(int, 0, None),
     }
 
     def __post_init__(self) -> None:
@@ -278,7 +282,7 @@ class BenchPlan:
             for detector in detectors:
                 for encoding in self.encodings:
                     for scale in self.scales_for(encoding):
-                        for seed in range(self.seeds):
+                        for seed in range(self.seed_start, self.seed_start + self.seeds):
                             yield dataclasses.replace(
                                 self.base,
                                 encoding=encoding,

@@ -95,9 +95,11 @@ def lengthgen_plot(
     path: Path,
     *,
     train_length: int,
+    floor: Mapping[str, Mapping[int, float]] | None = None,
 ) -> None:
     """Exact match against test length, one panel per task (``accuracy[task][encoding][n]``), one
-    line per encoding; dashed grey: the task's chance accuracy, dotted: the training length ``L``."""
+    line per encoding; dashed grey: the task's chance accuracy, dash-dotted black: its trivial-strategy
+    floor (``floor[task][n]``, when given), dotted: the training length ``L``."""
     tasks = list(accuracy)
     fig = _figure((4.2 * len(tasks), 3.6))
     axes = np.atleast_1d(fig.subplots(1, len(tasks), squeeze=False)[0])
@@ -108,6 +110,11 @@ def lengthgen_plot(
             ax.plot(ns, [by_n[n] for n in ns], marker=marker, ls=line, ms=5, mfc="none", label=encoding)
         ns = sorted(chance[task])
         ax.plot(ns, [chance[task][n] for n in ns], color="grey", lw=0.8, ls="--", label="no skill")
+        if floor is not None and task in floor:
+            ns = sorted(floor[task])
+            ax.plot(
+                ns, [floor[task][n] for n in ns], color="black", lw=0.8, ls="-.", label="trivial strategy"
+            )
         ax.axvline(train_length, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("test length n (items)")

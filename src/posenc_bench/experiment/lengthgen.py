@@ -58,7 +58,7 @@ from posenc_bench.experiment.constraints import (
 )
 from posenc_bench.experiment.figures import lengthgen_plot
 from posenc_bench.experiment.files import write_atomic, write_text_atomic
-from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
+from posenc_bench.experiment.stats import holm, paired_interval, sign_flip_p
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
@@ -68,6 +68,10 @@ ENCODING = "encoding.pt"
 
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
+
+FIT_AT_L = 0.95
+"""A run *fits* at the training length when its exact match at ``L`` is at least this: the stated
+in-distribution criterion; beyond ``L`` an under-fitted run is compared with fitted ones only as marked."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,7 @@ class LengthgenPlan:
 
     Attributes:
         base: the shared settings (``task``, ``encoding``, ``seed`` are replaced per run).
-        tasks, encodings, seeds: the grid.
+        tasks, encodings, seeds: the grid; the seeds are ``seed_start … seed_start + seeds − 1``.
         test_multiples: test lengths as multiples of ``L`` (each must exceed 1, except 1 itself).
         passkey_multiples: the passkey task's multiples (Mohtashami & Jaggi test far beyond ``L``).
         depths: passkey key depths in ``[0, 1]``.
@@ -188,6 +192,7 @@ class LengthgenPlan:
     tasks: tuple[str, ...] = option(MISSING, flag="--lengthgen-tasks")
     encodings: tuple[str, ...] = option(MISSING)
     seeds: int = option(MISSING)
+    seed_start: int = option(0, flag="--seeds")
     test_multiples: tuple[float, ...] = option((1.0, 1.5, 2.0, 4.0), flag="--test-lengths")
     passkey_multiples: tuple[float, ...] = option((1.0, 2.0, 4.0, 8.0), flag="--passkey-lengths")
     depths: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0), flag="--passkey-depths")
@@ -198,6 +203,7 @@ class LengthgenPlan:
         "tasks": Satisfies(_check_tasks),
         "encodings": Satisfies(check_encoding_names),
         "seeds": POSITIVE_INT,
+        "seed_start": SEED,
         "test_multiples": Satisfies(_check_multiples),
         "passkey_multiples": Satisfies(_check_multiples),
         "depths": Satisfies(_check_depths),
@@ -239,12 +245,16 @@ class LengthgenPlan:
         multiples = self.passkey_multiples if task == "passkey" else self.test_multiples
         return sorted({max(1, round(m * self.base.train_length)) for m in multiples})
 
+    def seed_values(self) -> list[int]:
+        """The grid's seeds, ``seed_start … seed_start + seeds − 1``."""
+        return list(range(self.seed_start, self.seed_start + self.seeds))
+
     def configs(self) -> list[LengthgenConfig]:
         return [
             dataclasses.replace(self.base, task=t, encoding=e, seed=s)
             for t in self.tasks
             for e in self.encodings
-            for s in range(self.seeds)
+            for s in self.seed_values()
         ]
 
 
@@ -334,8 +344,7 @@ def evaluate(
     for n in plan.test_lengths(config.task) if lengths is None else lengths:
         per_depth = {}
         for d in plan.depths if task.uses_depth else (0.5,):
-            rng = _rng(config.seed, config.task, "test", n, int(round(d * 1000)))
-            batch = task.batch(rng, plan.n_test, n, config.vocab, d)
+            batch = test_batch(plan, config.task, config.seed, n, d)
             key = _rng(config.seed, config.task, "test positions", n, int(round(d * 1000)))
             positions = _test_positions(config, batch, key)
             per_depth[f"{d:g}"] = exact_match(model, batch, device, positions)
@@ -343,6 +352,35 @@ def evaluate(
         if task.uses_depth:
             depths[str(n)] = per_depth
     return {"accuracy": accuracy, "depths": depths}
+
+
+def test_batch(plan: LengthgenPlan, task: str, seed: int, n: int, depth: float) -> data.Batch:
+    """The test set of ``(seed, task, length n, depth)``: the same for every encoding of the seed."""
+    rng = _rng(seed, task, "test", n, int(round(depth * 1000)))
+    return data.task(task).batch(rng, plan.n_test, n, plan.base.vocab, depth)
+
+
+def trivial_floors(plan: LengthgenPlan) -> list[dict[str, Any]]:
+    """Per (task, length) the exact match of the task's trivial strategy
+    (:meth:`posenc_bench.data.lengthgen.Task.floor`) on the grid's own test sets, averaged as the
+    runs' accuracy is (over depths, then seeds); ``rule`` says what it answers."""
+    out = []
+    for t in plan.tasks:
+        task = data.task(t)
+        for n in plan.test_lengths(t):
+            per_seed = [
+                np.mean(
+                    [
+                        task.floor(test_batch(plan, t, s, n, d), n)
+                        for d in (plan.depths if task.uses_depth else (0.5,))
+                    ]
+                )
+                for s in plan.seed_values()
+            ]
+            out.append(
+                {"task": t, "length": n, "accuracy": float(np.mean(per_seed)), "rule": task.trivial_rule}
+            )
+    return out
 
 
 def _test_positions(
@@ -582,13 +620,22 @@ def run_lengthgen(
                          f"{acc} ({how})")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
-    criteria = lengthgen_analysis.criteria_beyond_l(plan, lambda config: trained_decoder(config, out))
-    tables["criteria"] = criteria
-    tables["correlations"] = lengthgen_analysis.rank_correlations(plan, tables, criteria)
+    tables["criteria"] = lengthgen_analysis.criteria_beyond_l(
+        plan, lambda config: trained_decoder(config, out)
+    )
+    text, paths = _write(plan, tables, out, wall)
+    return LengthgenResult(results, text, paths, wall)
+
+
+def _write(
+    plan: LengthgenPlan, tables: dict[str, Any], out: Path, wall: float
+) -> tuple[str, dict[str, Path]]:
+    """Add the rank correlations to ``tables`` and write ``lengthgen.{md,csv,json,png}`` into ``out``."""
+    tables["correlations"] = lengthgen_analysis.rank_correlations(plan, tables, tables["criteria"])
     text = (
         markdown(plan, tables, wall_seconds=wall)
         + "\n"
-        + lengthgen_analysis.markdown(plan, tables, criteria, tables["correlations"])
+        + lengthgen_analysis.markdown(plan, tables, tables["criteria"], tables["correlations"])
     )
     paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json",
              "png": out / "lengthgen.png"}  # fmt: skip
@@ -597,25 +644,53 @@ def run_lengthgen(
     accuracy: dict[str, dict[str, dict[int, float]]] = {}
     for r in tables["rows"]:
         accuracy.setdefault(r["task"], {}).setdefault(r["encoding"], {})[r["length"]] = r["mean"]
-    chance: dict[str, dict[int, float]] = {}
-    for c in tables["chance"]:
-        chance.setdefault(c["task"], {})[c["length"]] = c["accuracy"]
-    lengthgen_plot(accuracy, chance, paths["png"], train_length=plan.base.train_length)
+    lines: dict[str, dict[str, dict[int, float]]] = {"chance": {}, "floor": {}}
+    for kind in lines:
+        for c in tables[kind]:
+            lines[kind].setdefault(c["task"], {})[c["length"]] = c["accuracy"]
+    lengthgen_plot(accuracy, lines["chance"], paths["png"], train_length=plan.base.train_length,
+                   floor=lines["floor"])  # fmt: skip
     write_text_atomic(paths["json"], json.dumps({"plan": _plan_json(plan), "wall_seconds": wall, **tables},
                                                 indent=2, sort_keys=True) + "\n")  # fmt: skip
-    return LengthgenResult(results, text, paths, wall)
+    return text, paths
+
+
+def rewrite(folder: Path) -> dict[str, Path]:
+    """Re-make ``folder/lengthgen.{md,csv,json,png}`` from the per-seed accuracies and criteria of its
+    ``lengthgen.json`` (no training, no run folders): the paired tests, floors and correlations are
+    recomputed with the current statistics."""
+    folder = Path(folder)
+    stored = json.loads((folder / "lengthgen.json").read_text(encoding="utf-8"))
+    plan = plan_from_json(stored["plan"])
+    rows = stored["rows"]
+    tables = {"rows": rows, "chance": stored["chance"], "floor": trivial_floors(plan),
+              "paired": paired_tests(plan, rows), "train_tokens": stored["train_tokens"],
+              "train_seconds": stored["train_seconds"], "criteria": stored["criteria"]}  # fmt: skip
+    return _write(plan, tables, folder, stored["wall_seconds"])[1]
 
 
 def _plan_json(plan: LengthgenPlan) -> dict[str, Any]:
     return {"base": plan.base.to_json(), "tasks": list(plan.tasks), "encodings": list(plan.encodings),
-            "seeds": plan.seeds, **_test_settings(plan)}  # fmt: skip
+            "seeds": plan.seeds, "seed_start": plan.seed_start, **_test_settings(plan)}  # fmt: skip
+
+
+def plan_from_json(stored: dict[str, Any]) -> LengthgenPlan:
+    """The :class:`LengthgenPlan` of a ``lengthgen.json``'s ``plan`` (:func:`_plan_json`)."""
+    base = dict(stored["base"])
+    base["no_rope_layers"] = tuple(base.get("no_rope_layers", ()))
+    return LengthgenPlan(
+        LengthgenConfig(**base), tasks=tuple(stored["tasks"]), encodings=tuple(stored["encodings"]),
+        seeds=stored["seeds"], seed_start=stored.get("seed_start", 0),
+        test_multiples=tuple(stored["multiples"]), passkey_multiples=tuple(stored["passkey_multiples"]),
+        depths=tuple(stored["depths"]), n_test=stored["n_test"], rope_scaling=stored["rope_scaling"],
+    )  # fmt: skip
 
 
 def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
-    """Mean ± std per (task, encoding, length), the no-skill line, and the paired differences
-    against each reference of :data:`REFERENCES` that was run (sign-flip p, bootstrap 95% CI over seeds)."""
-    rows, paired, chance = [], [], []
-    seeds = range(plan.seeds)
+    """Mean ± std per (task, encoding, length), the no-skill line, the trivial-strategy floor
+    (:func:`trivial_floors`), and the paired differences against each reference (:func:`paired_tests`)."""
+    rows, chance = [], []
+    seeds = plan.seed_values()
     for t in plan.tasks:
         lengths = plan.test_lengths(t)
         task = data.task(t)
@@ -630,20 +705,49 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str,
                 if all(v is not None for v in scaled):
                     row["scaled_mean"] = float(np.mean(scaled))
                 rows.append(row)
+    runs = list(results.values())
+    return {"rows": rows, "paired": paired_tests(plan, rows), "chance": chance, "floor": trivial_floors(plan),
+            "train_tokens": int(sum(m["train_tokens"] for m in runs)),
+            "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
+
+
+def fitted(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[bool]]:
+    """Per (task, encoding), for each seed in seed order, whether the run fits at ``L`` (exact match at the
+    training length ≥ :data:`FIT_AT_L`); empty where the grid does not test at ``L``."""
+    at_l = plan.base.train_length
+    return {
+        (r["task"], r["encoding"]): [v >= FIT_AT_L for v in r["seeds"]] for r in rows if r["length"] == at_l
+    }
+
+
+def paired_tests(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``encoding − reference`` per (task, length) for each reference of :data:`REFERENCES` that was run,
+    over the seeds (each row's ``seeds`` values, in seed order): the mean, the Student t 95% CI with
+    ``n − 1`` degrees of freedom (:func:`~posenc_bench.experiment.stats.paired_interval`; ``ci`` names
+    it and its n), the exact sign-flip p, ``p_holm`` (Holm's adjustment over every test listed), and
+    over the seeds where both runs fit at ``L`` (:func:`fitted`) their number ``fitted_pairs`` (``None``
+    where ``L`` is not tested) and mean ``diff_fitted`` (``None`` when none fits)."""
+    values = {(r["task"], r["encoding"], r["length"]): np.asarray(r["seeds"], dtype=np.float64) for r in rows}
+    fit = fitted(plan, rows)
+    paired: list[dict[str, Any]] = []
+    for t in plan.tasks:
+        for e in plan.encodings:
             for ref in REFERENCES:
                 if ref == e or ref not in plan.encodings:
                     continue
-                for n in lengths:
-                    diff = np.array([results[(t, e, s)]["accuracy"][str(n)] - results[(t, ref, s)]["accuracy"][str(n)]
-                                     for s in seeds])  # fmt: skip
-                    lo, hi = two_stage_bootstrap_ci([diff]) if diff.size > 1 else (float(diff[0]),) * 2
+                for n in plan.test_lengths(t):
+                    diff = values[(t, e, n)] - values[(t, ref, n)]
+                    interval = paired_interval([diff])
                     p = sign_flip_p(diff) if np.any(diff != 0) else 1.0
+                    both = np.logical_and(fit[(t, e)], fit[(t, ref)]) if fit else None
+                    k = None if both is None else int(both.sum())
                     paired.append({"task": t, "encoding": e, "reference": ref, "length": n,
-                                   "diff": float(diff.mean()), "ci_low": lo, "ci_high": hi, "p": p})  # fmt: skip
-    runs = list(results.values())
-    return {"rows": rows, "paired": paired, "chance": chance,
-            "train_tokens": int(sum(m["train_tokens"] for m in runs)),
-            "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
+                                   "diff": float(diff.mean()), "ci_low": interval.low, "ci_high": interval.high,
+                                   "ci": interval.describe(), "p": p, "fitted_pairs": k,
+                                   "diff_fitted": float(diff[both].mean()) if k else None})  # fmt: skip
+    for test, adjusted in zip(paired, holm([q["p"] for q in paired]) if paired else [], strict=True):
+        test["p_holm"] = float(adjusted)
+    return paired
 
 
 def _pct(x: float) -> str:
@@ -658,7 +762,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         "",
         f"Causal decoder d_model={b.d_model}, {b.n_heads} heads, {b.n_layers} layers; {b.steps} steps of "
         f"{b.batch_size} examples at lengths 1…L={b.train_length}, vocab {b.vocab}, lr {b.lr:g}; "
-        f"{plan.seeds} seeds; {plan.n_test} test examples per length"
+        f"{plan.seeds} seeds{_seed_range(plan)}; {plan.n_test} test examples per length"
         + (
             f" and passkey depth ({', '.join(f'{d:g}' for d in plan.depths)})"
             if "passkey" in plan.tasks
@@ -669,11 +773,14 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         f"took {wall_seconds:.0f} s (runs found finished on disk are read back, not retrained).",
         "",
     ]
+    fit = fitted(plan, tables["rows"])
     for t in plan.tasks:
         lengths = plan.test_lengths(t)
         lines += [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
                   "|---|" + "---:|" * len(lengths)]  # fmt: skip
         for e in plan.encodings:
+            ok = fit.get((t, e), [])
+            label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
             cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
             text = []
             for n in lengths:
@@ -682,32 +789,65 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
                 if "scaled_mean" in r:
                     cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
                 text.append(cell)
-            lines.append(f"| {e} | " + " | ".join(text) + " |")
+            lines.append(f"| {label} | " + " | ".join(text) + " |")
         chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
         lines.append(
             "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |"
         )
-        lines.append("")
+        floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
+        lines.append(
+            "| *trivial strategy* | "
+            + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
+            + " |"
+        )
+        lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
         for ref in REFERENCES:
             pairs = [p for p in tables["paired"] if p["task"] == t and p["reference"] == ref]
             if not pairs:
                 continue
-            lines += [f"Paired against `{ref}` (Δ points, 95% bootstrap CI over seeds, sign-flip p):", "",
+            how = pairs[0]["ci"]
+            lines += [f"Paired against `{ref}` (Δ points, 95% CI ({how}), sign-flip p, Holm p):", "",
                       "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
                       "|---|" + "---:|" * len(lengths)]  # fmt: skip
             for e in plan.encodings:
                 mine = {p["length"]: p for p in pairs if p["encoding"] == e}
                 if not mine:
                     continue
-                cells_ = [f"{100 * mine[n]['diff']:+.1f} [{100 * mine[n]['ci_low']:+.1f}, "
-                          f"{100 * mine[n]['ci_high']:+.1f}] p={mine[n]['p']:.2f}" for n in lengths]  # fmt: skip
+                cells_ = [f"{100 * mine[n]['diff']:+.1f} {_ci(mine[n])} p={mine[n]['p']:.2g} "
+                          f"(Holm {mine[n]['p_holm']:.2g}){_fitted(mine[n], plan.seeds)}" for n in lengths]  # fmt: skip
                 lines.append(f"| {e} | " + " | ".join(cells_) + " |")
             lines.append("")
     lines.append(
         f"With {plan.seeds} seeds the smallest attainable two-sided sign-flip p is {min(1.0, 2 / 2**plan.seeds):.3g}; "
-        "the CI is a percentile bootstrap over seeds."
+        f"the CI is Student's t with {plan.seeds - 1} degrees of freedom over the {plan.seeds} seeds' paired "
+        f"differences; Holm: the sign-flip p adjusted over all {len(tables['paired'])} paired tests of this file. "
+        "Trivial strategy: a rule that needs no position information beyond the sequence's start "
+        "(`posenc_bench.data.lengthgen`), scored on the same test sets as the runs. "
+        f"† fit at L: exact match at L ≥ {100 * FIT_AT_L:g}% (k of n seeds); beyond L an encoding marked † is "
+        "in part an under-fitted model, and a paired cell whose seeds did not all fit adds "
+        '"fitted Δ (k)": the mean difference over the k seeds where both runs fit.'
     )
     return "\n".join(lines) + "\n"
+
+
+def _fitted(test: dict[str, Any], seeds: int) -> str:
+    """`` fitted Δ (k)`` when not every seed of the pair fits at ``L`` (nothing when all do or ``L`` is untested)."""
+    k = test.get("fitted_pairs")
+    if k is None or k == seeds:
+        return ""
+    return f" fitted {100 * test['diff_fitted']:+.1f} ({k})" if k else " fitted: none (0)"
+
+
+def _seed_range(plan: LengthgenPlan) -> str:
+    """`` (seeds 5–9)`` for a grid that does not start at seed 0; nothing for ``0 … N − 1``."""
+    seeds = plan.seed_values()
+    return f" (seeds {seeds[0]}–{seeds[-1]})" if plan.seed_start else ""
+
+
+def _ci(test: dict[str, Any]) -> str:
+    if test["ci_low"] is None or np.isnan(test["ci_low"]):
+        return "[n/a]"
+    return f"[{100 * test['ci_low']:+.1f}, {100 * test['ci_high']:+.1f}]"
 
 
 def _csv(tables: dict[str, Any]) -> str:
@@ -720,4 +860,6 @@ def _csv(tables: dict[str, Any]) -> str:
         )
     for c in tables["chance"]:
         writer.writerow([c["task"], "no_skill", c["length"], c["accuracy"], 0.0, ""])
+    for c in tables["floor"]:
+        writer.writerow([c["task"], "trivial_strategy", c["length"], c["accuracy"], 0.0, ""])
     return buffer.getvalue()

@@ -9,9 +9,11 @@ series trained with ``N`` seeds gives ``S`` paired observations of an encoding's
   (same split seed and seed; an untrained reference has one value per split, paired with every
   seed), and their mean ``m_s``;
 * **wins/ties/losses**: series with ``m_s > 0`` / ``|m_s| ≤ 1e-9`` / ``m_s < 0``;
-* **Wilcoxon signed-rank** of ``m_1 … m_S`` (two-sided, :func:`posenc_bench.experiment.stats.wilcoxon_p`);
-* **bootstrap 95% CI** of the mean difference over series × seeds: resample series with
-  replacement, then each drawn series' runs (:func:`posenc_bench.experiment.stats.two_stage_bootstrap_ci`).
+* **Wilcoxon signed-rank** of ``m_1 … m_S`` (two-sided, :func:`posenc_bench.experiment.stats.wilcoxon_p`),
+  and its Holm adjustment over every per-series test of the table (:func:`~posenc_bench.experiment.stats.holm`);
+* **95% CI** of the mean difference (:func:`posenc_bench.experiment.stats.paired_interval`): the two-stage
+  bootstrap (series with replacement, then each drawn series' runs) from 30 series of 2+ runs up, else
+  the Student t interval of the ``S`` per-series means (``S − 1`` degrees of freedom).
 
 The rows' values are the mean over series of each series' mean over runs.
 """
@@ -19,7 +21,7 @@ The rows' values are the mean over series of each series' mean over runs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,8 +36,10 @@ TIE = 1e-9
 SERIES_NOTE = (
     "Per series: each series (channel, machine, file) scored on its own; values are the mean over series "
     "of each series' mean over runs. W/T/L: series where the row's mean beats / ties (|Δ| ≤ 1e-9) / "
-    "loses to the reference's; p: Wilcoxon signed-rank across series of the per-series mean differences; "
-    "CI: bootstrap over series, then runs within a series (95%, percentile)."
+    "loses to the reference's; p: Wilcoxon signed-rank across series of the per-series mean differences, "
+    "p Holm: Holm-adjusted over every per-series test of this table; 95% CI: two-stage bootstrap (series, "
+    "then runs within a series; percentile) from 30 series of 2+ runs up, else Student t over the per-series "
+    "means (n − 1 degrees of freedom); CI by: the method and its n."
 )
 
 Key = tuple[int, int | None]
@@ -69,6 +73,8 @@ class SeriesPaired:
     ci_low: float
     ci_high: float
     p_wilcoxon: float
+    ci: str = ""
+    p_holm: float = float("nan")
 
 
 def _values(records: Sequence[RunRecord], metric: str) -> dict[str, dict[Key, float]]:
@@ -117,7 +123,7 @@ def paired(
     if not groups:
         return None
     means = np.array([g.mean() for g in groups])
-    lo, hi = stats.two_stage_bootstrap_ci(groups)
+    interval = stats.paired_interval(groups, units=("series", "runs"))
     return SeriesPaired(
         model,
         name,
@@ -128,9 +134,10 @@ def paired(
         int((np.abs(means) <= TIE).sum()),
         int((means < -TIE).sum()),
         float(means.mean()),
-        lo,
-        hi,
+        interval.low,
+        interval.high,
         stats.wilcoxon_p(means),
+        interval.describe(),
     )
 
 
@@ -155,11 +162,17 @@ def series_summary(
                 result = paired(model, encoding, records, reference, ref, metric)
                 if result is not None:
                     tests.append(result)
-    return rows, tests
+    adjusted: list[float] = stats.holm([t.p_wilcoxon for t in tests]).tolist() if tests else []
+    return rows, [replace(t, p_holm=float(h)) for t, h in zip(tests, adjusted, strict=True)]
 
 
 def _p(p: float) -> str:
     return "n/a" if np.isnan(p) else f"{p:.3g}"
+
+
+def ci_cell(low: float, high: float) -> str:
+    """``[low, high]`` of an interval for a table cell (4 decimals, signed); ``n/a`` when undefined."""
+    return "n/a" if np.isnan(low) else f"[{low:+.4f}, {high:+.4f}]"
 
 
 def series_markdown(rows: Sequence[SeriesRow], tests: Sequence[SeriesPaired]) -> list[str]:
@@ -186,14 +199,14 @@ def series_markdown(rows: Sequence[SeriesRow], tests: Sequence[SeriesPaired]) ->
             "Paired per series (row − reference):",
             "",
             head
-            + "| row | reference | metric | series | W/T/L | mean diff | bootstrap 95% CI | p Wilcoxon |",
-            "|---|---|---|---|---|---|---|---|" + "---|" * with_model,
+            + "| row | reference | metric | series | W/T/L | mean diff | 95% CI | CI by | p Wilcoxon | p Holm |",
+            "|---|---|---|---|---|---|---|---|---|---|" + "---|" * with_model,
         ]
         for t in tests:
             lines.append(
                 (f"| {t.model} " if with_model else "")
                 + f"| {t.name} | {t.reference} | {t.metric} | {t.n_series} | {t.wins}/{t.ties}/{t.losses} | "
-                f"{t.mean_diff:+.4f} | [{t.ci_low:+.4f}, {t.ci_high:+.4f}] | {_p(t.p_wilcoxon)} |"
+                f"{t.mean_diff:+.4f} | {ci_cell(t.ci_low, t.ci_high)} | {t.ci} | {_p(t.p_wilcoxon)} | {_p(t.p_holm)} |"
             )
     lines += ["", SERIES_NOTE, "", "## Pooled over series", ""]
     return lines

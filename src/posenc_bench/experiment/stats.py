@@ -11,18 +11,25 @@ It uses the sizes of the differences, assumes no normality, and is exact at smal
 Also reported: the **Wilcoxon signed-rank** test (``scipy.stats.wilcoxon``, exact). With
 ``n`` pairs and no ties the smallest two-sided p-value either test can give is ``2 / 2^n``:
 0.0625 for 5 seeds — five seeds can never reach p < 0.05. Repeated splits (``K`` splits ×
-``N`` seeds) give ``K·N`` pairs.
+``N`` seeds) give ``K·N`` pairs. A table of several tests reports each p beside its
+**Holm (1979)** step-down adjustment over the table's family (:func:`holm`).
 
-How both factors are accounted for: conditional on the splits, runs with different seeds
-are independent, so flipping each pair's sign independently is a valid (stratified)
-permutation of the null — the test is exact *for these splits*. Split-to-split variation
-enters the **two-stage bootstrap** 95% CI of the mean difference: resample splits with
-replacement, then seeds within each chosen split (percentile interval).
+**Intervals** (:func:`paired_interval`): the Student t interval ``mean ± t_{n−1, 0.975}·s/√n``
+(Student 1908) over the independent units — the seeds of one split, or, with ``K ≥ 2`` splits
+(series), the ``K`` per-split means, so that split-to-split variation is carried. A percentile
+bootstrap over ``n`` values cannot be wider than their range and covers far less than its nominal
+95% at 3–10 units (Efron & Tibshirani 1993, §13: it behaves as a normal interval with the ``1/n``
+standard deviation; measured here on ``N(0, 1)`` nulls: 76% at 3 values, 84% at 5, 90% at 10). The
+two-stage (hierarchical) bootstrap — splits with replacement, then values within each drawn split —
+is used only when both levels have enough units: at least :data:`BOOTSTRAP_MIN_GROUPS` groups, each
+of at least :data:`BOOTSTRAP_MIN_PER_GROUP` values (measured: 94.7% coverage at 30 groups of 5 with
+equal between- and within-group spread, conservative when the groups do not differ).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -30,13 +37,22 @@ from scipy import stats
 
 EXACT_MAX_PAIRS = 16
 
+BOOTSTRAP_MIN_GROUPS = 30
+"""The fewest groups (splits, series) for which :func:`paired_interval` uses the two-stage bootstrap."""
+
+BOOTSTRAP_MIN_PER_GROUP = 2
+"""The fewest values in every group for which :func:`paired_interval` uses the two-stage bootstrap."""
+
 #: One paragraph stating the tests, for result tables.
 METHOD_NOTE = (
     "Paired test: exact sign-flip permutation test of the mean difference (two-sided; Monte Carlo with "
     "100000 flips above 16 pairs), Wilcoxon signed-rank alongside; with n pairs the smallest attainable "
     "p is 2/2^n (0.0625 for 5). Pairs share split and seed; flipping each pair independently is exact "
-    "conditional on the splits; the 95% CI is a two-stage bootstrap (splits, then seeds within a split), "
-    "so it also carries split-to-split variation."
+    "conditional on the splits. p Holm: Holm's step-down adjustment of the sign-flip p over every paired "
+    "test of this file. 95% CI: Student t with n−1 degrees of freedom over the seeds of one split, or "
+    f"over the n per-split means when there are several splits (it then carries split-to-split variation); "
+    f"a two-stage bootstrap (splits, then seeds within a split) only from {BOOTSTRAP_MIN_GROUPS} splits of "
+    f"{BOOTSTRAP_MIN_PER_GROUP}+ runs up. Each CI states its method and n."
 )
 
 
@@ -116,3 +132,85 @@ def two_stage_bootstrap_ci(
     alpha = (1 - level) / 2
     lo, hi = np.quantile(means, [alpha, 1 - alpha])
     return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A 95% (``level``) interval of a mean difference over ``n`` independent ``unit`` s, by ``method``
+    (``"t"`` or ``"bootstrap"``); ``low``/``high`` are ``nan`` when ``n < 2`` (no spread to measure)."""
+
+    low: float
+    high: float
+    n: int
+    method: str
+    unit: str
+
+    def describe(self) -> str:
+        """How it was computed, for a table cell or note: ``"t, 5 seeds"``, ``"bootstrap, 40 series"``."""
+        return f"{self.method}, {self.n} {self.unit}"
+
+
+def t_interval(values: ArrayLike, *, level: float = 0.95) -> tuple[float, float]:
+    """Student t interval of the mean: ``x̄ ± t_{n−1, (1+level)/2} · s / √n`` (``s`` with ``ddof=1``;
+    Student 1908). Exact coverage for normal values at every ``n ≥ 2``; ``(nan, nan)`` for one value."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    x = _diffs(values)
+    n = x.size
+    if n < 2:
+        return float("nan"), float("nan")
+    half = float(stats.t.ppf((1 + level) / 2, n - 1)) * float(x.std(ddof=1)) / float(np.sqrt(n))
+    mean = float(x.mean())
+    return mean - half, mean + half
+
+
+def paired_interval(
+    groups: Sequence[ArrayLike],
+    *,
+    level: float = 0.95,
+    units: tuple[str, str] = ("splits", "seeds"),
+    seed: int = 0,
+) -> Interval:
+    """The interval of the mean paired difference, ``groups`` holding each split's (series') differences.
+
+    The rule (module docstring): at least :data:`BOOTSTRAP_MIN_GROUPS` groups, each of at least
+    :data:`BOOTSTRAP_MIN_PER_GROUP` values: the two-stage bootstrap (:func:`two_stage_bootstrap_ci`);
+    otherwise, with ``K ≥ 2`` groups, the t interval of the ``K`` group means (``K − 1`` degrees of
+    freedom); with one group, the t interval of its values. ``units`` names the groups and the values.
+    """
+    arrays = [_diffs(g) for g in groups]
+    if not arrays:
+        raise ValueError("groups must hold at least one split's differences")
+    k = len(arrays)
+    if k >= BOOTSTRAP_MIN_GROUPS and min(a.size for a in arrays) >= BOOTSTRAP_MIN_PER_GROUP:
+        lo, hi = two_stage_bootstrap_ci(arrays, level=level, seed=seed)
+        return Interval(lo, hi, k, "bootstrap", units[0])
+    if k >= 2:
+        lo, hi = t_interval([a.mean() for a in arrays], level=level)
+        return Interval(lo, hi, k, "t", f"{units[0]} (means)")
+    lo, hi = t_interval(arrays[0], level=level)
+    return Interval(lo, hi, arrays[0].size, "t", units[1])
+
+
+def holm(p_values: ArrayLike) -> np.ndarray:
+    """Holm's (1979) step-down adjusted p-values of a family of ``m`` tests, in the input order.
+
+    With the finite p-values sorted ``p_(1) ≤ … ≤ p_(m)``: ``p̃_(i) = max_{j ≤ i} min(1, (m − j + 1)·p_(j))``.
+    Rejecting every ``p̃ ≤ α`` controls the family-wise error rate at ``α`` under any dependence.
+    ``nan`` entries (tests not computed) stay ``nan`` and do not count in ``m``.
+    """
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"p_values must be 1-D, got shape {p.shape}")
+    finite = ~np.isnan(p)
+    if np.any((p[finite] < 0) | (p[finite] > 1)):
+        raise ValueError(f"p_values must lie in [0, 1], got {p[finite & ((p < 0) | (p > 1))].tolist()}")
+    out = np.full(p.shape, np.nan)
+    values = p[finite]
+    m = values.size
+    order = np.argsort(values, kind="stable")
+    steps = np.minimum(1.0, (m - np.arange(m)) * values[order])
+    adjusted = np.empty(m)
+    adjusted[order] = np.maximum.accumulate(steps)
+    out[finite] = adjusted
+    return out

@@ -65,6 +65,7 @@ def plan_of(results: Mapping[str, Any]) -> BenchPlan:
         tuple(meta["scales"]),
         seeds=int(meta["seeds"]),
         splits=int(meta["splits"]),
+        seed_start=int(meta.get("seed_start", 0)),
         shuffle_control=any(r.shuffled_test is not None for r in runs),
         baseline=False,
         encoding_options=options,

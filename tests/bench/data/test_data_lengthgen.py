@@ -91,3 +91,56 @@ def test_mode_and_count_chance_and_vocabulary():
     with pytest.raises(ValueError, match="vocab=8 is too small for task 'count' at length 3: it needs >= 10"):
         lg.task("count").batch(np.random.default_rng(0), 1, 3, 8)
     assert lg.sequence_length("count", 12) == 16 and lg.sequence_length("mode", 5) == 7
+
+
+# trivial-strategy floors, recomputed by hand on tiny generated sets ----------------------------------
+
+
+def _hand_floor(name: str, rows: np.ndarray, n: int) -> float:
+    """The trivial strategy of each task written out per example with plain Python."""
+    hits = 0
+    for row in rows.tolist():
+        if name in ("copy", "reverse", "sort"):
+            x = row[:n]
+            hits += len(set(x)) == 1  # the majority symbol n times is exact only on a constant input
+        elif name == "parity":
+            hits += row[-1] == S  # answer 0 (even)
+        elif name == "addition":
+            hits += all(d == S for d in row[-(n + 1) :])  # the sum 0…0
+        elif name == "mode":
+            hits += row[-1] == min(row[:n])
+        elif name == "count":
+            hits += sum(t == row[n + 1] for t in row[:n]) == 1  # the count is 1
+        elif name in ("passkey", "recall"):
+            hits += row[1] == row[-1]  # the token after the first one
+    return hits / len(rows)
+
+
+@pytest.mark.parametrize("name", sorted(lg.TASKS))
+@pytest.mark.parametrize("n", [1, 3, 12])
+def test_trivial_floor_matches_a_hand_computation(name, n):
+    task = lg.task(name)
+    vocab = max(3, task.min_vocab(n))  # few symbols: the floors' cases occur in a small set
+    for depth in (0.0, 0.5, 1.0) if task.uses_depth else (0.5,):
+        batch = task.batch(np.random.default_rng(n), 400, n, vocab, depth)
+        assert task.floor(batch, n) == pytest.approx(_hand_floor(name, batch.tokens, n))
+    assert task.trivial_rule
+
+
+def test_trivial_floors_hand_worked():
+    def rows(*r):
+        return lg.Batch(np.array(r), 1)
+
+    passkey = lg.task("passkey")
+    # depth 0: [⋆, k, filler…, ∣, k] — the token after the first is always the key
+    assert passkey.floor(passkey.batch(np.random.default_rng(0), 50, 8, 32, 0.0), 8) == 1.0
+    assert passkey.floor(rows([5, 6, 1, 7, 0, 7], [5, 7, 1, 7, 0, 7]), 4) == 0.5
+    mode = lg.task("mode")
+    assert mode.floor(rows([4, 2, 2, 0, 2], [4, 3, 4, 0, 4], [3, 2, 4, 0, 2]), 3) == pytest.approx(2 / 3)
+    copy = lg.task("copy")
+    assert copy.floor(lg.Batch(np.array([[3, 3, 0, 3, 3], [3, 4, 0, 3, 4]]), 2), 2) == 0.5
+    assert lg.task("count").trivial(np.zeros((1, 12), dtype=np.int64), 10).tolist() == [[S + 1, S]]
+    # mode with all-distinct symbols: the smallest is the mode (ties go to the smallest)
+    assert mode.floor(mode.batch(np.random.default_rng(1), 20, 3, 3), 3) >= np.mean(
+        [len(set(r[:3])) == 3 for r in mode.batch(np.random.default_rng(1), 20, 3, 3).tokens.tolist()]
+    )

@@ -18,7 +18,7 @@ from posenc_bench.experiment.compare import (
     markdown,
     write,
 )
-from posenc_bench.experiment.stats import sign_flip_p
+from posenc_bench.experiment.stats import holm, sign_flip_p
 
 
 def record(encoding, scale, split, seed, f1, auprc=0.5, shuffled=None):
@@ -65,12 +65,17 @@ def test_rows_mean_std_and_shuffle_drop():
 
 def test_paired_differences_match_by_split_and_seed():
     runs, _ = grid()
-    tests = {(t.encoding, t.scale, t.metric): t for t in compare(runs).paired}
+    paired = compare(runs).paired
+    tests = {(t.encoding, t.scale, t.metric): t for t in paired}
     d = np.array([0.01 * (s + 1) for k in range(2) for s in range(3)])
     t = tests["dft", "native", "f1"]
     assert t.n == 6 and t.mean_diff == pytest.approx(d.mean())
     assert t.p_sign_flip == pytest.approx(sign_flip_p(d))
-    assert t.ci_low <= d.mean() <= t.ci_high
+    # both splits hold the same differences: the t interval of the two split means has no width
+    assert (t.ci_low, t.ci_high) == pytest.approx((0.02, 0.02)) and t.ci == "t, 2 splits (means)"
+    # Holm over the whole table's family of sign-flip p's
+    assert [x.p_holm for x in paired] == pytest.approx(list(holm([x.p_sign_flip for x in paired])))
+    assert t.p_holm >= t.p_sign_flip
     assert t.min_p == pytest.approx(2 / 64)
     assert tests["dft", "matched", "f1"].mean_diff == pytest.approx(-0.0075)
     # rope has no scale policy: compared as defined against the reference at every scale
@@ -147,7 +152,15 @@ def test_no_skill_row_is_flag_all_per_split_and_marks_rows_not_above_it():
     assert row["dft"].clears_no_skill("f1") is True and row["dft"].clears_no_skill("auprc") is False
     md = markdown(c)
     assert f"0.150 ± 0.000 {NOT_ABOVE_NO_SKILL}" in md and f"0.090 ± 0.000 {NOT_ABOVE_NO_SKILL}" in md
-    assert f"| {NO_SKILL} | - | 2 |" in md and "Not above `flag-all` in F1 or AUPRC: sinusoidal, dft." in md
+    assert f"| {NO_SKILL} | - | 2 |" in md
+    # the note lists the rows per metric: sinusoidal is marked in F1 only, dft in AUPRC only
+    assert "F1: not above `flag-all`: sinusoidal." in md and "AUPRC: not above `flag-all`: dft." in md
+    # a row marked in F1 only must not read as if it were below flag-all in AUPRC too
+    alone = markdown(compare([r for r in runs if r["encoding"] == "sinusoidal"]))
+    assert (
+        "F1: not above `flag-all`: sinusoidal." in alone and "AUPRC: every row is above `flag-all`." in alone
+    )
+    assert "in F1 or AUPRC" not in alone
 
 
 @pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
@@ -213,3 +226,24 @@ def test_probe_table_with_many_lags_fits_100_columns():
     assert max(map(len, table)) <= 100
     cells = {c.strip() for line in table for c in line.strip("|").split("|")}
     assert {f"k={k}" for k in ks} <= cells and "0.80" in cells
+
+
+def test_an_untrained_baseline_on_one_split_is_compared_with_flag_all_exactly():
+    """A baseline has one deterministic value per split: on one split its difference from flag-all is
+    exact (no interval to estimate), so it is marked ‡ exactly when it is not above flag-all."""
+    runs = [record("sinusoidal", "native", 0, s, f1=0.5, auprc=0.5) for s in range(3)]
+    p = 0.10  # split 0's prevalence: flag-all F1 2p/(1+p) ≈ 0.18, AUPRC 0.10
+    below_in_f1 = {"name": "hgb-summary", "split_seed": 0, "test": {"precision": 0.1, "recall": 0.1, "f1": 0.1,
+                                                                     "auprc": 0.3}}  # fmt: skip
+    row = {r.encoding: r for r in compare(runs, baseline=[below_in_f1]).rows}["hgb-summary"]
+    assert row.vs_no_skill["f1"] == pytest.approx((0.1 - 2 * p / (1 + p),) * 3)
+    assert row.clears_no_skill("f1") is False and row.clears_no_skill("auprc") is True
+
+
+def test_one_trained_run_is_not_shown_above_flag_all():
+    """With one seed on one split there is no interval: the row is marked ‡ even where its value is
+    above flag-all, since nothing shows it better than flagging everything."""
+    row = {r.encoding: r for r in compare([record("sinusoidal", "native", 0, 0, f1=0.9, auprc=0.9)]).rows}
+    assert (
+        row["sinusoidal"].clears_no_skill("auprc") is False and row[NO_SKILL].clears_no_skill("auprc") is None
+    )
