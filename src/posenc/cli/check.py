@@ -92,6 +92,11 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise UsageError(
             f"CONFIG {path}: must hold a JSON object (a Hugging Face config), got {type(config).__name__}"
         )
+    return config
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A multimodal config's ``text_config`` where the top level holds no rope, else the config."""
     text_config = config.get("text_config")
     return (
         text_config
@@ -116,7 +121,8 @@ def _read(path: Path, reader: Any, *args: Any, **kwargs: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     tolerance = validate.positive_float("--tolerance", args.tolerance)
-    config = _read_config(args.config)
+    full = _read_config(args.config)
+    config = _text_config(full)
     raw_rope = config.get("rope_parameters") or config.get("rope_scaling")
     if raw_rope is not None and not isinstance(raw_rope, dict):
         raise UsageError(
@@ -137,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         for group in groups:
             _print_group(group)
     if args.against is not None:
-        return _against(args, config, groups, tolerance, report)
+        return _against(args, full, groups, tolerance, report)
     nested = isinstance(raw_rope, dict) and any(isinstance(v, dict) for v in raw_rope.values())
     report["ropes"] = []
     seen: set[str | None] = set()
@@ -278,7 +284,9 @@ def _against(
                 f"expected {d.expected} ({d.tokens} tokens differ)"
             )
         return 0 if found_ids is None else 1
-    truth = _read(args.config, conformance.truth_for_dump, config, arrays, layer_type=args.layer_type)
+    truth = _read(
+        args.config, conformance.truth_for_dump, _text_config(config), arrays, layer_type=args.layer_type
+    )
     found = conformance.compare_dump(truth, arrays, tolerance=tolerance)
     where = ""
     if "layer" in arrays:
