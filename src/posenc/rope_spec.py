@@ -196,7 +196,8 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     if model_type in ROPE_INTERLEAVE_MODEL_TYPES and get("rope_interleave"):
         layout = "adjacent"
     groups: dict[tuple[str | None, bool], list[int]] = {}
-    for i in range(count) if count else [None]:  # type: ignore[list-item]
+    slots: list[int | None] = list(range(count)) if count else [None]
+    for i in slots:
         layer_type = None if layer_types is None or i is None else layer_types[i]
         rope = True if uses_rope is None or i is None else uses_rope[i]
         if model_type in SLIDING_ONLY_ROPE_MODEL_TYPES and layer_type is not None:

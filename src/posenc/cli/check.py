@@ -11,7 +11,7 @@ from typing import Any
 from posenc import conformance, rope_spec, validate
 from posenc.errors import UsageError
 
-HELP = "hold a Hugging Face rope config (or a framework's dumped tables or position ids) against the float64 truth"
+HELP = "hold a Hugging Face rope config (or a framework's dumped tables) against the float64 truth"
 
 MAX_POSITION = 2**53
 """Positions beyond 2^53 cannot be told apart in float64, the truth's own precision."""

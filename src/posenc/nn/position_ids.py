@@ -190,7 +190,8 @@ def _seconds(
             raise ValueError(
                 f"second_per_grid_ts must be a [n_videos] tensor of seconds, got {second_per_grid_ts!r}"
             )
-        return iter(second_per_grid_ts.to("cpu"))
+        rows: list[Any] = list(second_per_grid_ts.to("cpu"))  # 0-d tensors: their dtype sets the product's
+        return iter(rows)
     return iter(list(second_per_grid_ts))
 
 

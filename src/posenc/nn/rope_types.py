@@ -529,7 +529,8 @@ def llama4_query_scale(positions: NDArray[Any], reading: HFReading) -> NDArray[n
     original = (reading.settings["scaling_options"] or {}).get("original_max_position_embeddings")
     if original is None:
         raise ValueError("llama_4_scaling_beta needs original_max_position_embeddings (its L)")
-    return 1.0 + beta * np.log1p(np.floor(t / float(original)))
+    scale: NDArray[np.float64] = 1.0 + float(beta) * np.log1p(np.floor(t / float(original)))
+    return scale
 
 
 def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool = False) -> dict[str, Any]:
