@@ -284,3 +284,25 @@ def test_bad_global_values_are_refused_naming_the_key(change, match):
     config = {"head_dim": 64, "rope_parameters": {"rope_type": "default", **change}}
     with pytest.raises(ValueError, match=match):
         RotaryEmbedding.from_hf(config)
+
+
+def vllm_ntk_inv_freq(rotary_dim: int, base: float, factor: float, mixed_b: float | None) -> torch.Tensor:
+    """vLLM's NTKScalingRotaryEmbedding._compute_inv_freq, transcribed (vLLM is not installable here):
+    base·f (fixed) or base (mixed), inv_freq = 1/base^(arange(0, r, 2)/r), then ÷ f^(2/r) or ÷ λ_(1…r/2)."""
+    scaled = base * (factor if mixed_b is None else 1)
+    inv_freq = 1.0 / scaled ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+    if mixed_b is None:
+        return inv_freq / factor ** (2 / rotary_dim)
+    a = math.log(factor) / (rotary_dim / 2) ** mixed_b
+    return inv_freq / (a * torch.arange(1, rotary_dim // 2 + 1, dtype=torch.float64) ** mixed_b).exp()
+
+
+@pytest.mark.parametrize("mixed_b", [None, 0.5, 1.0, 1.7])
+def test_a_configs_ntk_is_read_as_vllm_reads_it(mixed_b):
+    parameters = {"rope_type": "ntk", "factor": 8.0, **({} if mixed_b is None else {"mixed_b": mixed_b})}
+    ours = RotaryEmbedding.from_hf({"head_dim": HEAD, "rope_theta": 10000.0, "rope_parameters": parameters})
+    want = vllm_ntk_inv_freq(HEAD, 10000.0, 8.0, mixed_b)
+    torch.testing.assert_close(ours.frequencies, want, rtol=1e-13, atol=0)
+    assert ours.frequencies[-1] == pytest.approx(
+        RotaryEmbedding(HEAD).frequencies[-1].item() / 8.0, rel=1e-13
+    )

@@ -23,6 +23,8 @@ name           frequencies (``f`` = factor, ``L`` = original context length)    
                when the two factors are equal, Llama 4)
 ``ntk_alpha``  ``θ_i`` of the base ``ρ·α^(r/(r−2))`` (fixed NTK-α; a ``dynamic``         Tencent 2025 (Hunyuan;
                config with ``alpha`` in transformers' Hunyuan models)                   ``DynamicNTKAlphaRotary``)
+``ntk_mixed``  ``θ_i / f^(((i+1)/(r/2))^b)`` (``b = 1``: fixed; a config's ``ntk``,       Su 2023 (kexue.fm 9706;
+               as vLLM reads it)                                                        vLLM ``ntk`` + ``mixed_b``)
 =============  =====================================================================  =============================
 
 The parameter names are those of Hugging Face's ``rope_parameters`` (``factor``,
@@ -282,6 +284,17 @@ def _ntk_alpha(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDA
 
 
 register("ntk_alpha", RopeType(_ntk_alpha, required=("alpha",), check=_needs_more_than_one_pair("ntk_alpha")))
+
+
+def _ntk_mixed(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    """Su's fixed / mixed NTK (Su 2023, "Transformer upgrade road 12", kexue.fm/archives/9706):
+    ``θ_i = ρ^(−2i/r) / λ_i``, ``λ_i = f^(((i + 1)/(r/2))^b)`` (``b = 1``: fixed NTK, ``λ_i = f^(2(i+1)/r)``),
+    so the last pair is divided by ``f`` exactly; vLLM's ``NTKScalingRotaryEmbedding``."""
+    steps = np.arange(1, r // 2 + 1, dtype=np.float64) / (r // 2)
+    return _plain(r, base) / np.exp(math.log(p["factor"]) * steps ** p["mixed_b"]), 1.0
+
+
+register("ntk_mixed", RopeType(_ntk_mixed, required=("factor",), defaults={"mixed_b": 1.0}))
 register(
     "dynamic",
     RopeType(
@@ -384,6 +397,7 @@ HF_ROPE_KEYS: dict[str, str] = {
     "low_freq_factor": "llama3: wavelengths above L/low_freq_factor are divided by factor",
     "high_freq_factor": "llama3: wavelengths below L/high_freq_factor are kept",
     "alpha": "Hunyuan: a 'dynamic' rope with alpha is a fixed NTK-alpha base rho*alpha^(r/(r-2))",
+    "mixed_b": "vLLM's ntk: mixed NTK exponent b (Su 2023)",
     "llama_4_scaling_beta": "Ministral 3 / Mistral 4 (yarn): the attention scales the rotated queries by "
     "1 + beta*ln(1 + floor(t/L)), outside the rotary",
 }
@@ -581,6 +595,9 @@ def hf_read(config: Any, *, layer_type: str | None = None, multi_axis: bool = Fa
             "rope_type 'dynamic' with alpha: a fixed NTK-alpha base, not recomputed with the length "
             "(transformers' Hunyuan rotary reads it so)"
         )
+    if name == "ntk":  # no transformers type; vLLM's get_rope reads it (with mixed_b) as Su's NTK
+        name = "ntk_mixed"
+        notes.append("rope_type 'ntk' read as vLLM reads it (Su's fixed NTK, or mixed NTK with mixed_b)")
     if name != "default" and name not in ROPE_TYPES:
         raise ValueError(
             f"config rope_type must be 'default' or one of {', '.join(map(repr, ROPE_TYPES))}, got {name!r}"
