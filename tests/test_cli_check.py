@@ -265,7 +265,10 @@ def test_layer_groups_are_printed_with_nope_and_their_query_scale(tmp_path, caps
         "layers 0-2:\n  attention: rope_type default, base 500, rotary_dim 16 of head_dim 16, half_split pairs"
         in out
     )
-    assert "layers 3:\n  attention: no rope (NoPE); queries × (ln(⌊(t + 1)/8192⌋ + 1)·0.1 + 1)" in out
+    assert (
+        "layers 3:\n  attention: no rope (NoPE); queries × (ln(⌊(n + 1)/8192⌋ + 1)·0.1 + 1), n the token's"
+        in out
+    )
 
 
 def test_json_output_holds_the_groups_and_the_budget(tmp_path, capsys):

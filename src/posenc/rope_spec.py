@@ -165,8 +165,8 @@ def _nope(config: Any, module: str) -> ModuleRope:
     scale = None
     if get("model_type") in ("llama4", "llama4_text") and get("attn_temperature_tuning"):
         scale = (
-            f"queries × (ln(⌊(t + 1)/{get('floor_scale')}⌋ + 1)·{get('attn_scale')} + 1) "
-            "(Llama 4 attention temperature tuning)"
+            f"queries × (ln(⌊(n + 1)/{get('floor_scale')}⌋ + 1)·{get('attn_scale')} + 1), n the token's index "
+            "in the cache, not its position id (Llama 4 attention temperature tuning)"
         )
     return ModuleRope(module=module, rope=False, query_scale=scale)
 
