@@ -297,3 +297,46 @@ def test_a_dump_of_a_nope_layer_that_was_rotated_names_the_layer(tmp_path, capsy
     assert main(["check", str(path), "--against", str(bad), "--json"]) == 1
     found = json.loads(capsys.readouterr().out)["against"]
     assert found["layer"] == 3 and found["disagreements"][0]["first_position"] == 1.0
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_5_vl", "qwen3_vl", "ernie4_5_vl_moe"])
+def test_position_ids_dumped_by_transformers_pass_and_one_changed_id_is_named(tmp_path, capsys, model_type):
+    """Ids from the family's own get_rope_index (called on a stand-in self with the config values it reads)."""
+    import functools
+    import importlib
+    import types
+
+    import_peer("transformers", "transformers' get_rope_index makes the dump")
+    module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    cls = next(c for c in vars(module).values() if isinstance(c, type) and "get_rope_index" in vars(c))
+    vision = {"spatial_merge_size": 2, "tokens_per_second": 25, "temporal_merge_size": 2}
+    fake = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(**vision)))
+    fake.get_vision_position_ids = functools.partial(cls.get_vision_position_ids, fake)
+    frames = [0, 2, 2, 2, 2, 0, 2, 2, 2, 2] if model_type == "qwen3_vl" else [0, 2, 2, 2, 2, 2, 2, 2, 2]
+    types_ = torch.tensor([[0, 0, 1, 1, 1, 1, 0, *frames, 0]])
+    videos = torch.tensor([[2, 4, 4]]) if model_type != "ernie4_5_vl_moe" else torch.tensor([[4, 4, 4]])
+    if model_type == "ernie4_5_vl_moe":
+        types_ = torch.tensor([[0, 0, 1, 1, 1, 1, 0, 0] + [2] * 8 + [0]])
+    images = torch.tensor([[1, 4, 4]])
+    extra = (
+        {"second_per_grid_ts": torch.tensor([2 / 3], dtype=torch.float32)}
+        if model_type == "qwen2_5_vl"
+        else {}
+    )
+    ids, _ = cls.get_rope_index(fake, torch.zeros_like(types_), types_, images, videos.clone(), **extra)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": model_type, "head_dim": 16, "vision_config": vision}))
+    arrays = {
+        "token_types": types_.numpy(),
+        "image_grid_thw": images.numpy(),
+        "video_grid_thw": videos.numpy(),
+    }
+    arrays.update({k: v.numpy() for k, v in extra.items()})
+    np.savez(tmp_path / "right.npz", position_ids=ids.numpy(), **arrays)
+    changed = ids.clone()
+    changed[2, 0, 5] += 1  # the last image token's width id
+    np.savez(tmp_path / "wrong.npz", position_ids=changed.numpy(), **arrays)
+    assert main(["check", str(config), "--against", str(tmp_path / "right.npz")]) == 0
+    assert "position ids agree" in capsys.readouterr().out
+    assert main(["check", str(config), "--against", str(tmp_path / "wrong.npz")]) == 1
+    assert "differ first at row 0, token 5: axis w is" in capsys.readouterr().out
