@@ -132,7 +132,7 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the count
-    read is a floor (174 of the 196 with a default config on transformers 5.24)."""
+    read is a floor (178 of the 196 with a default config on transformers 5.24)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
         p.parent.name
@@ -152,4 +152,31 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
             except Exception:
                 continue
         read += 1
-    assert read >= 174
+    assert read >= 178
+
+
+def test_gemma4_layer_types_read_their_own_head_dim_and_rope():
+    """Gemma 4 keeps head_dim per layer type (256 sliding, 512 full) and a proportional full-attention rope."""
+    from transformers import Gemma4TextConfig
+    from transformers.models.gemma4 import modeling_gemma4
+
+    config = Gemma4TextConfig(num_hidden_layers=6, vocab_size=50)
+    groups = {g.layer_type: g for g in rope_spec.hf_rope_spec(config)}
+    hf_rope = modeling_gemma4.Gemma4TextRotaryEmbedding(config)
+    for layer_type, group in groups.items():
+        module = group.modules[0]
+        want = getattr(hf_rope, f"{layer_type}_inv_freq")
+        ours = RotaryEmbedding.from_hf(config.per_layer_config[layer_type], layer_type=layer_type)
+        torch.testing.assert_close(ours.frequencies, want.double(), rtol=4 * 2.0**-24, atol=0)
+        assert module.head_dim == config.per_layer_config[layer_type].head_dim
+    assert groups["full_attention"].modules[0].rope_type == "proportional"
+
+
+def test_a_layer_type_whose_rope_parameters_are_none_is_nope():
+    """transformers: ``rope_parameters[layer_type] is None`` is a NoPE layer type (Beam's full-attention layers)."""
+    config = AutoConfig.for_model("beam", num_hidden_layers=6)
+    config = getattr(config, "text_config", config)
+    spec = by_layer(rope_spec.hf_rope_spec(config))
+    for i, layer_type in enumerate(config.layer_types):
+        assert spec[i].modules[0].rope == (config.rope_parameters[layer_type] is not None)
+    assert any(not spec[i].modules[0].rope for i in spec) and any(spec[i].modules[0].rope for i in spec)

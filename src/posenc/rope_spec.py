@@ -168,6 +168,8 @@ def _nope(config: Any, module: str) -> ModuleRope:
             f"queries × (ln(⌊(n + 1)/{get('floor_scale')}⌋ + 1)·{get('attn_scale')} + 1), n the token's index "
             "in the cache, not its position id (Llama 4 attention temperature tuning)"
         )
+    elif get("model_type") == "beam":
+        scale = "attention × exp(0.1·ln(1 + (t + 1)/2048)), t the position id (Beam's NoPE layers)"
     return ModuleRope(module=module, rope=False, query_scale=scale)
 
 
@@ -176,6 +178,7 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     config's ``text_config`` is read when the top level holds no rope), in order of their first layer.
 
     Reads: ``num_hidden_layers``; ``layer_types`` and per-layer-type ``rope_parameters`` (Gemma 3/4);
+    a per-layer-type config where the config keeps one (Gemma 4's ``per_layer_config``, its own ``head_dim``);
     ``no_rope_layers`` / ``no_rope_layer_interval`` (Llama 4, SmolLM3: 1 means the layer *uses* rope, as
     ``self.use_rope = config.no_rope_layers[layer_idx]``); sliding-only rope (:data:`SLIDING_ONLY_ROPE_MODEL_TYPES`);
     the pair layout (:data:`ADJACENT_PAIR_MODEL_TYPES`, ``rope_interleave`` of
@@ -208,8 +211,10 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
         which = layer_type if nested else None
         if nested and layer_type not in parameters:  # no rope for this layer type (e.g. a convolution layer)
             modules: tuple[ModuleRope, ...] = ()
-        elif not rope:
+        elif not rope or (nested and parameters[layer_type] is None):  # transformers: None, a NoPE layer type
             modules = (_nope(config, "attention"),)
+        elif getattr(config, "per_layer_config", None) is not None and which is not None:  # Gemma 4: per type
+            modules = (_module(config.per_layer_config[which], "attention", which, layout),)
         elif model_type in SUBMODULE_LAYOUTS:
             modules = tuple(
                 _module(config, name, which, sub_layout)
