@@ -340,3 +340,21 @@ def test_position_ids_dumped_by_transformers_pass_and_one_changed_id_is_named(tm
     assert "position ids agree" in capsys.readouterr().out
     assert main(["check", str(config), "--against", str(tmp_path / "wrong.npz")]) == 1
     assert "differ first at row 0, token 5: axis w is" in capsys.readouterr().out
+
+
+def test_a_config_with_one_rope_per_layer_type_and_no_layer_list_checks_each(tmp_path, capsys):
+    config = {
+        "head_dim": 16,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+        },
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["check", str(path), "--max-position", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "layers all (sliding_attention):" in out and "layers all (full_attention):" in out
+    assert "resolved (full_attention):\n  rope_type: linear" in out
+    assert main(["check", str(path), "--max-position", "100", "--layer-type", "full_attention"]) == 0
+    assert "sliding_attention" not in capsys.readouterr().out

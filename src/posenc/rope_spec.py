@@ -206,6 +206,8 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
         if model_type in SLIDING_ONLY_ROPE_MODEL_TYPES and layer_type is not None:
             rope = layer_type == "sliding_attention"
         groups.setdefault((layer_type, rope), []).extend([] if i is None else [i])
+    if nested and layer_types is None:  # one rope per layer type, but no list saying which layer has which
+        groups = {(str(t), True): [] for t, v in parameters.items() if isinstance(v, Mapping)}
     out = []
     for (layer_type, rope), indices in groups.items():
         which = layer_type if nested else None
