@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from fixtures import FIXTURES, Fixture, gallery, write
+from rope_bugs import FIXTURES, Fixture, gallery, write
 
 from posenc.cli import main
 
