@@ -306,3 +306,63 @@ def test_a_configs_ntk_is_read_as_vllm_reads_it(mixed_b):
     assert ours.frequencies[-1] == pytest.approx(
         RotaryEmbedding(HEAD).frequencies[-1].item() / 8.0, rel=1e-13
     )
+
+
+def vllm_deepseek_yarn(
+    rotary_dim,
+    base,
+    factor,
+    original,
+    *,
+    beta_fast=32,
+    beta_slow=1,
+    mscale=1.0,
+    mscale_all_dim=0.0,
+    attn_factor=1.0,
+    extrapolation_factor=1.0,
+):
+    """vLLM's DeepseekScalingRotaryEmbedding (_compute_inv_freq and its mscale), transcribed in float64."""
+
+    def get_mscale(scale, m=1.0):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    def correction_dim(rotations):
+        return rotary_dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), rotary_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(rotary_dim // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+    mask = (1 - ramp) * extrapolation_factor
+    inv_freq = 1.0 / (factor * pos_freqs) * (1 - mask) + 1.0 / pos_freqs * mask
+    return inv_freq, get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) * attn_factor
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"mscale": 0.707},
+        {"mscale": 1.0, "mscale_all_dim": 1.0},
+        {"attn_factor": 1.2, "extrapolation_factor": 0.5},
+    ],
+)
+def test_vllms_deepseek_yarn_is_read_as_vllm_reads_it(extra):
+    parameters = {
+        "rope_type": "deepseek_yarn",
+        "factor": 40.0,
+        "original_max_position_embeddings": 64,
+        **extra,
+    }
+    config = {
+        "head_dim": HEAD,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 2560,
+        "rope_parameters": parameters,
+    }
+    ours = RotaryEmbedding.from_hf(config)
+    inv_freq, attention = vllm_deepseek_yarn(HEAD, 10000.0, 40.0, 64, **extra)
+    torch.testing.assert_close(ours.frequencies, inv_freq, rtol=1e-13, atol=0)
+    assert ours.attention_factor == pytest.approx(attention, rel=1e-13)

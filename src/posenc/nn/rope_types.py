@@ -27,6 +27,10 @@ name           frequencies (``f`` = factor, ``L`` = original context length)    
                as vLLM reads it)                                                        vLLM ``ntk`` + ``mixed_b``)
 =============  =====================================================================  =============================
 
+``deepseek_yarn`` (vLLM's name; DeepSeek-AI 2024, DeepSeek-V2) is ``yarn``'s frequencies with the ramp times
+``extrapolation_factor`` and ``a`` the ``mscale`` ratio times ``attn_factor``, without transformers' rule
+that both ``mscale`` and ``mscale_all_dim`` must be non-zero.
+
 The parameter names are those of Hugging Face's ``rope_parameters`` (``factor``,
 ``original_max_position_embeddings``, ``beta_fast`` …). :func:`resolve_parameters` validates a
 parameter dict for any registered type in one place; :func:`register` adds a new type.
@@ -201,7 +205,12 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1.0 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+def _yarn_frequencies(
+    r: int, base: float, p: Mapping[str, Any], *, truncate: bool, extrapolation: float = 1.0
+) -> NDArray[np.float64]:
+    """YaRN's blend ``θ_i·(1 − γ_i)/f + θ_i·γ_i`` (Peng et al. 2023, eqs. 17–18), ``γ_i`` the ramp between the
+    dimensions of ``β_fast`` and ``β_slow`` rotations over ``L``, times ``extrapolation`` (vLLM's
+    ``extrapolation_factor``, 1 elsewhere)."""
     f, original = p["factor"], p["original_max_position_embeddings"]
 
     def dimension(rotations: float) -> float:
@@ -209,22 +218,37 @@ def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[
         return r * math.log(original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(base))
 
     low, high = dimension(p["beta_fast"]), dimension(p["beta_slow"])
-    if p["truncate"]:
+    if truncate:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, r - 1)
     if low == high:
         high += 0.001  # the ramp needs a non-empty interval
     ramp = np.clip((np.arange(r // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
-    keep = 1.0 - ramp  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / f)
+    keep = (1.0 - ramp) * extrapolation  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / f)
     theta = _plain(r, base)
-    frequencies = theta / f * (1.0 - keep) + theta * keep
+    return theta / f * (1.0 - keep) + theta * keep
+
+
+def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    f = p["factor"]
     attention = p["attention_factor"]
     if attention is None:
         if p["mscale"] and p["mscale_all_dim"]:
             attention = _yarn_mscale(f, p["mscale"]) / _yarn_mscale(f, p["mscale_all_dim"])
         else:
             attention = _yarn_mscale(f)
-    return frequencies, float(attention)
+    return _yarn_frequencies(r, base, p, truncate=p["truncate"]), float(attention)
+
+
+def _deepseek_yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    """vLLM's ``deepseek_yarn`` (``DeepseekScalingRotaryEmbedding``): YaRN's frequencies with truncated bounds and
+    the ramp times ``extrapolation_factor``; ``a = mscale(f, mscale)/mscale(f, mscale_all_dim)·attn_factor``,
+    ``mscale(f, m) = 0.1·m·ln f + 1`` (so ``mscale_all_dim = 0`` gives 1, with no truthiness rule)."""
+    f = p["factor"]
+    attention = _yarn_mscale(f, p["mscale"]) / _yarn_mscale(f, p["mscale_all_dim"]) * p["attn_factor"]
+    return _yarn_frequencies(r, base, p, truncate=True, extrapolation=p["extrapolation_factor"]), float(
+        attention
+    )
 
 
 def _longrope(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
@@ -323,6 +347,22 @@ register(
     ),
 )
 register(
+    "deepseek_yarn",
+    RopeType(
+        _deepseek_yarn,
+        required=("factor", "original_max_position_embeddings"),
+        defaults={
+            "max_position_embeddings": None,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.0,
+            "attn_factor": 1.0,
+            "extrapolation_factor": 1.0,
+        },
+    ),
+)
+register(
     "longrope",
     RopeType(
         _longrope,
@@ -398,6 +438,8 @@ HF_ROPE_KEYS: dict[str, str] = {
     "high_freq_factor": "llama3: wavelengths below L/high_freq_factor are kept",
     "alpha": "Hunyuan: a 'dynamic' rope with alpha is a fixed NTK-alpha base rho*alpha^(r/(r-2))",
     "mixed_b": "vLLM's ntk: mixed NTK exponent b (Su 2023)",
+    "attn_factor": "vLLM's deepseek_yarn: a factor on its attention factor",
+    "extrapolation_factor": "vLLM's deepseek_yarn: a factor on the ramp's extrapolated share",
     "llama_4_scaling_beta": "Ministral 3 / Mistral 4 (yarn): the attention scales the rotated queries by "
     "1 + beta*ln(1 + floor(t/L)), outside the rotary",
 }
