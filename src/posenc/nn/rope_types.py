@@ -226,7 +226,8 @@ def _yarn_frequencies(
     ramp = np.clip((np.arange(r // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
     keep = (1.0 - ramp) * extrapolation  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / f)
     theta = _plain(r, base)
-    return theta / f * (1.0 - keep) + theta * keep
+    blended: NDArray[np.float64] = theta / f * (1.0 - keep) + theta * keep
+    return blended
 
 
 def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
