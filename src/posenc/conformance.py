@@ -269,6 +269,8 @@ class Disagreement:
     runs: list[tuple[float, float, float]]  # (first position, last position, max |error|) of each run
     first_column: int = 0
     axis: str | None = None
+    per_axis: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    """M-RoPE: ``axis → (first bad position, max |error|)`` over that axis' columns."""
 
 
 TABLE_ARRAYS: tuple[str, ...] = ("cos", "sin")
@@ -377,6 +379,14 @@ def compare_dump(truth: Truth, arrays: Mapping[str, NDArray[Any]], *, tolerance:
             for run in np.split(bad, np.flatnonzero(np.diff(bad) != 1) + 1):
                 runs.append((float(where[run[0]]), float(where[run[-1]]), float(error[run].max())))
             column = int(np.flatnonzero(difference[bad[0]] > tolerance)[0])
+            per_axis: dict[str, tuple[float, float]] = {}
+            if truth.axes is not None:
+                owners = [_axis_of(truth, c, key, layout, pairing) for c in range(difference.shape[1])]
+                for name in dict.fromkeys(a for a in owners if a is not None):
+                    cols = [c for c, a in enumerate(owners) if a == name]
+                    rows = np.flatnonzero((difference[:, cols] > tolerance).any(axis=1))
+                    if rows.size:
+                        per_axis[name] = (float(where[rows[0]]), float(difference[:, cols].max()))
             found.append(
                 Disagreement(
                     key,
@@ -386,6 +396,7 @@ def compare_dump(truth: Truth, arrays: Mapping[str, NDArray[Any]], *, tolerance:
                     runs,
                     first_column=column,
                     axis=_axis_of(truth, column, key, layout, pairing),
+                    per_axis=per_axis,
                 )
             )
     return found

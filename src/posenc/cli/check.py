@@ -317,6 +317,8 @@ def _against(
             f"  {d.array}: first at position {d.first_position:.17g}, column {d.first_column}{axis}, max |error| "
             f"{d.max_error:.3g}, {d.positions} of {n} positions"
         )
+        for name, (first_at, size_at) in d.per_axis.items():
+            print(f"    axis {name}: first at position {first_at:.17g}, max |error| {size_at:.3g}")
         for first, last, size in d.runs[:10]:
             print(f"    positions {first:.17g} … {last:.17g}: max |error| {size:.3g}")
         if len(d.runs) > 10:
