@@ -366,3 +366,21 @@ def test_vllms_deepseek_yarn_is_read_as_vllm_reads_it(extra):
     inv_freq, attention = vllm_deepseek_yarn(HEAD, 10000.0, 40.0, 64, **extra)
     torch.testing.assert_close(ours.frequencies, inv_freq, rtol=1e-13, atol=0)
     assert ours.attention_factor == pytest.approx(attention, rel=1e-13)
+
+
+@pytest.mark.parametrize("keys", [{}, {"interleaved": True}, {"mrope_interleaved": False}])
+def test_qwen3_omni_thinker_interleaves_its_mrope_pairs_whatever_the_keys_say(keys):
+    """Qwen3-Omni's thinker text rotary always recomposes t/h/w interleaved (its config's keys are not read)."""
+    from transformers.models.qwen3_omni_moe import configuration_qwen3_omni_moe as omni_config
+    from transformers.models.qwen3_omni_moe import modeling_qwen3_omni_moe as omni
+
+    from posenc.nn.multiaxis import MultiAxisRotary
+
+    parameters = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 2, 2], **keys}
+    config = omni_config.Qwen3OmniMoeTextConfig(**SMALL, head_dim=HEAD, rope_parameters=parameters)
+    hf_rope = omni.Qwen3OmniMoeThinkerTextRotaryEmbedding(config)
+    positions = torch.stack([torch.arange(20), torch.arange(20) % 5 + 3, torch.arange(20) // 5 + 7])
+    cos, sin = hf_rope(torch.zeros(1, 1, 20, HEAD), positions[:, None, :])
+    ours_cos, ours_sin = MultiAxisRotary.from_hf(config).cos_sin(positions, dtype=torch.float64)
+    torch.testing.assert_close(ours_cos, cos[0].double(), rtol=0, atol=1e-5)
+    torch.testing.assert_close(ours_sin, sin[0].double(), rtol=0, atol=1e-5)

@@ -504,11 +504,22 @@ def _positive_count(value: object) -> bool:
     )
 
 
+ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES: tuple[str, ...] = ("qwen3_omni_moe_text",)
+"""Models whose text rotary assigns M-RoPE pairs interleaved whatever the config says (transformers'
+``Qwen3OmniMoeThinkerTextRotaryEmbedding.recomposition_frequencies``)."""
+
+
 def hf_mrope(config: Any, *, layer_type: str | None = None) -> tuple[list[int] | None, bool]:
-    """``(mrope_section, mrope_interleaved)`` of a Hugging Face config (``(None, False)`` without M-RoPE)."""
+    """``(mrope_section, mrope_interleaved)`` of a Hugging Face config (``(None, False)`` without M-RoPE).
+
+    ``mrope_interleaved`` (Qwen3-VL), else Qwen3-Omni's ``interleaved``; always interleaved for
+    :data:`ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES`."""
     parameters = _hf_parameters(config, layer_type)
     sections = parameters.get("mrope_section")
-    return (None if sections is None else list(sections)), bool(parameters.get("mrope_interleaved", False))
+    interleaved = parameters.get("mrope_interleaved", parameters.get("interleaved", False))
+    if _getter(config)("model_type") in ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES:
+        interleaved = True
+    return (None if sections is None else list(sections)), bool(interleaved)
 
 
 def hf_rope_layers(config: Any) -> list[bool] | None:
