@@ -358,3 +358,23 @@ def test_a_config_with_one_rope_per_layer_type_and_no_layer_list_checks_each(tmp
     assert "resolved (full_attention):\n  rope_type: linear" in out
     assert main(["check", str(path), "--max-position", "100", "--layer-type", "full_attention"]) == 0
     assert "sliding_attention" not in capsys.readouterr().out
+
+
+def test_a_dump_of_every_layer_names_the_layer_that_disagrees(tmp_path, capsys):
+    """One npz for all layers: 'layer' [L] and q/q_rot [L, n, d]; Llama 4's NoPE layer 3 was rotated."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4))
+    q = np.random.default_rng(1).standard_normal((32, 16))
+    rope = RotaryEmbedding(16, base=500.0)
+    rotated = rope(torch.from_numpy(q)[None, None], torch.from_numpy(q)[None, None])[0][0, 0].numpy()
+    dump = tmp_path / "layers.npz"
+    np.savez(
+        dump, positions=np.arange(32), layer=np.arange(4), q=np.stack([q] * 4), q_rot=np.stack([rotated] * 4)
+    )
+    assert main(["check", str(path), "--against", str(dump)]) == 1
+    out = capsys.readouterr().out
+    assert all(f"(layer {i}, attention): q_rot agree" in out for i in range(3))
+    assert "(layer 3, attention, NoPE): disagreements" in out
+    assert main(["check", str(path), "--against", str(dump), "--json"]) == 1
+    against = json.loads(capsys.readouterr().out)["against"]
+    assert against["layer"] == [0, 1, 2, 3] and [d["layer"] for d in against["disagreements"]] == [3]

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from posenc import conformance, rope_spec, validate
 from posenc.errors import UsageError
 
@@ -284,32 +286,67 @@ def _against(
                 f"expected {d.expected} ({d.tokens} tokens differ)"
             )
         return 0 if found_ids is None else 1
-    truth = _read(
-        args.config, conformance.truth_for_dump, _text_config(config), arrays, layer_type=args.layer_type
-    )
-    found = conformance.compare_dump(truth, arrays, tolerance=tolerance)
-    where = ""
-    if "layer" in arrays:
-        module = str(arrays["module"]) if "module" in arrays else "attention"
-        where = f" (layer {int(arrays['layer'])}, {module}{'' if truth.rope else ', NoPE'})"
-    checked = [
-        k for k in ("cos", "sin", "q_rot", "k_rot") if k in arrays and (k in ("cos", "sin") or k[0] in arrays)
-    ]
-    n = arrays["positions"].shape[-1]
+    layers = np.asarray(arrays["layer"]).reshape(-1) if "layer" in arrays else None
+    if layers is None or layers.size == 1:
+        slices = [arrays]
+    else:  # one dump of several layers: [L, n, …] arrays, 'layer' [L]
+        slices = [
+            {
+                **arrays,
+                "layer": layers[j],
+                **{k: arrays[k][j] for k in _PER_LAYER if k in arrays and arrays[k].ndim == 3},
+            }
+            for j in range(layers.size)
+        ]
+    results = []
+    for part in slices:
+        truth = _read(
+            args.config, conformance.truth_for_dump, _text_config(config), part, layer_type=args.layer_type
+        )
+        results.append((part, truth, conformance.compare_dump(truth, part, tolerance=tolerance)))
     report["against"] = {
         "dump": str(path),
         "kind": "tables",
-        "layer": int(arrays["layer"]) if "layer" in arrays else None,
-        "disagreements": [vars(d) for d in found],
+        "layer": None
+        if layers is None
+        else (int(layers[0]) if layers.size == 1 else [int(v) for v in layers]),
+        "disagreements": [
+            {**vars(d), **({} if layers is None else {"layer": int(np.asarray(part["layer"]))})}
+            for part, _, found in results
+            for d in found
+        ],
     }
     if args.json:
         print(json.dumps(report, indent=2))
-        return 1 if found else 0
+    else:
+        for part, truth, found in results:
+            _print_found(path, part, truth, found, tolerance)
+    return 1 if any(found for *_, found in results) else 0
+
+
+_PER_LAYER = ("cos", "sin", "q", "q_rot", "k", "k_rot")
+
+
+def _print_found(
+    path: Path,
+    arrays: dict[str, Any],
+    truth: conformance.Truth,
+    found: list[conformance.Disagreement],
+    tolerance: float,
+) -> None:
+    where = ""
+    if "layer" in arrays:
+        module = str(arrays["module"]) if "module" in arrays else "attention"
+        where = f" (layer {int(np.asarray(arrays['layer']))}, {module}{'' if truth.rope else ', NoPE'})"
+    checked = [
+        k for k in ("cos", "sin", "q_rot", "k_rot") if k in arrays and (k in ("cos", "sin") or k[0] in arrays)
+    ]
+    n = np.asarray(arrays["positions"]).shape[-1]
     if not found:
         print(
             f"\n{path}{where}: {', '.join(checked)} agree with the truth at all {n} positions (|error| <= {tolerance:g})"
         )
-        return 0
+        return
     print(f"\n{path}{where}: disagreements (|error| > {tolerance:g})")
     for d in found:
         axis = f" (axis {d.axis})" if d.axis else ""
@@ -323,4 +360,3 @@ def _against(
             print(f"    positions {first:.17g} … {last:.17g}: max |error| {size:.3g}")
         if len(d.runs) > 10:
             print(f"    … {len(d.runs) - 10} more runs")
-    return 1
