@@ -105,7 +105,7 @@ def test_a_wrong_dump_names_its_first_bad_position(config_path, tmp_path, capsys
     path = dump(tmp_path / "bad.npz", positions, cos=cos, sin=sin)
     assert main(["check", str(config_path), "--against", path]) == 1
     out = capsys.readouterr().out
-    assert "cos: first at position 777, max |error|" in out and "23 of 2000 positions" in out
+    assert "cos: first at position 777, column 0, max |error|" in out and "23 of 2000 positions" in out
     assert "positions 777 … 799" in out
     assert "sin: first at position 1500," in out
 
@@ -145,7 +145,10 @@ def test_rotated_queries_in_the_adjacent_layout(config_path, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("arrays", "message"),
     [
-        ({"cos": np.zeros((3, 16))}, r"must hold 'positions' \[n\] and 'cos' and 'sin'.*holds \['cos'\]"),
+        (
+            {"cos": np.zeros((3, 16))},
+            r"must hold 'positions' \[n\] \(M-RoPE: \[axes, n\]\) and 'cos' and 'sin'.*holds \['cos'\]",
+        ),
         ({"positions": np.arange(3), "cos": np.zeros((3, 16))}, r"holds \['cos', 'positions'\]"),
         (
             {"positions": np.arange(3), "cos": np.zeros((3, 8)), "sin": np.zeros((3, 8))},
@@ -180,3 +183,198 @@ def test_bad_files_and_configs_are_one_line_errors(config_path, tmp_path, capsys
     assert "config rope_type must be 'default' or one of" in capsys.readouterr().err
     assert main(["check", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"head_dim": 16, "name": "\xff\xfe"}', r"not UTF-8 text \(byte 0xff at offset 26\)"),
+        (
+            json.dumps({**CONFIG, "rope_scaling": "linear"}).encode(),
+            r"rope_parameters \(or rope_scaling\) must be an object.*got 'linear'",
+        ),
+        (
+            json.dumps({**CONFIG, "rope_theta": [1e4, 1e6]}).encode(),
+            r"config rope_theta must be a finite number, got \[10000.0",
+        ),
+        (b"[" * 100_000 + b"]" * 100_000, r"nested too deeply"),
+        (
+            json.dumps({"head_dim": 64, "partial_rotary_factor": 2.0}).encode(),
+            r"partial_rotary_factor must be in \(0, 1\].*2.0",
+        ),
+        (
+            json.dumps({**CONFIG, "rope_theta": "1e4"}).encode(),
+            r"config rope_theta must be a finite number, got '1e4'",
+        ),
+        (
+            json.dumps(
+                {**CONFIG, "rope_parameters": {"rope_type": "proportional", "partial_rotary_factor": 1.5}}
+            ).encode(),
+            r"partial_rotary_factor must be in \(0, 1\].*1.5",
+        ),
+    ],
+)
+def test_a_config_posenc_cannot_read_is_a_one_line_error(tmp_path, capsys, content, message):
+    path = tmp_path / "config.json"
+    path.write_bytes(content)
+    assert main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_a_directory_suggests_its_config_json(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    assert main(["check", str(tmp_path)]) == 2
+    assert (
+        f"is a directory; pass the config file in it: {tmp_path / 'config.json'}" in capsys.readouterr().err
+    )
+
+
+@pytest.mark.parametrize("value", ["1e20", "100000000000000000000", "0", "2.5", "many"])
+def test_max_position_out_of_range_is_a_usage_error(config_path, capsys, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", str(config_path), "--max-position", value])
+    assert exit_info.value.code == 2
+    assert "--max-position" in capsys.readouterr().err
+
+
+def test_max_position_in_scientific_notation_is_read(config_path, capsys):
+    assert main(["check", str(config_path), "--max-position", "1e3"]) == 0
+    assert "[1e+02, 1e+03)" in capsys.readouterr().out
+
+
+LLAMA4 = {
+    "model_type": "llama4_text",
+    "head_dim": 16,
+    "num_hidden_layers": 4,
+    "no_rope_layers": [1, 1, 1, 0],
+    "attn_temperature_tuning": True,
+    "floor_scale": 8192,
+    "attn_scale": 0.1,
+    "max_position_embeddings": 64,
+    "rope_theta": 500.0,
+}
+
+
+def test_layer_groups_are_printed_with_nope_and_their_query_scale(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4))
+    assert main(["check", str(path), "--max-position", "100"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "layers 0-2:\n  attention: rope_type default, base 500, rotary_dim 16 of head_dim 16, half_split pairs"
+        in out
+    )
+    assert (
+        "layers 3:\n  attention: no rope (NoPE); queries × (ln(⌊(n + 1)/8192⌋ + 1)·0.1 + 1), n the token's"
+        in out
+    )
+
+
+def test_json_output_holds_the_groups_and_the_budget(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4))
+    assert main(["check", str(path), "--max-position", "100", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [g["layers"] for g in report["layer_groups"]] == [[0, 1, 2], [3]]
+    assert report["layer_groups"][1]["modules"][0]["rope"] is False
+    assert report["ropes"][0]["resolved"]["base"] == 500.0
+    assert [row["start"] for row in report["ropes"][0]["decades"]] == [1.0, 10.0]
+
+
+def test_a_dump_of_a_nope_layer_that_was_rotated_names_the_layer(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4))
+    positions = np.arange(32)
+    q = np.random.default_rng(0).standard_normal((32, 16))
+    rope = RotaryEmbedding(16, base=500.0)
+    rotated = rope(torch.from_numpy(q)[None, None], torch.from_numpy(q)[None, None])[0][0, 0].numpy()
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    np.savez(good, positions=positions, q=q, q_rot=q, layer=np.array(3))
+    np.savez(bad, positions=positions, q=q, q_rot=rotated, layer=np.array(3))
+    assert main(["check", str(path), "--against", str(good)]) == 0
+    assert "(layer 3, attention, NoPE): q_rot agree" in capsys.readouterr().out
+    assert main(["check", str(path), "--against", str(bad), "--json"]) == 1
+    found = json.loads(capsys.readouterr().out)["against"]
+    assert found["layer"] == 3 and found["disagreements"][0]["first_position"] == 1.0
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_5_vl", "qwen3_vl", "ernie4_5_vl_moe"])
+def test_position_ids_dumped_by_transformers_pass_and_one_changed_id_is_named(tmp_path, capsys, model_type):
+    """Ids from the family's own get_rope_index (called on a stand-in self with the config values it reads)."""
+    import functools
+    import importlib
+    import types
+
+    import_peer("transformers", "transformers' get_rope_index makes the dump")
+    module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    cls = next(c for c in vars(module).values() if isinstance(c, type) and "get_rope_index" in vars(c))
+    vision = {"spatial_merge_size": 2, "tokens_per_second": 25, "temporal_merge_size": 2}
+    fake = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(**vision)))
+    fake.get_vision_position_ids = functools.partial(cls.get_vision_position_ids, fake)
+    frames = [0, 2, 2, 2, 2, 0, 2, 2, 2, 2] if model_type == "qwen3_vl" else [0, 2, 2, 2, 2, 2, 2, 2, 2]
+    types_ = torch.tensor([[0, 0, 1, 1, 1, 1, 0, *frames, 0]])
+    videos = torch.tensor([[2, 4, 4]]) if model_type != "ernie4_5_vl_moe" else torch.tensor([[4, 4, 4]])
+    if model_type == "ernie4_5_vl_moe":
+        types_ = torch.tensor([[0, 0, 1, 1, 1, 1, 0, 0] + [2] * 8 + [0]])
+    images = torch.tensor([[1, 4, 4]])
+    extra = (
+        {"second_per_grid_ts": torch.tensor([2 / 3], dtype=torch.float32)}
+        if model_type == "qwen2_5_vl"
+        else {}
+    )
+    ids, _ = cls.get_rope_index(fake, torch.zeros_like(types_), types_, images, videos.clone(), **extra)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": model_type, "head_dim": 16, "vision_config": vision}))
+    arrays = {
+        "token_types": types_.numpy(),
+        "image_grid_thw": images.numpy(),
+        "video_grid_thw": videos.numpy(),
+    }
+    arrays.update({k: v.numpy() for k, v in extra.items()})
+    np.savez(tmp_path / "right.npz", position_ids=ids.numpy(), **arrays)
+    changed = ids.clone()
+    changed[2, 0, 5] += 1  # the last image token's width id
+    np.savez(tmp_path / "wrong.npz", position_ids=changed.numpy(), **arrays)
+    assert main(["check", str(config), "--against", str(tmp_path / "right.npz")]) == 0
+    assert "position ids agree" in capsys.readouterr().out
+    assert main(["check", str(config), "--against", str(tmp_path / "wrong.npz")]) == 1
+    assert "differ first at row 0, token 5: axis w is" in capsys.readouterr().out
+
+
+def test_a_config_with_one_rope_per_layer_type_and_no_layer_list_checks_each(tmp_path, capsys):
+    config = {
+        "head_dim": 16,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+        },
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["check", str(path), "--max-position", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "layers all (sliding_attention):" in out and "layers all (full_attention):" in out
+    assert "resolved (full_attention):\n  rope_type: linear" in out
+    assert main(["check", str(path), "--max-position", "100", "--layer-type", "full_attention"]) == 0
+    assert "sliding_attention" not in capsys.readouterr().out
+
+
+def test_a_dump_of_every_layer_names_the_layer_that_disagrees(tmp_path, capsys):
+    """One npz for all layers: 'layer' [L] and q/q_rot [L, n, d]; Llama 4's NoPE layer 3 was rotated."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4))
+    q = np.random.default_rng(1).standard_normal((32, 16))
+    rope = RotaryEmbedding(16, base=500.0)
+    rotated = rope(torch.from_numpy(q)[None, None], torch.from_numpy(q)[None, None])[0][0, 0].numpy()
+    dump = tmp_path / "layers.npz"
+    np.savez(
+        dump, positions=np.arange(32), layer=np.arange(4), q=np.stack([q] * 4), q_rot=np.stack([rotated] * 4)
+    )
+    assert main(["check", str(path), "--against", str(dump)]) == 1
+    out = capsys.readouterr().out
+    assert all(f"(layer {i}, attention): q_rot agree" in out for i in range(3))
+    assert "(layer 3, attention, NoPE): disagreements" in out
+    assert main(["check", str(path), "--against", str(dump), "--json"]) == 1
+    against = json.loads(capsys.readouterr().out)["against"]
+    assert against["layer"] == [0, 1, 2, 3] and [d["layer"] for d in against["disagreements"]] == [3]

@@ -153,3 +153,71 @@ def test_swap_covers_gpt_neox_partial_rotary_and_gemma3_layer_types():
         assert len(swap_rotary(model)) == 1
         after = logits(model, ids, 5)
         assert (after - before).abs().max() < 1e-4 * before.abs().max()
+
+
+def test_gemma3_whose_layers_are_all_sliding_is_swapped():
+    """Six layers with a sliding pattern of 10: no full-attention layer, so transformers builds only the
+    sliding rope (asking it for the full one raised "Layer type 'full_attention' not found")."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(4)
+    config = Gemma3TextConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=HEAD,
+        intermediate_size=96,
+        num_hidden_layers=3,
+        vocab_size=97,
+        sliding_window_pattern=10,
+        max_position_embeddings=64,
+    )
+    assert set(config.layer_types) == {"sliding_attention"}
+    model = Gemma3ForCausalLM(config).eval()
+    ids = torch.randint(0, 97, (1, 12))
+    before = logits(model, ids, 0)
+    assert swap_rotary(model) == ["model.rotary_emb"]
+    torch.testing.assert_close(logits(model, ids, 0), before, rtol=0, atol=2e-5)
+
+
+def test_a_dynamic_llama_that_ran_past_its_context_is_swapped_in_its_state():
+    """transformers' dynamic NTK keeps the longest length seen: after a 200-token call a 64-token call
+    (= L, not below it) still uses the grown base. The swap takes that state over."""
+    model = tiny_llama(ROPE_PARAMETERS["dynamic"])
+    twin = copy.deepcopy(model)
+    long_ids = torch.randint(0, 97, (1, 200))
+    with torch.no_grad():
+        model(input_ids=long_ids)
+        twin(input_ids=long_ids)
+    assert swap_rotary(model) == ["model.rotary_emb"]
+    ids = torch.randint(0, 97, (1, 64))
+    for start in (0, 0):  # a call ending at L keeps the grown base; the model and its twin agree throughout
+        torch.testing.assert_close(logits(model, ids, start), logits(twin, ids, start), rtol=0, atol=2e-5)
+
+
+def test_a_llama_cast_to_bf16_is_refused_saying_why_and_swaps_when_cast_after():
+    model = tiny_llama(ROPE_PARAMETERS["default"])
+    cast = copy.deepcopy(model).to(torch.bfloat16)
+    with pytest.raises(
+        ValueError,
+        match=r"inv_freq buffer is torch.bfloat16.*rounded to 8 significant bits.*swap before casting",
+    ):
+        swap_rotary(cast)
+    reference = copy.deepcopy(model).to(torch.bfloat16)
+    swap_rotary(model)
+    model.to(torch.bfloat16)
+    ids = torch.randint(0, 97, (1, 16))
+    exact = logits(copy.deepcopy(reference).float(), ids, 0)
+    assert (logits(model, ids, 0).float() - exact).abs().max() <= 2 * (
+        logits(reference, ids, 0).float() - exact
+    ).abs().max() + 1e-2
+
+
+def test_a_refusal_from_an_unreadable_config_leads_with_the_cause():
+    model = tiny_llama(ROPE_PARAMETERS["default"])
+    model.model.rotary_emb.config.rope_parameters["beta_fastest"] = 1.0
+    with pytest.raises(
+        ValueError,
+        match=r"^swap_rotary refused LlamaForCausalLM: model.rotary_emb's config could not be read.*'beta_fastest'",
+    ):
+        swap_rotary(model)

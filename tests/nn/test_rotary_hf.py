@@ -215,7 +215,11 @@ def test_hf_settings_refuses_what_it_cannot_read():
         rope_types.hf_settings({"rope_theta": 10000.0})
     with pytest.raises(ValueError, match="must be one of.*mrope"):
         RotaryEmbedding.from_hf({"head_dim": 8, "rope_parameters": {"rope_type": "mrope"}})
-    with pytest.raises(ValueError, match="unknown low_freq_factor"):
+    with pytest.raises(ValueError, match="key 'low_freq_factr' is not one transformers reads"):
+        RotaryEmbedding.from_hf(
+            {"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "low_freq_factr": 1.0}}
+        )
+    with pytest.warns(UserWarning, match="'linear' does not read rope_parameters low_freq_factor"):
         RotaryEmbedding.from_hf(
             {"head_dim": 8, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0}}
         )

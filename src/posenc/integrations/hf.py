@@ -110,6 +110,9 @@ class HFRotary(nn.Module):
             )
             return cls(rope, form=form, axes_last=True)
         layer_types = sorted(k for k, v in parameters.items() if isinstance(v, dict))
+        present = getattr(config, "layer_types", None)
+        if layer_types and present:  # transformers builds a rope only for the layer types its layers use
+            layer_types = [t for t in layer_types if t in set(present)]
         if layer_types:  # Gemma 4 keeps a config per layer type (its own head_dim) in per_layer_config
             per_layer = getattr(config, "per_layer_config", None)
             return cls(
@@ -245,6 +248,36 @@ def _posenc_rotary(config: object, form: str) -> HFRotary:
     return HFRotary.from_config(config, form=form)
 
 
+_UNREADABLE = "posenc cannot read its config"
+_SIGNIFICAND_BITS = {torch.bfloat16: 8, torch.float16: 11}
+
+
+def _primed(ours: HFRotary, module: nn.Module) -> HFRotary:
+    """``ours`` in the state of a dynamic-NTK ``module`` that already ran past its context: transformers'
+    ``dynamic_rope_update`` keeps the longest length seen in ``max_seq_len_cached`` (and returns to the
+    original frequencies only on a call shorter than ``original_max_seq_len``); one call at that length
+    puts posenc's rope in the same state."""
+    seen, original = (
+        getattr(module, "max_seq_len_cached", None),
+        getattr(module, "original_max_seq_len", None),
+    )
+    if (
+        isinstance(seen, torch.Tensor) and seen.numel() == 1
+    ):  # transformers stores the call's max + 1 as found
+        seen = int(seen)
+    rope = ours.rope
+    if (
+        getattr(module, "rope_type", None) == "dynamic"
+        and isinstance(rope, RotaryEmbedding)
+        and isinstance(seen, int)
+        and isinstance(original, int)
+        and seen > original
+    ):
+        device = next((b.device for b in ours.buffers()), torch.device("cpu"))
+        ours(torch.zeros(1, 1, 1, device=device), torch.tensor([[seen - 1]], device=device))
+    return ours
+
+
 def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotary | None, list[str]]:
     """The first form whose posenc rotary gives ``module``'s tables on every probe, and why the others failed."""
     config = module.config
@@ -254,12 +287,20 @@ def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotar
             "so posenc can neither probe nor replace it"
         ]
     device = next((b.device for b in module.buffers()), torch.device("cpu"))
+    inv_freq = getattr(module, "inv_freq", None)
+    if isinstance(inv_freq, torch.Tensor) and inv_freq.dtype not in (torch.float32, torch.float64):
+        return None, [
+            f"its inv_freq buffer is {inv_freq.dtype} (the model was cast with .to({inv_freq.dtype})), so its "
+            f"frequencies are rounded to {_SIGNIFICAND_BITS.get(inv_freq.dtype, 'fewer')} significant bits and its rotation is not "
+            "the config's; swap before casting (swap_rotary(model), then model.to(...)): posenc's tables follow "
+            "the input's dtype"
+        ]
     reasons = []
     for form in FORMS:
         try:
-            ours = make(form).to(device)
+            ours = _primed(make(form).to(device), module)
         except Exception as error:  # a config posenc cannot read (or that refuses to be read): a refusal
-            return None, [f"posenc cannot read its config: {type(error).__name__}: {error}"]
+            return None, [f"{_UNREADABLE}: {type(error).__name__}: {error}"]
         theirs = copy.deepcopy(module)  # probing may change a dynamic rope's state: never the model's own
         layer_types = list(ours.ropes) if ours.ropes is not None else [None]
         axes = ours.rope.n_axes if isinstance(ours.rope, MultiAxisRotary) else 1
@@ -280,7 +321,7 @@ def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotar
             if difference is not None:
                 break
         if difference is None:
-            return make(form).to(device), []
+            return _primed(make(form).to(device), module), []
         reasons.append(f"as {form}: {difference}")
     return None, reasons
 
@@ -313,9 +354,15 @@ def swap_rotary(model: nn.Module) -> list[str]:
             else:
                 plan.append((module, child_name, path, replacement))
     if refusals:
+        unreadable = [r for r in refusals if _UNREADABLE in r]
+        lead = (
+            f"{unreadable[0].split(' (')[0]}'s config could not be read"
+            if unreadable
+            else "posenc's rotary would not give the same rotation"
+        )
         raise RotaryMismatch(
-            f"swap_rotary refused {type(model).__name__}: posenc's rotary would not give the same rotation, "
-            "so nothing was replaced. " + " | ".join(refusals)
+            f"swap_rotary refused {type(model).__name__}: {lead}, so nothing was replaced. "
+            + " | ".join(refusals)
         )
     if not plan:
         raise ValueError(

@@ -38,6 +38,7 @@ from torch import nn
 
 from posenc import spectrum, validate
 from posenc.nn import _positions, rope_types
+from posenc.nn.position_ids import mrope_position_ids as mrope_position_ids
 from posenc.nn.rotary import LAYOUTS, RotaryEmbedding, _apply_rotary, _check_tables, _layout_table
 
 GRIDS: tuple[str, ...] = ("lang", "pixel")
@@ -339,84 +340,3 @@ class MultiAxisRotary(nn.Module):
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, axes={self.n_axes}{heads}, "
             f"layout={self.layout!r}, learnable={self.learnable}"
         )
-
-
-def mrope_position_ids(
-    token_types: torch.Tensor,
-    *,
-    image_grid_thw: torch.Tensor | None = None,
-    video_grid_thw: torch.Tensor | None = None,
-    spatial_merge_size: int = 2,
-    attention_mask: torch.Tensor | None = None,
-    time_interval: float = 1.0,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """M-RoPE position ids ``[3, b, s]`` of a text/image/video sequence (Wang et al. 2024, Qwen2-VL, sec. 2.1).
-
-    ``token_types [b, s]``: 0 text, 1 image, 2 video; each run of equal non-zero types is one image
-    or video, whose ``(t, h, w)`` patch grid is the next row of ``image_grid_thw``/``video_grid_thw``
-    ``[n, 3]``. Text tokens get ``(c, c, c)`` with ``c`` counting on from the previous token; a
-    vision run starting at ``c`` gets ``(c + ⌊k·time_interval⌋, c + i, c + j)`` for its
-    ``t × (h/m) × (w/m)`` tokens in row-major order (``m = spatial_merge_size``), after which ``c``
-    advances by ``max(h, w)/m``. Padding (``attention_mask`` 0) gets 0 and is skipped. Returns the
-    ids and, per sequence, ``max id + 1 − length`` ``[b, 1]`` (the offset of later generated tokens).
-    This is transformers' ``Qwen2VLModel.get_rope_index`` (5.x) written as the definition.
-    """
-    if not isinstance(token_types, torch.Tensor) or token_types.dim() != 2:
-        raise ValueError(
-            f"token_types must be a [b, s] tensor of 0 (text), 1 (image), 2 (video), got {token_types!r}"
-        )
-    merge = validate.positive_int("spatial_merge_size", spatial_merge_size)
-    grids = {1: _grid_rows("image_grid_thw", image_grid_thw), 2: _grid_rows("video_grid_thw", video_grid_thw)}
-    used = {1: 0, 2: 0}
-    b, s = token_types.shape
-    mask = torch.ones(b, s, dtype=torch.bool) if attention_mask is None else attention_mask.to("cpu").bool()
-    ids = torch.zeros(3, b, s, dtype=torch.long)
-    deltas = []
-    for row in range(b):
-        types = token_types[row].to("cpu")[mask[row]].tolist()
-        columns: list[list[int]] = []
-        current, start = 0, 0
-        while start < len(types):
-            kind, end = types[start], start
-            while end < len(types) and types[end] == kind:
-                end += 1
-            if kind == 0:
-                columns += [[current + k] * 3 for k in range(end - start)]
-                current += end - start
-            elif kind in grids:
-                if used[kind] >= len(grids[kind]):
-                    name = "image_grid_thw" if kind == 1 else "video_grid_thw"
-                    raise ValueError(
-                        f"{name} has {len(grids[kind])} rows, fewer than the runs of type {kind} in token_types"
-                    )
-                t, h, w = grids[kind][used[kind]]
-                used[kind] += 1
-                gh, gw = h // merge, w // merge
-                if t * gh * gw != end - start:
-                    raise ValueError(
-                        f"a run of {end - start} tokens of type {kind} does not fit its grid (t, h, w) = ({t}, {h}, {w}) "
-                        f"with spatial_merge_size={merge}: expected {t * gh * gw} tokens"
-                    )
-                columns += [
-                    [current + int(k * time_interval), current + i, current + j]
-                    for k in range(t)
-                    for i in range(gh)
-                    for j in range(gw)
-                ]
-                current += max(h, w) // merge
-            else:
-                raise ValueError(f"token_types must hold 0 (text), 1 (image) or 2 (video), got {kind}")
-            start = end
-        positions = torch.tensor(columns, dtype=torch.long).reshape(-1, 3).T
-        ids[:, row, mask[row]] = positions
-        deltas.append((int(positions.max()) + 1 if positions.numel() else 0) - len(types))
-    return ids.to(token_types.device), torch.tensor(deltas, device=token_types.device).unsqueeze(1)
-
-
-def _grid_rows(name: str, grid: torch.Tensor | None) -> list[tuple[int, int, int]]:
-    if grid is None:
-        return []
-    rows = torch.as_tensor(grid).tolist()
-    if not all(isinstance(r, list) and len(r) == 3 for r in rows):
-        raise ValueError(f"{name} must be [n, 3] (t, h, w per image or video), got {grid!r}")
-    return [(int(t), int(h), int(w)) for t, h, w in rows]

@@ -19,8 +19,17 @@ name           frequencies (``f`` = factor, ``L`` = original context length)    
 ``longrope``   ``θ_i / λ_i`` with ``λ`` = short factors while ``n ≤ L``, long ones       Ding et al. 2024 (LongRoPE)
                beyond; ``a = √(1 + ln f / ln L)``
 ``llama3``     wavelengths ``2π/θ_i`` above ``L/low_freq_factor``: ``θ_i/f``; below     Meta 2024 (Llama 3.1)
-               ``L/high_freq_factor``: ``θ_i``; between: a smooth blend
+               ``L/high_freq_factor``: ``θ_i``; between: a smooth blend (none
+               when the two factors are equal, Llama 4)
+``ntk_alpha``  ``θ_i`` of the base ``ρ·α^(r/(r−2))`` (fixed NTK-α; a ``dynamic``         Tencent 2025 (Hunyuan;
+               config with ``alpha`` in transformers' Hunyuan models)                   ``DynamicNTKAlphaRotary``)
+``ntk_mixed``  ``θ_i / f^(((i+1)/(r/2))^b)`` (``b = 1``: fixed; a config's ``ntk``,       Su 2023 (kexue.fm 9706;
+               as vLLM reads it)                                                        vLLM ``ntk`` + ``mixed_b``)
 =============  =====================================================================  =============================
+
+``deepseek_yarn`` (vLLM's name; DeepSeek-AI 2024, DeepSeek-V2) is ``yarn``'s frequencies with the ramp times
+``extrapolation_factor`` and ``a`` the ``mscale`` ratio times ``attn_factor``, without transformers' rule
+that both ``mscale`` and ``mscale_all_dim`` must be non-zero.
 
 The parameter names are those of Hugging Face's ``rope_parameters`` (``factor``,
 ``original_max_position_embeddings``, ``beta_fast`` …). :func:`resolve_parameters` validates a
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +84,8 @@ ROPE_TYPES: dict[str, RopeType] = {}
 
 _NUMBER_LISTS = ("short_factor", "long_factor")
 _FLAGS = ("truncate",)
+_NON_NEGATIVE = ("mscale", "mscale_all_dim")
+"""Read as truthy by transformers (``if mscale and mscale_all_dim``): 0 means "not given"."""
 
 
 def register(name: str, rope_type: RopeType) -> None:
@@ -90,7 +102,10 @@ def register(name: str, rope_type: RopeType) -> None:
 def _number(name: str, value: object, *, rope_type: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
         raise ValueError(f"rope type {rope_type!r}: {name} must be a finite number, got {value!r}")
-    if float(value) <= 0:
+    if name in _NON_NEGATIVE:
+        if float(value) < 0:
+            raise ValueError(f"rope type {rope_type!r}: {name} must be >= 0 (0: not used), got {value!r}")
+    elif float(value) <= 0:
         raise ValueError(f"rope type {rope_type!r}: {name} must be > 0, got {value!r}")
     return float(value)
 
@@ -190,7 +205,12 @@ def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
     return 1.0 if factor <= 1.0 else 0.1 * mscale * math.log(factor) + 1.0
 
 
-def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+def _yarn_frequencies(
+    r: int, base: float, p: Mapping[str, Any], *, truncate: bool, extrapolation: float = 1.0
+) -> NDArray[np.float64]:
+    """YaRN's blend ``θ_i·(1 − γ_i)/f + θ_i·γ_i`` (Peng et al. 2023, eqs. 17–18), ``γ_i`` the ramp between the
+    dimensions of ``β_fast`` and ``β_slow`` rotations over ``L``, times ``extrapolation`` (vLLM's
+    ``extrapolation_factor``, 1 elsewhere)."""
     f, original = p["factor"], p["original_max_position_embeddings"]
 
     def dimension(rotations: float) -> float:
@@ -198,32 +218,59 @@ def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[
         return r * math.log(original / (rotations * 2.0 * math.pi)) / (2.0 * math.log(base))
 
     low, high = dimension(p["beta_fast"]), dimension(p["beta_slow"])
-    if p["truncate"]:
+    if truncate:
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, r - 1)
     if low == high:
         high += 0.001  # the ramp needs a non-empty interval
     ramp = np.clip((np.arange(r // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
-    keep = 1.0 - ramp  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / f)
+    keep = (1.0 - ramp) * extrapolation  # 1: extrapolate (keep θ_i), 0: interpolate (θ_i / f)
     theta = _plain(r, base)
-    frequencies = theta / f * (1.0 - keep) + theta * keep
+    blended: NDArray[np.float64] = theta / f * (1.0 - keep) + theta * keep
+    return blended
+
+
+def _yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    f = p["factor"]
     attention = p["attention_factor"]
     if attention is None:
         if p["mscale"] and p["mscale_all_dim"]:
             attention = _yarn_mscale(f, p["mscale"]) / _yarn_mscale(f, p["mscale_all_dim"])
         else:
             attention = _yarn_mscale(f)
-    return frequencies, float(attention)
+    return _yarn_frequencies(r, base, p, truncate=p["truncate"]), float(attention)
+
+
+def _deepseek_yarn(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    """vLLM's ``deepseek_yarn`` (``DeepseekScalingRotaryEmbedding``): YaRN's frequencies with truncated bounds and
+    the ramp times ``extrapolation_factor``; ``a = mscale(f, mscale)/mscale(f, mscale_all_dim)·attn_factor``,
+    ``mscale(f, m) = 0.1·m·ln f + 1`` (so ``mscale_all_dim = 0`` gives 1, with no truthiness rule)."""
+    f = p["factor"]
+    attention = _yarn_mscale(f, p["mscale"]) / _yarn_mscale(f, p["mscale_all_dim"]) * p["attn_factor"]
+    return _yarn_frequencies(r, base, p, truncate=True, extrapolation=p["extrapolation_factor"]), float(
+        attention
+    )
 
 
 def _longrope(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
     original = p["original_max_position_embeddings"]
     factors = p["long_factor"] if n > original else p["short_factor"]
     attention = p["attention_factor"]
-    if attention is None:
+    if p["short_mscale"] is not None:  # Phi-3.5-MoE: a fixed factor per regime, in place of the computed one
+        attention = p["long_mscale"] if n > original else p["short_mscale"]
+    elif attention is None:
         f = p["factor"]
         attention = 1.0 if f is None or f <= 1.0 else math.sqrt(1.0 + math.log(f) / math.log(original))
     return _plain(r, base) / factors, float(attention)
+
+
+def _check_longrope(parameters: dict[str, Any], rotary_dim: int) -> None:
+    given = [k for k in ("short_mscale", "long_mscale") if parameters.get(k) is not None]
+    if len(given) == 1:
+        raise ValueError(
+            f"rope type 'longrope': short_mscale and long_mscale go together (transformers' Phi-3.5-MoE reads "
+            f"both), got only {given[0]}"
+        )
 
 
 def _llama3(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
@@ -235,22 +282,44 @@ def _llama3(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArra
     )
     theta = _plain(r, base)
     wavelength = 2.0 * math.pi / theta
-    smooth = (original / wavelength - low) / (high - low)
+    if high > low:
+        smooth = (original / wavelength - low) / (high - low)
+    else:  # an empty band (Llama 4 Scout: both factors 1); at a wavelength of exactly L transformers
+        smooth = np.zeros_like(theta)  # divides 0 by 0 (NaN): posenc takes θ_i / f there
     blended = (1.0 - smooth) * theta / f + smooth * theta
     out = np.where(wavelength > original / low, theta / f, blended)
     return np.where(wavelength < original / high, theta, out), 1.0
 
 
 def _check_llama3(parameters: dict[str, Any], rotary_dim: int) -> None:
-    if parameters["high_freq_factor"] <= parameters["low_freq_factor"]:
+    low, high = parameters["low_freq_factor"], parameters["high_freq_factor"]
+    if high < low:
         raise ValueError(
-            f"rope type 'llama3': high_freq_factor must exceed low_freq_factor, got "
-            f"{parameters['high_freq_factor']} <= {parameters['low_freq_factor']}"
+            f"rope type 'llama3': high_freq_factor must be >= low_freq_factor (the wavelengths between "
+            f"L/high_freq_factor and L/low_freq_factor are blended), got {high} < {low}"
         )
 
 
 register("linear", RopeType(_linear, required=("factor",)))
 register("ntk", RopeType(_ntk, required=("factor",), check=_needs_more_than_one_pair("ntk")))
+
+
+def _ntk_alpha(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    return _plain(r, _ntk_base(r, base, p["alpha"])), 1.0
+
+
+register("ntk_alpha", RopeType(_ntk_alpha, required=("alpha",), check=_needs_more_than_one_pair("ntk_alpha")))
+
+
+def _ntk_mixed(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
+    """Su's fixed / mixed NTK (Su 2023, "Transformer upgrade road 12", kexue.fm/archives/9706):
+    ``θ_i = ρ^(−2i/r) / λ_i``, ``λ_i = f^(((i + 1)/(r/2))^b)`` (``b = 1``: fixed NTK, ``λ_i = f^(2(i+1)/r)``),
+    so the last pair is divided by ``f`` exactly; vLLM's ``NTKScalingRotaryEmbedding``."""
+    steps = np.arange(1, r // 2 + 1, dtype=np.float64) / (r // 2)
+    return _plain(r, base) / np.exp(math.log(p["factor"]) * steps ** p["mixed_b"]), 1.0
+
+
+register("ntk_mixed", RopeType(_ntk_mixed, required=("factor",), defaults={"mixed_b": 1.0}))
 register(
     "dynamic",
     RopeType(
@@ -279,12 +348,35 @@ register(
     ),
 )
 register(
+    "deepseek_yarn",
+    RopeType(
+        _deepseek_yarn,
+        required=("factor", "original_max_position_embeddings"),
+        defaults={
+            "max_position_embeddings": None,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.0,
+            "attn_factor": 1.0,
+            "extrapolation_factor": 1.0,
+        },
+    ),
+)
+register(
     "longrope",
     RopeType(
         _longrope,
         required=("short_factor", "long_factor", "original_max_position_embeddings"),
-        defaults={"factor": None, "max_position_embeddings": None, "attention_factor": None},
+        defaults={
+            "factor": None,
+            "max_position_embeddings": None,
+            "attention_factor": None,
+            "short_mscale": None,
+            "long_mscale": None,
+        },
         length_rule="current",
+        check=_check_longrope,
     ),
 )
 register(
@@ -323,8 +415,63 @@ _HF_GLOBAL_KEYS = (
     "partial_rotary_factor",
     "mrope_section",
     "mrope_interleaved",
+    "interleaved",
 )
-"""Rope-parameter keys that are not options of the rope type (M-RoPE's are read by :func:`hf_mrope`)."""
+"""Rope-parameter keys that are not options of the rope type (M-RoPE's are read by :func:`hf_mrope`;
+``interleaved`` is Qwen3-Omni's spelling of ``mrope_interleaved``)."""
+
+HF_ROPE_KEYS: dict[str, str] = {
+    "factor": "the scaling factor (linear, dynamic, yarn, longrope, llama3, proportional)",
+    "original_max_position_embeddings": "the pre-training context L (yarn, longrope, llama3)",
+    "max_position_embeddings": "transformers reads the config's own max_position_embeddings instead",
+    "attention_factor": "the factor on cos/sin (yarn, longrope)",
+    "beta_fast": "yarn's fast-rotation bound (default 32)",
+    "beta_slow": "yarn's slow-rotation bound (default 1)",
+    "mscale": "yarn's attention-factor numerator scale",
+    "mscale_all_dim": "yarn's attention-factor denominator scale; DeepSeek-style models also multiply "
+    "the softmax scale by mscale(factor, mscale_all_dim)^2",
+    "truncate": "yarn: round the ramp bounds to whole dimensions (default true)",
+    "short_factor": "longrope's per-pair factors up to L",
+    "long_factor": "longrope's per-pair factors beyond L",
+    "short_mscale": "Phi-3.5-MoE (phimoe): the cos/sin factor up to L",
+    "long_mscale": "Phi-3.5-MoE (phimoe): the cos/sin factor beyond L",
+    "low_freq_factor": "llama3: wavelengths above L/low_freq_factor are divided by factor",
+    "high_freq_factor": "llama3: wavelengths below L/high_freq_factor are kept",
+    "alpha": "Hunyuan: a 'dynamic' rope with alpha is a fixed NTK-alpha base rho*alpha^(r/(r-2))",
+    "mixed_b": "vLLM's ntk: mixed NTK exponent b (Su 2023)",
+    "attn_factor": "vLLM's deepseek_yarn: a factor on its attention factor",
+    "extrapolation_factor": "vLLM's deepseek_yarn: a factor on the ramp's extrapolated share",
+    "llama_4_scaling_beta": "Ministral 3 / Mistral 4 (yarn): the attention scales the rotated queries by "
+    "1 + beta*ln(1 + floor(t/L)), outside the rotary",
+}
+"""Every ``rope_parameters`` key besides :data:`_HF_GLOBAL_KEYS` that ``transformers.modeling_rope_utils``
+(5.x) defines or one of its model files reads, and what reads it. A key a rope type does not read is
+ignored by transformers (with a warning) and so by :func:`hf_read` (which lists it); any other key is
+refused, naming it."""
+
+ATTENTION_KEYS: tuple[str, ...] = ("llama_4_scaling_beta",)
+"""Keys read by a model's attention rather than its rotary (see :data:`HF_ROPE_KEYS`)."""
+
+SOFTMAX_MSCALE_MODEL_TYPES: tuple[str, ...] = (
+    "axk1",
+    "axk2",
+    "bailing_hybrid",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
+    "hy_v4",
+    "hy_v4_vl",
+    "longcat_flash",
+    "minicpm3",
+    "mistral4",
+    "mistral_large4",
+    "youtu",
+)
+"""Model types whose attention multiplies the softmax scale by ``mscale(f, mscale_all_dim)²``
+(``yarn_apply_mscale`` of transformers' DeepSeek-V2 file: ``0.1·mscale_all_dim·ln f + 1``, squared)
+when the rope type is not ``default`` and ``mscale_all_dim`` is non-zero."""
 
 
 def _getter(config: Any) -> Callable[[str], Any]:
@@ -357,11 +504,22 @@ def _positive_count(value: object) -> bool:
     )
 
 
+ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES: tuple[str, ...] = ("qwen3_omni_moe_text",)
+"""Models whose text rotary assigns M-RoPE pairs interleaved whatever the config says (transformers'
+``Qwen3OmniMoeThinkerTextRotaryEmbedding.recomposition_frequencies``)."""
+
+
 def hf_mrope(config: Any, *, layer_type: str | None = None) -> tuple[list[int] | None, bool]:
-    """``(mrope_section, mrope_interleaved)`` of a Hugging Face config (``(None, False)`` without M-RoPE)."""
+    """``(mrope_section, mrope_interleaved)`` of a Hugging Face config (``(None, False)`` without M-RoPE).
+
+    ``mrope_interleaved`` (Qwen3-VL), else Qwen3-Omni's ``interleaved``; always interleaved for
+    :data:`ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES`."""
     parameters = _hf_parameters(config, layer_type)
     sections = parameters.get("mrope_section")
-    return (None if sections is None else list(sections)), bool(parameters.get("mrope_interleaved", False))
+    interleaved = parameters.get("mrope_interleaved", parameters.get("interleaved", False))
+    if _getter(config)("model_type") in ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES:
+        interleaved = True
+    return (None if sections is None else list(sections)), bool(interleaved)
 
 
 def hf_rope_layers(config: Any) -> list[bool] | None:
@@ -400,6 +558,49 @@ def hf_rope_layers(config: Any) -> list[bool] | None:
     return [bool(f) for f in flags]
 
 
+def _real(name: str, value: object) -> float:
+    """A config number as float, or a ``ValueError`` naming the key (no strings, lists or bools)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ValueError(f"config {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class HFReading:
+    """How transformers reads the rope of one layer type of a config, key by key.
+
+    Attributes:
+        settings: :class:`posenc.nn.RotaryEmbedding` arguments (see :func:`hf_settings`).
+        rope_type: the rope type as computed (``default``, a registered name; Hunyuan's ``dynamic``
+            with ``alpha`` reads as ``ntk_alpha``).
+        ignored: ``key → why`` for keys transformers accepts but does not read for this rope type.
+        attention: ``key → value`` for keys read by the model's attention, not its rotary
+            (:data:`ATTENTION_KEYS`).
+        notes: model-specific readings transformers makes (one line each).
+    """
+
+    settings: dict[str, Any]
+    rope_type: str
+    ignored: dict[str, str]
+    attention: dict[str, Any]
+    notes: tuple[str, ...]
+
+
+def llama4_query_scale(positions: NDArray[Any], reading: HFReading) -> NDArray[np.float64]:
+    """The factor Ministral 3 / Mistral 4 put on the rotated queries at ``positions``:
+    ``1 + β·ln(1 + ⌊t/L⌋)`` (β = ``llama_4_scaling_beta``, L = ``original_max_position_embeddings``;
+    transformers' ``get_llama_4_attn_scale``, after Meta's Llama 4 attention temperature tuning), 1 without β."""
+    t = np.asarray(positions, dtype=np.float64)
+    beta = reading.attention.get("llama_4_scaling_beta")
+    if beta is None:
+        return np.ones_like(t)
+    original = (reading.settings["scaling_options"] or {}).get("original_max_position_embeddings")
+    if original is None:
+        raise ValueError("llama_4_scaling_beta needs original_max_position_embeddings (its L)")
+    scale: NDArray[np.float64] = 1.0 + float(beta) * np.log1p(np.floor(t / float(original)))
+    return scale
+
+
 def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool = False) -> dict[str, Any]:
     """:class:`posenc.nn.RotaryEmbedding` arguments for a Hugging Face config (object or dict).
 
@@ -413,11 +614,26 @@ def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool 
     Models with one rope per layer type (``rope_parameters = {"full_attention": {…},
     "sliding_attention": {…}}``, Gemma 3) need ``layer_type`` to pick one. M-RoPE configs (rope type
     ``mrope`` or an ``mrope_section``, Qwen2-VL) are refused unless ``multi_axis`` (their frequencies
-    are the default ones; :func:`hf_mrope` reads the sections).
+    are the default ones; :func:`hf_mrope` reads the sections). :func:`hf_read` says, per key, how
+    each was read.
     """
+    reading = hf_read(config, layer_type=layer_type, multi_axis=multi_axis)
+    if reading.ignored:
+        warnings.warn(
+            f"rope type {reading.rope_type!r} does not read rope_parameters {', '.join(sorted(reading.ignored))}: "
+            "ignored, as transformers ignores them",
+            stacklevel=2,
+        )
+    return reading.settings
+
+
+def hf_read(config: Any, *, layer_type: str | None = None, multi_axis: bool = False) -> HFReading:
+    """:func:`hf_settings` with the account of every key (see :class:`HFReading`)."""
     get = _getter(config)
     parameters = _hf_parameters(config, layer_type)
     name = parameters.get("rope_type", parameters.get("type", "default"))
+    if not isinstance(name, str):
+        raise ValueError(f"config rope_type must be a string, got {name!r}")
     if (name == "mrope" or "mrope_section" in parameters) and not multi_axis:
         raise ValueError(
             f"config rope_type must be one of 'default', {', '.join(map(repr, ROPE_TYPES))} for a 1-D rotary; "
@@ -426,22 +642,60 @@ def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool 
         )
     if name == "mrope":  # Qwen2-VL's legacy name: default frequencies, sections read by hf_mrope
         name = "default"
+    notes: list[str] = []
+    if name == "dynamic" and parameters.get("alpha"):
+        name = "ntk_alpha"
+        notes.append(
+            "rope_type 'dynamic' with alpha: a fixed NTK-alpha base, not recomputed with the length "
+            "(transformers' Hunyuan rotary reads it so)"
+        )
+    if name == "ntk":  # no transformers type; vLLM's get_rope reads it (with mixed_b) as Su's NTK
+        name = "ntk_mixed"
+        notes.append("rope_type 'ntk' read as vLLM reads it (Su's fixed NTK, or mixed NTK with mixed_b)")
     if name != "default" and name not in ROPE_TYPES:
         raise ValueError(
             f"config rope_type must be 'default' or one of {', '.join(map(repr, ROPE_TYPES))}, got {name!r}"
         )
+    unknown = sorted(k for k in parameters if k not in _HF_GLOBAL_KEYS and k not in HF_ROPE_KEYS)
+    if unknown:
+        raise ValueError(
+            f"config rope_parameters key {unknown[0]!r} is not one transformers reads (rope type {name!r}); known "
+            f"keys: {', '.join(sorted((*_HF_GLOBAL_KEYS, *HF_ROPE_KEYS)))}"
+        )
     theta = parameters.get("rope_theta", get("rope_theta"))
+    theta = 10000.0 if theta is None else _real("rope_theta", theta)
+    if theta <= 0.0:
+        raise ValueError(f"config rope_theta must be > 0 (the rotary base), got {theta!r}")
     fraction = parameters.get("partial_rotary_factor", get("partial_rotary_factor"))
+    fraction = 1.0 if fraction is None else _real("partial_rotary_factor", fraction)
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(
+            f"config partial_rotary_factor must be in (0, 1] (the fraction of head_dim that rotates), got {fraction!r}"
+        )
     head_dim = get("head_dim")
     if head_dim is None:
         hidden, heads = get("hidden_size"), get("num_attention_heads")
-        if hidden is None or heads is None:
-            raise ValueError("config needs head_dim, or hidden_size and num_attention_heads")
-        head_dim = hidden // heads
+        if not _positive_count(hidden) or not _positive_count(heads):
+            raise ValueError(
+                f"config needs head_dim, or hidden_size and num_attention_heads (positive integers), got "
+                f"hidden_size={hidden!r}, num_attention_heads={heads!r}"
+            )
+        head_dim = int(hidden) // int(heads)
     if not _positive_count(head_dim) or not float(head_dim).is_integer():
         raise ValueError(f"config head_dim must be a positive integer, got {head_dim!r}")
+    head_dim = int(head_dim)
     longest = get("max_position_embeddings")
-    options = {k: v for k, v in parameters.items() if k not in _HF_GLOBAL_KEYS}
+    allowed = set(ROPE_TYPES[name].required) | set(ROPE_TYPES[name].defaults) if name != "default" else set()
+    options, ignored, attention = {}, {}, {}
+    for key, value in parameters.items():
+        if key in _HF_GLOBAL_KEYS:
+            continue
+        if key in ATTENTION_KEYS:
+            attention[key] = _real(key, value)
+        elif key in allowed and not (key == "max_position_embeddings" and longest is not None):
+            options[key] = value
+        else:
+            ignored[key] = HF_ROPE_KEYS[key]
     factor = options.pop("factor", None)
     if name in ("llama3", "yarn", "longrope"):
         original = get("original_max_position_embeddings")
@@ -454,16 +708,36 @@ def hf_settings(config: Any, *, layer_type: str | None = None, multi_axis: bool 
             )
         options["original_max_position_embeddings"] = longest if original is None else original
     if name in ("dynamic", "yarn", "longrope"):
-        options.setdefault("max_position_embeddings", longest)
-    fraction = 1.0 if fraction is None else float(fraction)
+        options["max_position_embeddings"] = (
+            longest if longest is not None else options.get("max_position_embeddings")
+        )
+    if name == "longrope" and get("model_type") == "phimoe" and options.get("short_factor") is not None:
+        options["long_factor"] = options["short_factor"]
+        notes.append(
+            "phimoe: short_factor at every length (transformers' PhimoeRotaryEmbedding recomputes the "
+            "frequencies without the length); short_mscale/long_mscale switch beyond L"
+        )
     if name == "proportional":  # the fraction picks the turning pairs; the table spans the whole head
         options["partial_rotary_factor"], fraction = fraction, 1.0
-    return {
-        "head_dim": int(head_dim),
-        "base": 10000.0 if theta is None else theta,
-        "rotary_dim": int(int(head_dim) * fraction),
+    if name == "ntk_alpha":  # transformers' Hunyuan rotary turns the whole head
+        fraction = 1.0
+    rotary_dim = int(head_dim * fraction)
+    if rotary_dim < 2 or rotary_dim % 2:
+        raise ValueError(
+            f"config head_dim × partial_rotary_factor must give an even rotary dimension >= 2, got "
+            f"{head_dim} × {fraction!r} → {rotary_dim}"
+        )
+    if get("model_type") in SOFTMAX_MSCALE_MODEL_TYPES and name != "default":
+        all_dim = options.get("mscale_all_dim") or 0.0
+        if all_dim and factor is not None:
+            attention["softmax_scale_factor"] = _yarn_mscale(float(factor), float(all_dim)) ** 2
+    settings = {
+        "head_dim": head_dim,
+        "base": theta,
+        "rotary_dim": rotary_dim,
         "scaling": None if name == "default" else name,
         "scaling_factor": factor,
         "scaling_options": options or None,
         "max_position_embeddings": longest,
     }
+    return HFReading(settings, name, ignored, attention, tuple(notes))

@@ -974,9 +974,9 @@ class RotaryEmbedding(RotaryContract):
             elif length < self._original_length < self._longest:
                 self._longest = self._original_length
             length = self._longest
-        theta, _ = self._compute_frequencies(length)
-        if not torch.equal(theta, self._frequencies):
-            self._frequencies = theta
+        theta, factor = self._compute_frequencies(length)
+        if factor != self._attention_factor or not torch.equal(theta, self._frequencies):
+            self._frequencies, self._attention_factor = theta, factor  # Phi-3.5-MoE's mscales switch too
             self._table_dtype = None  # the cached tables belong to the old frequencies
 
     @property

@@ -1,0 +1,236 @@
+"""The rope of every attention layer and sub-module of a Hugging Face config, as transformers applies it.
+
+A model's rotary is more than one frequency table: layers may skip it (NoPE layers: Llama 4, SmolLM3,
+Cohere 2's full-attention layers), use one rope per layer type (Gemma 3's sliding and full layers), pair
+their columns differently (half-split ``rotate_half`` pairs ``(i, i + r/2)``; adjacent pairs
+``(2i, 2i + 1)`` in Cohere, GPT-J and DeepSeek's MLA with ``rope_interleave``), and a sub-module may differ
+from its parent (DeepSeek-V3.2's indexer rotates half-split pairs while its MLA rotates adjacent ones).
+Some models also scale queries or scores by position or by the rope's scaling, outside the rotary
+(Llama 4's NoPE temperature, Ministral 3's ``llama_4_scaling_beta``, DeepSeek's ``mscale_all_dim``).
+
+:func:`hf_rope_spec` reads all of it into :class:`LayerGroup` s of :class:`ModuleRope` s. Each rule is a
+reading of a transformers 5.x model file (named in the tables below) and is tested against that file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from posenc.nn import rope_types
+
+ADJACENT_PAIR_MODEL_TYPES: tuple[str, ...] = (
+    "blt",
+    "codegen",
+    "cohere",
+    "cohere2",
+    "cohere2_moe",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "glm",
+    "glm4",
+    "gptj",
+    "helium",
+)
+"""Text models whose ``rotate_half`` (or ``rotate_every_two``) pairs adjacent columns (``x[..., 0::2]``,
+``x[..., 1::2]``)."""
+
+ROPE_INTERLEAVE_MODEL_TYPES: tuple[str, ...] = ("axk1", "deepseek_v3", "glm4_moe_lite", "mistral4", "youtu")
+"""Models whose attention rotates adjacent pairs when the config's ``rope_interleave`` is true."""
+
+SUBMODULE_LAYOUTS: dict[str, dict[str, str]] = {
+    "axk2": {"attention": "adjacent", "indexer": "half_split"},
+    "deepseek_v32": {"attention": "adjacent", "indexer": "half_split"},
+    "deepseek_v4": {"attention": "adjacent", "indexer": "adjacent"},
+    "dots3_note": {"attention": "adjacent", "indexer": "adjacent"},
+    "glm_moe_dsa": {"attention": "adjacent", "indexer": "adjacent"},
+    "hy_v4": {"attention": "half_split", "indexer": "half_split"},
+    "hy_v4_vl": {"attention": "adjacent", "indexer": "adjacent"},
+    "minimax_m3_vl": {"attention": "half_split", "indexer": "half_split"},
+    "mistral_large4": {"attention": "adjacent", "indexer": "adjacent"},
+    "qwen4_exp": {"attention": "half_split", "indexer": "half_split"},
+}
+"""Models with a sparse-attention indexer: the pair layout of the attention and of the indexer (they
+differ in DeepSeek-V3.2 and AXK2, where the indexer rotates half-split pairs and the MLA adjacent ones)."""
+
+SLIDING_ONLY_ROPE_MODEL_TYPES: tuple[str, ...] = ("cohere2", "cohere2_moe")
+"""Models whose rotary applies only on sliding-window layers (the full-attention layers are NoPE)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleRope:
+    """The rope of one attention module (``attention``, or a sub-module such as ``indexer``).
+
+    ``rope`` False: the module is NoPE and the other rope fields are ``None``. ``layout`` is
+    ``half_split`` or ``adjacent``; ``parameters`` are the rope type's resolved parameters;
+    ``query_scale`` describes a position-dependent factor on the queries outside the rotary;
+    ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²).
+    """
+
+    module: str
+    rope: bool
+    rope_type: str | None = None
+    head_dim: int | None = None
+    rotary_dim: int | None = None
+    base: float | None = None
+    layout: str | None = None
+    attention_factor: float | None = None
+    parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
+    mrope_section: list[int] | None = None
+    mrope_interleaved: bool = False
+    ignored_keys: tuple[str, ...] = ()
+    query_scale: str | None = None
+    softmax_scale_factor: float | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerGroup:
+    """Consecutive or not, the layers (indices) that share one layer type and one set of module ropes
+    (``modules`` empty: the config gives this layer type no rope parameters, e.g. convolution layers)."""
+
+    layers: tuple[int, ...]
+    layer_type: str | None
+    modules: tuple[ModuleRope, ...]
+
+    def describe_layers(self) -> str:
+        """``"0-3, 5"`` style ranges of :attr:`layers` (``"all"`` when the config has no layer count)."""
+        if not self.layers:
+            return "all"
+        runs: list[list[int]] = []
+        for i in self.layers:
+            if runs and i == runs[-1][-1] + 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        return ", ".join(f"{r[0]}" if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+def _getter(config: Any) -> Callable[[str], Any]:
+    if isinstance(config, Mapping):
+        return config.get
+    return lambda key: getattr(config, key, None)
+
+
+def _module(config: Any, module: str, layer_type: str | None, layout: str) -> ModuleRope:
+    reading = rope_types.hf_read(config, layer_type=layer_type, multi_axis=True)
+    settings = reading.settings
+    name = reading.rope_type
+    options = dict(settings["scaling_options"] or {})
+    if settings["scaling_factor"] is not None:
+        options["factor"] = settings["scaling_factor"]
+    rotary_dim = settings["rotary_dim"]
+    parameters = (
+        rope_types.resolve_parameters(name, options, rotary_dim=rotary_dim) if name != "default" else {}
+    )
+    attention = 1.0
+    if name != "default":
+        original = parameters.get("original_max_position_embeddings") or parameters.get(
+            "max_position_embeddings"
+        )
+        _, attention = rope_types.ROPE_TYPES[name].compute(
+            rotary_dim, float(settings["base"]), parameters, float(original or 1)
+        )
+    sections, interleaved = rope_types.hf_mrope(config, layer_type=layer_type)
+    query_scale = None
+    if "llama_4_scaling_beta" in reading.attention:
+        query_scale = (
+            f"queries × (1 + {reading.attention['llama_4_scaling_beta']:g}·ln(1 + ⌊t/"
+            f"{parameters.get('original_max_position_embeddings')}⌋)) after the rotary"
+        )
+    return ModuleRope(
+        module=module,
+        rope=True,
+        rope_type=name,
+        head_dim=settings["head_dim"],
+        rotary_dim=rotary_dim,
+        base=float(settings["base"]),
+        layout=layout,
+        attention_factor=float(attention),
+        parameters={
+            k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in parameters.items() if v is not None
+        },
+        mrope_section=sections,
+        mrope_interleaved=interleaved,
+        ignored_keys=tuple(sorted(reading.ignored)),
+        query_scale=query_scale,
+        softmax_scale_factor=reading.attention.get("softmax_scale_factor"),
+        notes=reading.notes,
+    )
+
+
+def _nope(config: Any, module: str) -> ModuleRope:
+    get = _getter(config)
+    scale = None
+    if get("model_type") in ("llama4", "llama4_text") and get("attn_temperature_tuning"):
+        scale = (
+            f"queries × (ln(⌊(n + 1)/{get('floor_scale')}⌋ + 1)·{get('attn_scale')} + 1), n the token's index "
+            "in the cache, not its position id (Llama 4 attention temperature tuning)"
+        )
+    elif get("model_type") == "beam":
+        scale = "attention × exp(0.1·ln(1 + (t + 1)/2048)), t the position id (Beam's NoPE layers)"
+    return ModuleRope(module=module, rope=False, query_scale=scale)
+
+
+def hf_rope_spec(config: Any) -> list[LayerGroup]:
+    """The :class:`LayerGroup` s of a Hugging Face config (a ``PretrainedConfig`` or a dict; a multimodal
+    config's ``text_config`` is read when the top level holds no rope), in order of their first layer.
+
+    Reads: ``num_hidden_layers``; ``layer_types`` and per-layer-type ``rope_parameters`` (Gemma 3/4);
+    a per-layer-type config where the config keeps one (Gemma 4's ``per_layer_config``, its own ``head_dim``);
+    ``no_rope_layers`` / ``no_rope_layer_interval`` (Llama 4, SmolLM3: 1 means the layer *uses* rope, as
+    ``self.use_rope = config.no_rope_layers[layer_idx]``); sliding-only rope (:data:`SLIDING_ONLY_ROPE_MODEL_TYPES`);
+    the pair layout (:data:`ADJACENT_PAIR_MODEL_TYPES`, ``rope_interleave`` of
+    :data:`ROPE_INTERLEAVE_MODEL_TYPES`, and the attention and indexer of :data:`SUBMODULE_LAYOUTS`).
+    """
+    config = _text_config(config)
+    get = _getter(config)
+    model_type = get("model_type")
+    layers = get("num_hidden_layers")
+    count = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0 else 0
+    layer_types = get("layer_types")
+    if not (isinstance(layer_types, (list, tuple)) and len(layer_types) == count and count):
+        layer_types = None
+    parameters = get("rope_parameters") or get("rope_scaling") or {}
+    nested = isinstance(parameters, Mapping) and any(isinstance(v, Mapping) for v in parameters.values())
+    uses_rope = rope_types.hf_rope_layers(config)
+    layout = "adjacent" if model_type in ADJACENT_PAIR_MODEL_TYPES else "half_split"
+    if model_type in ROPE_INTERLEAVE_MODEL_TYPES and get("rope_interleave"):
+        layout = "adjacent"
+    groups: dict[tuple[str | None, bool], list[int]] = {}
+    slots: list[int | None] = list(range(count)) if count else [None]
+    for i in slots:
+        layer_type = None if layer_types is None or i is None else layer_types[i]
+        rope = True if uses_rope is None or i is None else uses_rope[i]
+        if model_type in SLIDING_ONLY_ROPE_MODEL_TYPES and layer_type is not None:
+            rope = layer_type == "sliding_attention"
+        groups.setdefault((layer_type, rope), []).extend([] if i is None else [i])
+    if nested and layer_types is None:  # one rope per layer type, but no list saying which layer has which
+        groups = {(str(t), True): [] for t, v in parameters.items() if isinstance(v, Mapping)}
+    out = []
+    for (layer_type, rope), indices in groups.items():
+        which = layer_type if nested else None
+        if nested and layer_type not in parameters:  # no rope for this layer type (e.g. a convolution layer)
+            modules: tuple[ModuleRope, ...] = ()
+        elif not rope or (nested and parameters[layer_type] is None):  # transformers: None, a NoPE layer type
+            modules = (_nope(config, "attention"),)
+        elif getattr(config, "per_layer_config", None) is not None and which is not None:  # Gemma 4: per type
+            modules = (_module(config.per_layer_config[which], "attention", which, layout),)
+        elif model_type in SUBMODULE_LAYOUTS:
+            modules = tuple(
+                _module(config, name, which, sub_layout)
+                for name, sub_layout in SUBMODULE_LAYOUTS[model_type].items()
+            )
+        else:
+            modules = (_module(config, "attention", which, layout),)
+        out.append(LayerGroup(tuple(indices), layer_type, modules))
+    return out
+
+
+def _text_config(config: Any) -> Any:
+    get = _getter(config)
+    text = get("text_config")
+    if text is not None and get("rope_parameters") is None and get("rope_scaling") is None:
+        return text
+    return config

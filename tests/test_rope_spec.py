@@ -1,0 +1,182 @@
+"""The per-layer, per-sub-module rope spec against transformers' own modules and model files."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pathlib
+import re
+import warnings
+
+import pytest
+import torch
+from peers import import_peer
+
+from posenc import rope_spec
+from posenc.nn import RotaryEmbedding
+
+transformers = import_peer("transformers", "transformers is the peer these tests compare against")
+from transformers import AutoConfig, Cohere2Config, Gemma3TextConfig, Llama4TextConfig  # noqa: E402
+from transformers.models.cohere2 import modeling_cohere2  # noqa: E402
+from transformers.models.gemma3 import modeling_gemma3  # noqa: E402
+from transformers.models.llama4 import modeling_llama4  # noqa: E402
+
+MODELS = pathlib.Path(transformers.__file__).parent / "models"
+SMALL = {
+    "hidden_size": 32,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "intermediate_size": 32,
+    "vocab_size": 50,
+}
+
+
+def by_layer(groups: list[rope_spec.LayerGroup]) -> dict[int, rope_spec.LayerGroup]:
+    return {i: g for g in groups for i in g.layers}
+
+
+def test_llama4_nope_layers_are_transformers_use_rope_with_its_polarity():
+    config = Llama4TextConfig(
+        **SMALL,
+        head_dim=16,
+        num_hidden_layers=6,
+        no_rope_layers=[1, 0, 1, 1, 0, 1],
+        attn_temperature_tuning=True,
+    )
+    spec = by_layer(rope_spec.hf_rope_spec(config))
+    for i in range(6):
+        attention = modeling_llama4.Llama4TextAttention(config, i)
+        module = spec[i].modules[0]
+        assert module.rope == bool(attention.use_rope), i
+        assert (module.query_scale is not None) == (
+            not attention.use_rope and attention.attn_temperature_tuning
+        )
+    assert rope_spec.LayerGroup((0, 2, 3, 5), None, ()).describe_layers() == "0, 2-3, 5"
+
+
+def test_cohere2_rotates_only_its_sliding_layers():
+    config = Cohere2Config(**SMALL, num_hidden_layers=4, sliding_window_pattern=2)
+    spec = by_layer(rope_spec.hf_rope_spec(config))
+    for i in range(4):
+        attention = modeling_cohere2.Cohere2Attention(config, i)
+        assert spec[i].modules[0].rope == (
+            attention.sliding_window is not None
+        )  # its forward: `if self.sliding_window`
+        assert spec[i].modules[0].layout in (None, "adjacent")
+
+
+@pytest.mark.parametrize("sliding_pattern", [2, 10])
+def test_gemma3_layer_types_get_their_own_rope(sliding_pattern):
+    """Gemma 3: one rope per layer type; with 6 layers and pattern 10 every layer is sliding."""
+    config = Gemma3TextConfig(
+        **SMALL, head_dim=16, num_hidden_layers=6, sliding_window_pattern=sliding_pattern
+    )
+    groups = rope_spec.hf_rope_spec(config)
+    assert {g.layer_type for g in groups} == set(config.layer_types)
+    hf_rope = modeling_gemma3.Gemma3RotaryEmbedding(config)
+    for group in groups:
+        module = group.modules[0]
+        ours = RotaryEmbedding.from_hf(config, layer_type=group.layer_type)
+        want = getattr(hf_rope, f"{group.layer_type}_inv_freq")
+        torch.testing.assert_close(ours.frequencies, want.double(), rtol=4 * 2.0**-24, atol=0)
+        assert module.base == ours.base and module.rotary_dim == ours.rotary_dim
+
+
+def calls_in(source: str) -> set[str]:
+    return set(re.findall(r"(apply_rotary_pos_emb\w*)\(", source))
+
+
+def layout_of(module, function: str) -> str:
+    """The pair layout a model file's apply function rotates: interleave → adjacent; else its rotate_half's."""
+    if "interleave" in function:
+        return "adjacent"
+    half = inspect.getsource(module.rotate_half)
+    return "adjacent" if "0::2]" in half or "::2]" in half else "half_split"
+
+
+@pytest.mark.parametrize("model_type", sorted(rope_spec.SUBMODULE_LAYOUTS))
+def test_indexer_and_attention_layouts_are_read_from_the_model_file(model_type):
+    module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    classes = {
+        n: c for n, c in vars(module).items() if inspect.isclass(c) and c.__module__ == module.__name__
+    }
+    found = {}
+    for role, suffix in (("indexer", "Indexer"), ("attention", "Attention")):
+        names = [
+            n
+            for n in classes
+            if n.endswith(suffix) and "Vision" not in n and "Audio" not in n and "Linear" not in n
+        ]
+        functions = set().union(*(calls_in(inspect.getsource(classes[n])) for n in names))
+        assert len(functions) == 1, (model_type, role, functions)
+        found[role] = layout_of(module, functions.pop())
+    assert found == rope_spec.SUBMODULE_LAYOUTS[model_type]
+
+
+def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
+    adjacent, interleave = set(), set()
+    for path in MODELS.glob("*/modeling_*.py"):
+        if path.name != f"modeling_{path.parent.name}.py":
+            continue
+        text = path.read_text()
+        if "config.rope_interleave" in text:
+            interleave.add(path.parent.name)
+        match = re.search(r"def rotate_half\(x\):(?:\n.*){1,4}?\n\s+x1 = x\[([^\]]*)\]", text)
+        adjacent_half = match is not None and "::2" in match.group(1)
+        if (adjacent_half or "def rotate_every_two" in text) and re.search(r"class \w*ForCausalLM", text):
+            adjacent.add(path.parent.name)
+    assert interleave == set(rope_spec.ROPE_INTERLEAVE_MODEL_TYPES)
+    assert adjacent - set(rope_spec.SUBMODULE_LAYOUTS) == set(rope_spec.ADJACENT_PAIR_MODEL_TYPES)
+
+
+@pytest.mark.slow
+def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
+    """Every model type whose file defines a rotary class, from its default config (no download): the count
+    read is a floor (178 of the 196 with a default config on transformers 5.24)."""
+    transformers.utils.logging.set_verbosity_error()
+    with_rope = sorted(
+        p.parent.name
+        for p in MODELS.glob("*/modeling_*.py")
+        if p.name == f"modeling_{p.parent.name}.py" and re.search(r"class \w*RotaryEmbedding", p.read_text())
+    )
+    read = 0
+    for model_type in with_rope:
+        try:
+            config = AutoConfig.for_model(model_type)
+        except Exception:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                rope_spec.hf_rope_spec(config)
+            except Exception:
+                continue
+        read += 1
+    assert read >= 178
+
+
+def test_gemma4_layer_types_read_their_own_head_dim_and_rope():
+    """Gemma 4 keeps head_dim per layer type (256 sliding, 512 full) and a proportional full-attention rope."""
+    from transformers import Gemma4TextConfig
+    from transformers.models.gemma4 import modeling_gemma4
+
+    config = Gemma4TextConfig(num_hidden_layers=6, vocab_size=50)
+    groups = {g.layer_type: g for g in rope_spec.hf_rope_spec(config)}
+    hf_rope = modeling_gemma4.Gemma4TextRotaryEmbedding(config)
+    for layer_type, group in groups.items():
+        module = group.modules[0]
+        want = getattr(hf_rope, f"{layer_type}_inv_freq")
+        ours = RotaryEmbedding.from_hf(config.per_layer_config[layer_type], layer_type=layer_type)
+        torch.testing.assert_close(ours.frequencies, want.double(), rtol=4 * 2.0**-24, atol=0)
+        assert module.head_dim == config.per_layer_config[layer_type].head_dim
+    assert groups["full_attention"].modules[0].rope_type == "proportional"
+
+
+def test_a_layer_type_whose_rope_parameters_are_none_is_nope():
+    """transformers: ``rope_parameters[layer_type] is None`` is a NoPE layer type (Beam's full-attention layers)."""
+    config = AutoConfig.for_model("beam", num_hidden_layers=6)
+    config = getattr(config, "text_config", config)
+    spec = by_layer(rope_spec.hf_rope_spec(config))
+    for i, layer_type in enumerate(config.layer_types):
+        assert spec[i].modules[0].rope == (config.rope_parameters[layer_type] is not None)
+    assert any(not spec[i].modules[0].rope for i in spec) and any(spec[i].modules[0].rope for i in spec)
