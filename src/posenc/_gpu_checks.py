@@ -22,10 +22,16 @@ POSITIONS = ("int32", "int64")
 
 
 def _buffers(
-    names: Sequence[str], tensors: Sequence[Any], *, device: Any = None, unit_stride: bool = True
+    names: Sequence[str],
+    tensors: Sequence[Any],
+    *,
+    device: Any = None,
+    unit_stride: bool = True,
+    storage: bool = True,
 ) -> list[Buffer]:
-    """Buffers of ``tensors``, all required on ``device`` (default the first one's) and inside their
-    storage; with ``unit_stride``, each with contiguous rows (the kernels that take a row stride only)."""
+    """Buffers of ``tensors``, all required on ``device`` (default the first one's) and, with ``storage``,
+    inside their storage; with ``unit_stride``, each with contiguous rows (the kernels that take a row stride
+    only)."""
     device = getattr(tensors[0], "device", None) if device is None else device
     if device is None:
         raise TypeError(f"{names[0]}: {type(tensors[0]).__name__}, expected a torch tensor")
@@ -33,7 +39,8 @@ def _buffers(
     for b in out:
         if unit_stride:
             b.require_unit_stride()
-        b.require_inside()
+        if storage:
+            b.require_inside()
     return out
 
 
@@ -117,14 +124,19 @@ def check_rotate_qk(
     theta: Any,
     layout: str,
     r: int,
+    *,
+    storage: bool = True,
 ) -> None:
     """The arguments of :func:`posenc._gpu_kernels.rotate_qk`: ``q``/``q_out`` ``[b, h, s_q, d]`` and
     ``k``/``k_out`` ``[b, h_k, s_k, d]`` of one dtype; positions ``([b or 1, s_q], [b or 1, s_k])`` of one
     integer dtype, or ``None`` with int ``offsets``; the cached tables ``[n, r/2]`` in the work dtype;
-    ``theta`` float64 holding at least ``r/2 + 1`` values; the outputs apart from every input."""
+    ``theta`` float64 holding at least ``r/2 + 1`` values; no output element written twice. With
+    ``storage`` (the default) also every view inside its storage and the outputs apart from every input."""
     _layout(layout)
-    qb, kb, qo, ko, tb = _buffers(("q", "k", "q_out", "k_out", "theta"), (q, k, q_out, k_out, theta))
-    cb, sb = _buffers(("cos", "sin"), tables, device=q.device, unit_stride=False)  # read through both strides
+    qb, kb, qo, ko, tb = _buffers(
+        ("q", "k", "q_out", "k_out", "theta"), (q, k, q_out, k_out, theta), storage=storage
+    )
+    cb, sb = _buffers(("cos", "sin"), tables, device=q.device, unit_stride=False, storage=storage)
     qb.require_ndim(4, "[b, h, s_q, d]")
     qb.require_dtype(FLOATS)
     kb.require_ndim(4, "[b, h_k, s_k, d]")
@@ -145,10 +157,11 @@ def check_rotate_qk(
         raise ValueError(f"theta: {tb.shape[0]} values, expected at least r/2 + 1 = {r // 2 + 1}")
     inputs = [qb, kb, cb, sb, tb]
     if positions is None:
-        if any(not isinstance(o, int) or isinstance(o, bool) or o < 0 for o in offsets) or len(offsets) != 2:
-            raise ValueError(f"offsets must be two ints >= 0 when no positions are given, got {offsets!r}")
+        _offsets(offsets)
     else:
-        qp, kp = _buffers(("q_positions", "k_positions"), positions, device=q.device, unit_stride=False)
+        qp, kp = _buffers(
+            ("q_positions", "k_positions"), positions, device=q.device, unit_stride=False, storage=storage
+        )
         for p, seq, name in ((qp, qb.shape[2], "q_positions"), (kp, kb.shape[2], "k_positions")):
             p.require_ndim(2, "[b or 1, s]")
             p.require_dtype(POSITIONS)
@@ -158,5 +171,60 @@ def check_rotate_qk(
         inputs += [qp, kp]
     for out in (qo, ko):
         out.require_unaliased()
-        require_disjoint(out, *inputs)
-    require_disjoint(qo, ko)
+        if storage:
+            require_disjoint(out, *inputs)
+    if storage:
+        require_disjoint(qo, ko)
+
+
+def _offsets(offsets: Any) -> None:
+    if (
+        not isinstance(offsets, tuple)
+        or len(offsets) != 2
+        or any(not isinstance(o, int) or isinstance(o, bool) or o < 0 for o in offsets)
+    ):
+        raise ValueError(f"offsets must be two ints >= 0 when no positions are given, got {offsets!r}")
+
+
+_SIGNATURES: set[tuple[Any, ...]] = set()
+"""Signatures that passed :func:`check_rotate_qk_signature` (emptied when it reaches :data:`_MAX_SIGNATURES`)."""
+_MAX_SIGNATURES = 4096
+
+
+def _meta(t: Any) -> tuple[Any, ...]:
+    return (type(t), t.shape, t.stride(), t.dtype, t.device) if hasattr(t, "stride") else (type(t), t)
+
+
+def check_rotate_qk_signature(
+    q: Any,
+    k: Any,
+    q_out: Any,
+    k_out: Any,
+    positions: tuple[Any, Any] | None,
+    offsets: tuple[int, int],
+    tables: tuple[Any, Any],
+    theta: Any,
+    layout: str,
+    r: int,
+) -> None:
+    """:func:`check_rotate_qk` without its storage checks (bounds, overlaps), once per signature: the
+    types, shapes, strides, dtypes and devices of every tensor, ``layout``, ``r`` and whether positions are
+    given; ``offsets`` (which change at every decoding step) at every call. For a caller whose outputs are
+    fresh allocations (so apart from every input) of ordinary tensors (which torch keeps inside their
+    storage)."""
+    if positions is None:
+        _offsets(offsets)
+    try:
+        tensors = (q, k, q_out, k_out, theta, *tables, *(() if positions is None else positions))
+        key = (layout, r, positions is None, *map(_meta, tensors))
+        seen = key in _SIGNATURES
+    except TypeError:  # not a pair, or an unhashable argument: the full check names it
+        seen, key = False, None
+    if seen:
+        return
+    check_rotate_qk(q, k, q_out, k_out, positions, offsets, tables, theta, layout, r, storage=False)
+    if key is None:
+        return
+    if len(_SIGNATURES) >= _MAX_SIGNATURES:
+        _SIGNATURES.clear()
+    _SIGNATURES.add(key)
