@@ -164,6 +164,9 @@ def waves(
     )
 
 
+_MIN_TILE = 2048
+"""Elements of the smallest tile of :func:`_rotate_qk_kernel`: in each half of a row, 8 per thread of its 4
+warps, so that every access stays 16 bytes wide (bfloat16) however few rows a call has."""
 _ROWS_MAX = 64
 """Rows of one sequence a program of :func:`_rotate_qk_kernel` takes at most."""
 _FAR_CHUNK = 64
@@ -414,11 +417,15 @@ def _qk_tile(batch: int, heads: int, seq: int, row_elements: int, programs: int)
     """``(heads, rows)`` per program, powers of two, about :data:`_TILE` elements in all: as many heads as
     fit (each row's table values are loaded once for all of them), then rows; while the grid would hold
     fewer than ``programs`` tiles, fewer heads per program (head-parallel rather than token-parallel), so
-    that short sequences (decoding) still spread over the chip."""
+    that short sequences (decoding) still spread over the chip, down to :data:`_MIN_TILE` elements."""
     per_program = max(_TILE // row_elements, 1)
     tile_heads = min(triton.next_power_of_2(heads), per_program)
     rows = max(1, min(triton.next_power_of_2(seq), per_program // tile_heads, _ROWS_MAX))
-    while tile_heads > 1 and batch * triton.cdiv(seq, rows) * triton.cdiv(heads, tile_heads) < programs:
+    while (
+        tile_heads > 1
+        and tile_heads * rows * row_elements > _MIN_TILE
+        and batch * triton.cdiv(seq, rows) * triton.cdiv(heads, tile_heads) < programs
+    ):
         tile_heads //= 2
     return tile_heads, rows
 
@@ -470,6 +477,8 @@ def rotate_qk(
     programs = 4 * _sm_count(q.device)
     q_tile, k_tile = (_qk_tile(b, h, n, row_elements, programs) for h, n in ((q_heads, s_q), (k_heads, s_k)))
     q_blocks, k_blocks = triton.cdiv(s_q, q_tile[1]), triton.cdiv(s_k, k_tile[1])
+    # 8 elements of each half row per thread, where a tile is that small: 16-byte accesses (bfloat16)
+    warps = min(4, max(1, min(q_tile[0] * q_tile[1], k_tile[0] * k_tile[1]) * block_p // 256))
     q_programs = b * q_blocks * triton.cdiv(q_heads, q_tile[0])
     k_programs = b * k_blocks * triton.cdiv(k_heads, k_tile[0])
     if positions is None:
@@ -488,7 +497,7 @@ def rotate_qk(
         k_heads, s_k, *k.stride()[:3], *k_out.stride()[:3], *k_ps, k_blocks,
         HAS_POS=positions is not None, HALF_SPLIT=half_split, R=r, D=d,
         Q_HEADS=q_tile[0], Q_ROWS=q_tile[1], K_HEADS=k_tile[0], K_ROWS=k_tile[1],
-        BLOCK_P=block_p, BLOCK_REST=block_rest,
+        BLOCK_P=block_p, BLOCK_REST=block_rest, num_warps=warps,
     )  # fmt: skip
     if not far:
         return
