@@ -22,14 +22,14 @@ hide memory latency, few enough registers per thread for full occupancy."""
 
 @triton.jit
 def _rotate_kernel(
-    x, out, c, s, n1, seq, r, d, xs0, xs1, xs2, os0, os1, os2, ts, n_seq_blocks,
-    PAIRED: tl.constexpr, HALF_SPLIT: tl.constexpr, HAS_REST: tl.constexpr,
+    x, out, c, s, n1, seq, xs0, xs1, xs2, os0, os1, os2, ts, n_seq_blocks,
+    PAIRED: tl.constexpr, HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
     BLOCK_S: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
 ):  # fmt: skip
-    """Rows ``BLOCK_S`` positions long of one ``(i0, i1)`` of ``x[n0, n1, seq, d]``: pairs ``(a, b)`` of
-    the first ``r`` dims rotated, ``out_a = x_a·c_a + x_b·σ_a``, ``out_b = x_b·c_b + x_a·σ_b``, in the
-    tables' dtype; dims ``r … d−1`` copied. ``PAIRED``: tables ``[seq, r/2]``, ``c_a = c_b = c``,
-    ``(σ_a, σ_b) = (−s, s)``; else ``[seq, r]`` in the layout with signed sines ``σ``. ``half_split``
+    """Rows ``BLOCK_S`` positions long of one ``(i0, i1)`` of ``x[n0, n1, seq, D]``: pairs ``(a, b)`` of
+    the first ``R`` dims rotated, ``out_a = x_a·c_a + x_b·σ_a``, ``out_b = x_b·c_b + x_a·σ_b``, in the
+    tables' dtype; dims ``R … D−1`` copied. ``PAIRED``: tables ``[seq, R/2]``, ``c_a = c_b = c``,
+    ``(σ_a, σ_b) = (−s, s)``; else ``[seq, R]`` in the layout with signed sines ``σ``. ``half_split``
     halves are read as two contiguous tiles; ``adjacent`` rows as one, split into its pairs in
     registers (strided loads of every other element measured slower; benchmarks/README.md)."""
     pid = tl.program_id(0)
@@ -43,7 +43,7 @@ def _rotate_kernel(
     o_row = out + i0 * os0 + i1 * os1 + rows[:, None] * os2
     t_row = rows[:, None] * ts
     pair = tl.arange(0, BLOCK_P)[None, :]
-    half = r // 2
+    half: tl.constexpr = R // 2
     pair_ok = row_ok[:, None] & (pair < half)
     if PAIRED:
         c_a = tl.load(c + t_row + pair, mask=pair_ok)
@@ -62,7 +62,7 @@ def _rotate_kernel(
         tl.store(o_row + half + pair, (x_b * c_b + x_a * s_b).to(out.dtype.element_ty), mask=pair_ok)
     else:
         col = tl.arange(0, 2 * BLOCK_P)[None, :]
-        col_ok = row_ok[:, None] & (col < r)
+        col_ok = row_ok[:, None] & (col < R)
         if not PAIRED:
             c_a, c_b = tl.split(tl.reshape(tl.load(c + t_row + col, mask=col_ok), (BLOCK_S, BLOCK_P, 2)))
             s_a, s_b = tl.split(tl.reshape(tl.load(s + t_row + col, mask=col_ok), (BLOCK_S, BLOCK_P, 2)))
@@ -71,9 +71,9 @@ def _rotate_kernel(
         x_b = x_b.to(c_a.dtype)
         rotated = tl.reshape(tl.join(x_a * c_a + x_b * s_a, x_b * c_b + x_a * s_b), (BLOCK_S, 2 * BLOCK_P))
         tl.store(o_row + col, rotated.to(out.dtype.element_ty), mask=col_ok)
-    if HAS_REST:
-        rest = r + tl.arange(0, BLOCK_REST)[None, :]
-        rest_ok = row_ok[:, None] & (rest < d)
+    if D > R:
+        rest = R + tl.arange(0, BLOCK_REST)[None, :]
+        rest_ok = row_ok[:, None] & (rest < D)
         tl.store(o_row + rest, tl.load(x_row + rest, mask=rest_ok), mask=rest_ok)
 
 
@@ -96,8 +96,8 @@ def rotate(
     block_s = _rows_per_program(2 * block_p + (block_rest if d > r else 0), seq)
     n_seq_blocks = triton.cdiv(seq, block_s)
     _rotate_kernel[(n0 * n1 * n_seq_blocks,)](
-        x, out, c, s, n1, seq, r, d, *x.stride()[:3], *out.stride()[:3], c.stride(0), n_seq_blocks,
-        PAIRED=paired, HALF_SPLIT=layout == "half_split", HAS_REST=d > r,
+        x, out, c, s, n1, seq, *x.stride()[:3], *out.stride()[:3], c.stride(0), n_seq_blocks,
+        PAIRED=paired, HALF_SPLIT=layout == "half_split", R=r, D=d,
         BLOCK_S=block_s, BLOCK_P=block_p, BLOCK_REST=block_rest,
     )  # fmt: skip
 
