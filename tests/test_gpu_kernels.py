@@ -62,7 +62,7 @@ def rotation(
 def relative_error(out: torch.Tensor, ref: tuple[torch.Tensor, torch.Tensor]) -> float:
     """Largest ``|out − ref| / size`` (NaN, so failing every bound, where an element was never written)."""
     err = (out.double() - ref[0]).abs() / ref[1]
-    return float("nan") if err.isnan().any() else err.max().item()
+    return float("nan") if err.isnan().any() else err.max().item() if err.numel() else 0.0
 
 
 # --- rotate: one tensor, tables per position -------------------------------------------------------------
@@ -226,3 +226,15 @@ def test_waves_match_float64_far_out(layout, dim):
     _gpu_kernels.waves(out, (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos()), code)
     ref = posenc.sinusoidal(np.arange(start, start + n), dim, layout=layout)
     assert np.abs(out.double().numpy() - ref).max() <= 3.1e-8
+
+
+def test_empty_queries_leave_the_keys_rotated_and_nothing_at_all_launches_nothing(monkeypatch):
+    torch.manual_seed(0)
+    positions = (torch.zeros(B, 0, dtype=torch.long), torch.arange(S_K)[None].expand(B, S_K))
+    assert (
+        max(qk_errors("half_split", torch.float32, 16, 16, positions, (0, 0), False, s_q=0))
+        <= REL[torch.float32]
+    )
+    launches = Launches(monkeypatch)
+    qk_errors("half_split", torch.float32, 16, 16, None, (0, 0), False, s_q=0, s_k=0)
+    assert launches.names == []

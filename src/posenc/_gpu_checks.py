@@ -191,10 +191,6 @@ _SIGNATURES: set[tuple[Any, ...]] = set()
 _MAX_SIGNATURES = 4096
 
 
-def _meta(t: Any) -> tuple[Any, ...]:
-    return (type(t), t.shape, t.stride(), t.dtype, t.device) if hasattr(t, "stride") else (type(t), t)
-
-
 def check_rotate_qk_signature(
     q: Any,
     k: Any,
@@ -216,9 +212,9 @@ def check_rotate_qk_signature(
         _offsets(offsets)
     try:
         tensors = (q, k, q_out, k_out, theta, *tables, *(() if positions is None else positions))
-        key = (layout, r, positions is None, *map(_meta, tensors))
+        key = (layout, r, positions is None, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors])
         seen = key in _SIGNATURES
-    except TypeError:  # not a pair, or an unhashable argument: the full check names it
+    except (TypeError, AttributeError):  # not a pair, not a tensor, unhashable: the full check names it
         seen, key = False, None
     if seen:
         return

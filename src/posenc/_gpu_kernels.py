@@ -1,8 +1,12 @@
 """Triton kernels for CUDA tensors: rotary pairs and sinusoidal tables (loaded by :mod:`posenc._gpu`).
 
-Each kernel is one launch and one pass over its output. Each launcher checks its arguments first
+Each kernel is one pass over its output; each launcher checks its arguments first
 (:mod:`posenc._gpu_checks`: shapes, dtypes, unit last strides, device, storage bounds, overlaps;
-metadata only). Importing this module imports Triton.
+metadata only). The head and rotary dims are compile-time constants and no stride is kept from Triton's
+specialisation (divisibility by 16, the value 1), so that rows move 16 bytes per access; the float64
+angles for positions beyond the cached tables live in a kernel of their own, beside the q+k rotation,
+not in its register budget (``benchmarks/kernel_static.py`` reports registers, spills and access widths
+for ``sm_90a``). Importing this module imports Triton.
 """
 
 from __future__ import annotations
@@ -445,8 +449,9 @@ def rotate_qk(
     *,
     checks: str = "full",
 ) -> None:
-    """``q_out = R q``, ``k_out = R k`` (``Rᵀ`` when ``inverse``): one launch where every position lies in the
-    cache, else a second small one for the rows beyond it.
+    """``q_out = R q``, ``k_out = R k`` (``Rᵀ`` when ``inverse``): one launch, and a second small one for the
+    rows whose positions lie outside the cache whenever the host cannot rule them out (tensor positions, or
+    int offsets that run beyond the cache); every element is written by exactly one of the two.
 
     ``q``/``q_out`` ``[b, h, s_q, d]`` and ``k``/``k_out`` ``[b, h_k, s_k, d]``, any strides with unit last
     stride, the same dtype. ``positions``: ``([b or 1, s_q], [b or 1, s_k])`` integer tensors of one dtype
@@ -454,8 +459,7 @@ def rotate_qk(
     ``tables``: the cached ``cos``/``sin`` pair values ``[n, r/2]`` (any strides) in the work dtype (float32,
     or float64 beside float64 ``q``), gathered by position; beyond row ``n`` (and below 0) the angles are
     formed from the float64 frequencies ``theta[:r/2]`` and scaled by ``theta[r/2]``, the tables' attention
-    factor (float64, contiguous), by the second launch, which the host leaves out when ``positions`` is
-    ``None`` and both ranges end inside the cache.
+    factor (float64, contiguous), by the second launch.
 
     ``checks``: ``"full"`` (every argument, storage bounds and overlaps included:
     :func:`posenc._gpu_checks.check_rotate_qk`), or ``"signature"`` for a caller whose ``q_out``/``k_out``
@@ -481,6 +485,8 @@ def rotate_qk(
     warps = min(4, max(1, min(q_tile[0] * q_tile[1], k_tile[0] * k_tile[1]) * block_p // 256))
     q_programs = b * q_blocks * triton.cdiv(q_heads, q_tile[0])
     k_programs = b * k_blocks * triton.cdiv(k_heads, k_tile[0])
+    if q_programs + k_programs == 0:
+        return
     if positions is None:
         q_pos = k_pos = theta  # not read
         q_ps = k_ps = (0, 0)

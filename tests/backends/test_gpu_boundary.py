@@ -223,3 +223,48 @@ def test_waves_accepts_valid_calls_and_refuses_every_mutation_naming_the_argumen
     args = waves_args(n, f, 2 * f - cut)
     checks.check_waves(**args)
     refused(checks.check_waves, WAVES_MUTATIONS[mutation](args))
+
+
+STORAGE_ONLY = {"q_out is k"}
+"""Mutations only the storage checks see (an output overlapping an input): the signature check leaves those
+to its caller, whose outputs are fresh allocations."""
+
+
+@given(
+    b=st.integers(1, 3),
+    h=st.integers(1, 4),
+    hk=st.integers(1, 4),
+    sq=st.integers(2, 7),
+    sk=st.integers(2, 7),
+    pairs=st.integers(1, 5),
+    extra=st.integers(0, 2),
+    n=st.integers(1, 12),
+    with_positions=st.booleans(),
+    mutation=st.sampled_from(sorted(set(QK_MUTATIONS) - STORAGE_ONLY)),
+)
+def test_rotate_qk_signature_check_refuses_every_metadata_mutation_naming_the_argument(
+    b, h, hk, sq, sk, pairs, extra, n, with_positions, mutation
+):
+    args = qk_args(b, h, hk, sq, sk, 2 * pairs + extra, 2 * pairs, n, with_positions)
+    checks.check_rotate_qk_signature(**args)
+    checks.check_rotate_qk_signature(**args)  # now a known signature
+    refused(checks.check_rotate_qk_signature, QK_MUTATIONS[mutation](args))
+
+
+def test_rotate_qk_signature_check_runs_once_per_signature_but_checks_offsets_every_call(monkeypatch):
+    calls = []
+    full = checks.check_rotate_qk
+    monkeypatch.setattr(checks, "check_rotate_qk", lambda *a, **kw: calls.append(kw) or full(*a, **kw))
+    monkeypatch.setattr(checks, "_SIGNATURES", set())
+    args = qk_args(2, 4, 2, 3, 5, 8, 8, 16, False)
+    for offset in (0, 7, 100):
+        checks.check_rotate_qk_signature(**{**args, "offsets": (offset, offset)})
+    assert calls == [{"storage": False}]  # the metadata checks once, the storage checks never
+    refused(checks.check_rotate_qk_signature, {**args, "offsets": (-1, 0)})
+    refused(checks.check_rotate_qk_signature, {**args, "offsets": (0, True)})
+    bad = {**args, "r": 10}  # beyond d: refused, and so never remembered
+    refused(checks.check_rotate_qk_signature, bad)
+    refused(checks.check_rotate_qk_signature, bad)
+    other = qk_args(2, 4, 2, 3, 6, 8, 8, 16, True)  # another signature: checked again
+    checks.check_rotate_qk_signature(**other)
+    assert len(calls) == 4
