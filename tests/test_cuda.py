@@ -46,9 +46,9 @@ def path(request, monkeypatch):
         for name in ("rotate", "waves"):
             original = getattr(kernels, name)
 
-            def counted(*args, _name=name, _original=original):
+            def counted(*args, _name=name, _original=original, **kwargs):
                 calls.append(_name)
-                return _original(*args)
+                return _original(*args, **kwargs)
 
             monkeypatch.setattr(kernels, name, counted)
     yield request.param, calls
@@ -283,9 +283,9 @@ def qk_calls(monkeypatch):
     calls: list[int] = []
     original = kernels.rotate_qk
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(1)
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(kernels, "rotate_qk", counted)
     return calls
