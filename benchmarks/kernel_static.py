@@ -1,6 +1,6 @@
 """Compile every Triton kernel of posenc for Hopper (``sm_90a``) on a machine without a GPU and report,
-per kernel, dtype, layout and position form: registers, spill bytes (stores / loads), stack frame and the
-width of every global load and store.
+per kernel, dtype, layout and position form: registers, spill bytes (stores / loads), stack frame, the
+width of every global load and store, and the device-side assertions compiled in.
 
 Each kernel is compiled through its own launcher in :mod:`posenc._gpu_kernels`, called with CPU tensors
 of the benchmark's shapes, so the tiles, compile-time constants and the specialisation of every stride
@@ -75,6 +75,8 @@ class Report:
     loads: Counter[int] = field(default_factory=Counter)
     """Global loads in the PTX by width in bytes."""
     stores: Counter[int] = field(default_factory=Counter)
+    asserts: int = 0
+    """Device-side assertions compiled in (calls of ``__assertfail`` in the PTX)."""
 
     def widths(self, counts: Counter[int]) -> str:
         return " ".join(f"{n}×{w}B" for w, n in sorted(counts.items(), reverse=True)) or "-"
@@ -220,7 +222,12 @@ def measure(kernels: set[str], dtypes: list[str], layouts: list[str]) -> list[Re
         for name, kernel, grid in compiled:
             ptx = kernel.asm["ptx"]
             loads, stores = accesses(ptx)
-            reports.append(Report(name, case, grid, **resources(ptx, assembler), loads=loads, stores=stores))
+            asserts = len(re.findall(r"call(?:\.uni)?\s*(?:\(\w*\),\s*)?__assertfail", ptx))
+            reports.append(
+                Report(
+                    name, case, grid, **resources(ptx, assembler), loads=loads, stores=stores, asserts=asserts
+                )
+            )
     return reports
 
 
@@ -242,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{r.kernel:<24}{r.case:<44}{grid:>9}{r.registers:>6}{spills:>13}{r.stack:>7}  "
             f"{r.widths(r.loads)} | {r.widths(r.stores)}"
+            + (f"  ({r.asserts} device asserts)" if r.asserts else "")
         )
     return 0
 

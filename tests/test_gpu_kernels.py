@@ -9,6 +9,7 @@ with it: ``TRITON_INTERPRET=1 python -m pytest tests/test_gpu_kernels.py``. On a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -238,3 +239,27 @@ def test_empty_queries_leave_the_keys_rotated_and_nothing_at_all_launches_nothin
     launches = Launches(monkeypatch)
     qk_errors("half_split", torch.float32, 16, 16, None, (0, 0), False, s_q=0, s_k=0)
     assert launches.names == []
+
+
+@pytest.mark.parametrize("bad", [2**53, -(2**53), 2**62], ids=["2^53", "-2^53", "2^62"])
+def test_a_position_beyond_float64_exactness_stops_the_far_rows_kernel(monkeypatch, bad):
+    """The far-rows kernel, which reads every tensor position of the call, asserts ``|t| < 2^53`` on the
+    device: compiled with ``debug=True`` for that assertion (the interpreter ignores a kernel's own debug
+    flag, so the test turns on its builder's), so that the caller need not launch a check of its own."""
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(
+        interpreter.interpreter_builder,
+        "options",
+        dataclasses.replace(interpreter.interpreter_builder.options, debug=True),
+    )
+    ok = torch.tensor([[0, 1, 2**53 - 1, -(2**53) + 1, 5]])
+    assert (
+        max(qk_errors("half_split", torch.float64, 16, 16, (ok, ok[:, :1]), (0, 0), False, s_q=5, s_k=1))
+        <= REL[torch.float64]
+    )
+    bad_positions = torch.tensor([[0, 1, bad, 3, 4]])
+    with pytest.raises(Exception, match=r"positions must be < 2\^53 in magnitude"):
+        qk_errors(
+            "half_split", torch.float32, 16, 16, (bad_positions, ok[:, :1]), (0, 0), False, s_q=5, s_k=1
+        )

@@ -329,6 +329,8 @@ def _rotate_qk_far_rows(
     row_ok = rows < seq
     if HAS_POS:
         t = tl.load(pos + i0 * ps0 + rows.to(tl.int64) * ps1, mask=row_ok, other=0).to(tl.int64)
+        exact = (t < 9007199254740992) & (t > -9007199254740992)  # |t| < 2^53: float64 tells them apart
+        tl.device_assert(exact | ~row_ok, "positions must be < 2^53 in magnitude (float64 angles)")
     else:
         t = offset + rows.to(tl.int64)
     if tl.max((row_ok & ((t < 0) | (t >= n_cache))).to(tl.int32), axis=0) > 0:
@@ -354,7 +356,7 @@ def _rotate_qk_far_rows(
                 )  # fmt: skip
 
 
-@triton.jit
+@triton.jit(debug=True)  # its device_assert: a bad position stops the program, never used silently
 def _rotate_qk_far_kernel(
     q, k, q_out, k_out, q_pos, k_pos, c, theta, n_cache, sign, offset_q, offset_k,
     q_heads, q_seq, qs0, qs1, qs2, qos0, qos1, qos2, qps0, qps1, q_chunks, q_programs,
@@ -459,7 +461,10 @@ def rotate_qk(
     ``tables``: the cached ``cos``/``sin`` pair values ``[n, r/2]`` (any strides) in the work dtype (float32,
     or float64 beside float64 ``q``), gathered by position; beyond row ``n`` (and below 0) the angles are
     formed from the float64 frequencies ``theta[:r/2]`` and scaled by ``theta[r/2]``, the tables' attention
-    factor (float64, contiguous), by the second launch.
+    factor (float64, contiguous), by the second launch. Tensor positions must be below ``2^53`` in magnitude
+    (beyond, float64 cannot tell neighbours apart): the second launch, which reads every one of them,
+    asserts it on the device (a failure stops the program at the next synchronisation, as
+    ``torch._assert_async`` does), so a caller needs no check of its own for that.
 
     ``checks``: ``"full"`` (every argument, storage bounds and overlaps included:
     :func:`posenc._gpu_checks.check_rotate_qk`), or ``"signature"`` for a caller whose ``q_out``/``k_out``
@@ -515,5 +520,5 @@ def rotate_qk(
         k_heads, s_k, *k.stride()[:3], *k_out.stride()[:3], *k_ps, k_chunks,
         HAS_POS=positions is not None, HALF_SPLIT=half_split, R=r, D=d,
         Q_HEADS=triton.next_power_of_2(q_heads), K_HEADS=triton.next_power_of_2(k_heads), CHUNK=chunk,
-        BLOCK_P=block_p, BLOCK_REST=block_rest,
+        BLOCK_P=block_p, BLOCK_REST=block_rest, sanitize_overflow=False,
     )  # fmt: skip

@@ -71,3 +71,13 @@ def test_queries_and_keys_move_16_bytes_per_access(reports):
         assert r.loads[16] >= r.stores[16], (r.case, r.loads, r.stores)
         if "int offsets" in r.case:
             assert min(r.loads) >= 8, (r.case, r.loads)
+
+
+def test_the_far_rows_kernel_keeps_its_position_assertion_and_the_hot_kernel_has_none(reports):
+    """The far-rows kernel reads every tensor position and asserts ``|t| < 2^53`` (compiled with
+    ``debug=True``: without it Triton drops ``tl.device_assert``); the hot kernel carries no assertion."""
+    for r in reports:
+        if r.kernel == "_rotate_qk_far_kernel":
+            assert r.asserts >= 1, r.case
+        else:
+            assert r.asserts == 0, r.case
