@@ -103,7 +103,16 @@ POSITION_FORMS = {
 }
 
 
-def qk_case(layout: str, dtype: torch.dtype, d: int, r: int, s_q: int = S_Q, s_k: int = S_K):
+def qk_case(
+    layout: str,
+    dtype: torch.dtype,
+    d: int,
+    r: int,
+    s_q: int = S_Q,
+    s_k: int = S_K,
+    h: int = H,
+    h_k: int = H_K,
+):
     """``q`` (a transposed view), ``k``, the module's strided pair-value views of a cache of
     :data:`N_CACHE` rows, and ``theta`` with the attention factor appended."""
     work = _work(dtype)
@@ -118,13 +127,15 @@ def qk_case(layout: str, dtype: torch.dtype, d: int, r: int, s_q: int = S_Q, s_k
             (f(angle) * FACTOR).to(work).repeat_interleave(2, -1) for f in (torch.cos, torch.sin)
         )
         tables = (full[:, 0, 0::2], full[:, 1, 0::2])
-    q = torch.randn(B, s_q, H, d, dtype=torch.float64).to(dtype).transpose(1, 2)
-    k = torch.randn(B, H_K, s_k, d, dtype=torch.float64).to(dtype)
+    q = torch.randn(B, s_q, h, d, dtype=torch.float64).to(dtype).transpose(1, 2)
+    k = torch.randn(B, h_k, s_k, d, dtype=torch.float64).to(dtype)
     return q, k, tables, theta, torch.cat([theta, torch.tensor([FACTOR], dtype=torch.float64)])
 
 
-def qk_errors(layout, dtype, d, r, positions, offsets, inverse, *, checks="full", s_q=S_Q, s_k=S_K):
-    q, k, tables, theta, theta_ext = qk_case(layout, dtype, d, r, s_q, s_k)
+def qk_errors(
+    layout, dtype, d, r, positions, offsets, inverse, *, checks="full", s_q=S_Q, s_k=S_K, h=H, h_k=H_K
+):
+    q, k, tables, theta, theta_ext = qk_case(layout, dtype, d, r, s_q, s_k, h, h_k)
     q_out, k_out = torch.full_like(q, float("nan")), torch.full_like(k, float("nan"))
     _gpu_kernels.rotate_qk(
         q, k, q_out, k_out, positions, offsets, tables, theta_ext, layout, r, inverse, checks=checks
@@ -263,3 +274,33 @@ def test_a_position_beyond_float64_exactness_stops_the_far_rows_kernel(monkeypat
         qk_errors(
             "half_split", torch.float32, 16, 16, (bad_positions, ok[:, :1]), (0, 0), False, s_q=5, s_k=1
         )
+
+
+@pytest.mark.parametrize("h, h_k, s, d, r", [(32, 8, 3, 128, 128), (12, 4, 40, 96, 64)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("layout", ["half_split", "adjacent"])
+def test_rotate_qk_tiles_split_across_heads_and_rows_match_float64(layout, dtype, h, h_k, s, d, r):
+    """Head dims of real models: tiles of fewer heads than a tensor has (head-parallel grids) and of fewer
+    rows than a sequence has, with positions inside and beyond the cache."""
+    assert _gpu_kernels._qk_tile(B, h, s, 2 * (r // 2) + (d - r), 528)[0] < h  # several head groups
+    torch.manual_seed(0)
+    t_q = torch.randint(-2, N_CACHE + 3, (B, s))
+    t_k = torch.randint(0, N_CACHE, (1, s))
+    errors = qk_errors(layout, dtype, d, r, (t_q, t_k), (0, 0), False, s_q=s, s_k=s, h=h, h_k=h_k)
+    assert max(errors) <= REL[dtype]
+
+
+def test_tiles_are_powers_of_two_for_every_head_count_and_row_width():
+    """``tl.arange`` takes powers of two only: every tile the launcher picks must be one (a row of 96
+    elements once gave 10 rows)."""
+    for heads in (1, 3, 8, 12, 32, 40, 64):
+        for seq in (1, 5, 40, 4096):
+            for row_elements in (8, 24, 80, 96, 128, 192, 256, 320):
+                for batch in (1, 4, 64):
+                    tile_heads, rows = _gpu_kernels._qk_tile(batch, heads, seq, row_elements, 528)
+                    assert tile_heads & (tile_heads - 1) == 0 and rows & (rows - 1) == 0
+                    assert 1 <= tile_heads <= triton_next_pow2(heads) and 1 <= rows <= triton_next_pow2(seq)
+
+
+def triton_next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()

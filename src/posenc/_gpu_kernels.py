@@ -424,7 +424,7 @@ def _qk_tile(batch: int, heads: int, seq: int, row_elements: int, programs: int)
     fit (each row's table values are loaded once for all of them), then rows; while the grid would hold
     fewer than ``programs`` tiles, fewer heads per program (head-parallel rather than token-parallel), so
     that short sequences (decoding) still spread over the chip, down to :data:`_MIN_TILE` elements."""
-    per_program = max(_TILE // row_elements, 1)
+    per_program = 2 ** (max(_TILE // row_elements, 1).bit_length() - 1)  # a power of two, as tl.arange needs
     tile_heads = min(triton.next_power_of_2(heads), per_program)
     rows = max(1, min(triton.next_power_of_2(seq), per_program // tile_heads, _ROWS_MAX))
     while (
