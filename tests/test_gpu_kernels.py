@@ -83,9 +83,11 @@ def test_rotate_matches_float64(layout, dtype, d, r, paired):
     full_cos, signed = torch.empty(37, r, dtype=work), torch.empty(37, r, dtype=work)
     full_cos[:, a] = full_cos[:, b] = cos
     signed[:, a], signed[:, b] = -sin, sin
-    out = torch.full_like(x, float("nan"))
-    _gpu_kernels.rotate(x, out, *((cos, sin) if paired else (full_cos, signed)), layout, r, paired)
-    assert relative_error(out, rotation(x, cos.double(), sin.double(), layout)) <= REL[dtype]
+    for checks in ("full", "signature"):
+        out = torch.full_like(x, float("nan"))
+        tables = (cos, sin) if paired else (full_cos, signed)
+        _gpu_kernels.rotate(x, out, *tables, layout, r, paired, checks=checks)
+        assert relative_error(out, rotation(x, cos.double(), sin.double(), layout)) <= REL[dtype]
 
 
 # --- rotate_qk: q and k, tables gathered by position, float64 angles beyond the cache ----------------------
@@ -234,10 +236,11 @@ def test_waves_match_float64_far_out(layout, dim):
     b = math.isqrt(n - 1) + 1
     fine = torch.outer(torch.arange(b, dtype=torch.float64), w)
     coarse = torch.outer(start + b * torch.arange(-(-n // b), dtype=torch.float64), w)
-    out = torch.full((n, dim), float("nan"), dtype=torch.float32)
-    _gpu_kernels.waves(out, (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos()), code)
     ref = posenc.sinusoidal(np.arange(start, start + n), dim, layout=layout)
-    assert np.abs(out.double().numpy() - ref).max() <= 3.1e-8
+    for checks in ("full", "signature"):
+        out = torch.full((n, dim), float("nan"), dtype=torch.float32)
+        _gpu_kernels.waves(out, (fine.sin(), fine.cos()), (coarse.sin(), coarse.cos()), code, checks=checks)
+        assert np.abs(out.double().numpy() - ref).max() <= 3.1e-8
 
 
 def test_empty_queries_leave_the_keys_rotated_and_nothing_at_all_launches_nothing(monkeypatch):

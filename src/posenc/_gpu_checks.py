@@ -10,7 +10,7 @@ exercise it with CPU tensors on machines without a GPU.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from posenc._buffers import Buffer, buffer, require_disjoint
@@ -68,12 +68,14 @@ def _tables(c: Buffer, s: Buffer, rows: int | None, cols: int, work: Sequence[st
         raise ValueError(f"sin: strides {s.strides}, expected cos's {c.strides}")
 
 
-def check_rotate(x: Any, out: Any, c: Any, s: Any, layout: str, r: int, paired: bool) -> None:
+def check_rotate(
+    x: Any, out: Any, c: Any, s: Any, layout: str, r: int, paired: bool, *, storage: bool = True
+) -> None:
     """The arguments of :func:`posenc._gpu_kernels.rotate`: ``x``/``out`` ``[n0, n1, seq, d]`` alike,
     ``c``/``s`` ``[seq, r/2]`` (``paired``) or ``[seq, r]`` in the work dtype (float64 beside float64 ``x``,
     else float32), ``out`` apart from the inputs and writing no element twice."""
     _layout(layout)
-    xb, ob, cb, sb = _buffers(("x", "out", "cos", "sin"), (x, out, c, s))
+    xb, ob, cb, sb = _buffers(("x", "out", "cos", "sin"), (x, out, c, s), storage=storage)
     xb.require_ndim(4, "[n0, n1, seq, d]")
     xb.require_dtype(FLOATS)
     ob.require_shape(xb.shape, "x's shape")
@@ -82,16 +84,25 @@ def check_rotate(x: Any, out: Any, c: Any, s: Any, layout: str, r: int, paired: 
     r = _rotated(r, d, "r")
     _tables(cb, sb, seq, r // 2 if paired else r, ("float64",) if xb.dtype == "float64" else ("float32",))
     ob.require_unaliased()
-    require_disjoint(ob, xb, cb, sb)
+    if storage:
+        require_disjoint(ob, xb, cb, sb)
 
 
-def check_waves(out: Any, fine: tuple[Any, Any], coarse: tuple[Any, Any], layout: int, layouts: int) -> None:
+def check_waves(
+    out: Any,
+    fine: tuple[Any, Any],
+    coarse: tuple[Any, Any],
+    layout: int,
+    layouts: int,
+    *,
+    storage: bool = True,
+) -> None:
     """The arguments of :func:`posenc._gpu_kernels.waves`: ``out [n, c]``, the fine rows ``[b, f]`` and the
     coarse rows ``[⌈n/b⌉, f]`` contiguous float64 with ``c ≤ 2f``; ``layout`` one of ``range(layouts)``."""
     if not isinstance(layout, int) or isinstance(layout, bool) or not 0 <= layout < layouts:
         raise ValueError(f"layout must be a column layout code in [0, {layouts}), got {layout!r}")
     ob, fs, fc, cs, cc = _buffers(
-        ("out", "fine sin", "fine cos", "coarse sin", "coarse cos"), (out, *fine, *coarse)
+        ("out", "fine sin", "fine cos", "coarse sin", "coarse cos"), (out, *fine, *coarse), storage=storage
     )
     ob.require_ndim(2, "[n, columns]")
     ob.require_dtype(FLOATS)
@@ -110,7 +121,8 @@ def check_waves(out: Any, fine: tuple[Any, Any], coarse: tuple[Any, Any], layout
     if columns > 2 * f:
         raise ValueError(f"out: {columns} columns, at most 2·f = {2 * f} for {f} frequencies")
     ob.require_unaliased()
-    require_disjoint(ob, fs, fc, cs, cc)
+    if storage:
+        require_disjoint(ob, fs, fc, cs, cc)
 
 
 def check_rotate_qk(
@@ -187,8 +199,47 @@ def _offsets(offsets: Any) -> None:
 
 
 _SIGNATURES: set[tuple[Any, ...]] = set()
-"""Signatures that passed :func:`check_rotate_qk_signature` (emptied when it reaches :data:`_MAX_SIGNATURES`)."""
+"""Signatures that passed a ``check_*_signature`` (emptied when it reaches :data:`_MAX_SIGNATURES`)."""
 _MAX_SIGNATURES = 4096
+
+
+def _once(name: str, tensors: Any, scalars: tuple[Any, ...], check: Callable[[], None]) -> None:
+    """``check()`` unless the signature of ``tensors`` (types aside: shapes, strides, dtypes, devices) and
+    ``scalars`` passed it before; remembered once it passes."""
+    try:
+        key = (name, *scalars, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors])
+        seen = key in _SIGNATURES
+    except (TypeError, AttributeError):  # not a pair, not a tensor, unhashable: the full check names it
+        seen, key = False, None
+    if seen:
+        return
+    check()
+    if key is None:
+        return
+    if len(_SIGNATURES) >= _MAX_SIGNATURES:
+        _SIGNATURES.clear()
+    _SIGNATURES.add(key)
+
+
+def check_rotate_signature(x: Any, out: Any, c: Any, s: Any, layout: str, r: int, paired: bool) -> None:
+    """:func:`check_rotate` without its storage checks, once per signature (``layout``, ``r``, ``paired``
+    and every tensor's shape, strides, dtype and device): for a caller whose ``out`` is a fresh allocation
+    and whose inputs are ordinary tensors (which torch keeps inside their storage)."""
+    _once(
+        "rotate", (x, out, c, s), (layout, r, paired),
+        lambda: check_rotate(x, out, c, s, layout, r, paired, storage=False),
+    )  # fmt: skip
+
+
+def check_waves_signature(
+    out: Any, fine: tuple[Any, Any], coarse: tuple[Any, Any], layout: int, layouts: int
+) -> None:
+    """:func:`check_waves` without its storage checks, once per signature (``layout``, ``layouts`` and
+    every tensor's shape, strides, dtype and device), for a caller whose ``out`` is a fresh allocation."""
+    _once(
+        "waves", (out, *fine, *coarse), (layout, layouts),
+        lambda: check_waves(out, fine, coarse, layout, layouts, storage=False),
+    )  # fmt: skip
 
 
 def check_rotate_qk_signature(
@@ -204,23 +255,17 @@ def check_rotate_qk_signature(
     r: int,
 ) -> None:
     """:func:`check_rotate_qk` without its storage checks (bounds, overlaps), once per signature: the
-    types, shapes, strides, dtypes and devices of every tensor, ``layout``, ``r`` and whether positions are
+    shapes, strides, dtypes and devices of every tensor, ``layout``, ``r`` and whether positions are
     given; ``offsets`` (which change at every decoding step) at every call. For a caller whose outputs are
     fresh allocations (so apart from every input) of ordinary tensors (which torch keeps inside their
     storage)."""
     if positions is None:
         _offsets(offsets)
-    try:
-        tensors = (q, k, q_out, k_out, theta, *tables, *(() if positions is None else positions))
-        key = (layout, r, positions is None, *[(t.shape, t.stride(), t.dtype, t.device) for t in tensors])
-        seen = key in _SIGNATURES
-    except (TypeError, AttributeError):  # not a pair, not a tensor, unhashable: the full check names it
-        seen, key = False, None
-    if seen:
-        return
-    check_rotate_qk(q, k, q_out, k_out, positions, offsets, tables, theta, layout, r, storage=False)
-    if key is None:
-        return
-    if len(_SIGNATURES) >= _MAX_SIGNATURES:
-        _SIGNATURES.clear()
-    _SIGNATURES.add(key)
+    _once(
+        "rotate_qk",
+        (q, k, q_out, k_out, theta, *tables, *(() if positions is None else positions)),
+        (layout, r, positions is None),
+        lambda: check_rotate_qk(
+            q, k, q_out, k_out, positions, offsets, tables, theta, layout, r, storage=False
+        ),
+    )

@@ -12,12 +12,14 @@ for ``sm_90a``). Importing this module imports Triton.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from posenc._gpu_checks import check_rotate, check_rotate_qk, check_rotate_qk_signature, check_waves
+from posenc import _gpu_checks
 
 _TILE = 4096
 """Elements of ``x`` (or of the table) one program works on: enough loads in flight per program to
@@ -86,14 +88,36 @@ def _rows_per_program(row_elements: int, rows: int) -> int:
     return max(1, min(triton.next_power_of_2(rows), 2 ** (max(_TILE // row_elements, 1).bit_length() - 1)))
 
 
+def _check(checks: str, full: Callable[..., None], once: Callable[..., None], *args: Any) -> None:
+    """``full(*args)`` (``checks="full"``) or ``once(*args)`` (``"signature"``), else a ``ValueError``."""
+    if checks == "full":
+        full(*args)
+    elif checks == "signature":
+        once(*args)
+    else:
+        raise ValueError(f"checks must be 'full' or 'signature', got {checks!r}")
+
+
 def rotate(
-    x: torch.Tensor, out: torch.Tensor, c: torch.Tensor, s: torch.Tensor, layout: str, r: int, paired: bool
+    x: torch.Tensor,
+    out: torch.Tensor,
+    c: torch.Tensor,
+    s: torch.Tensor,
+    layout: str,
+    r: int,
+    paired: bool,
+    *,
+    checks: str = "full",
 ) -> None:
     """``out = R x`` over ``x[n0, n1, seq, d]`` (``out`` the same shape; both unit last stride), the
     first ``r`` dims rotated in ``layout`` (``"adjacent"`` or ``"half_split"``) by the tables ``c``, ``s``
     (``[seq, r/2]`` when ``paired``, else ``[seq, r]``; rows ``c.stride(0)`` apart, both alike), the rest
-    copied. The work dtype is the tables' (float32, or float64 for float64 ``x``)."""
-    check_rotate(x, out, c, s, layout, r, paired)
+    copied. The work dtype is the tables' (float32, or float64 for float64 ``x``). ``checks``: ``"full"``
+    (:func:`posenc._gpu_checks.check_rotate`) or ``"signature"`` for a caller whose ``out`` is a fresh
+    allocation (:func:`posenc._gpu_checks.check_rotate_signature`)."""
+    _check(
+        checks, _gpu_checks.check_rotate, _gpu_checks.check_rotate_signature, x, out, c, s, layout, r, paired
+    )
     n0, n1, seq, d = x.shape
     block_p = triton.next_power_of_2(max(r // 2, 1))
     block_rest = triton.next_power_of_2(d - r) if d > r else 1
@@ -154,11 +178,23 @@ def waves(
     fine: tuple[torch.Tensor, torch.Tensor],
     coarse: tuple[torch.Tensor, torch.Tensor],
     layout: int,
+    *,
+    checks: str = "full",
 ) -> None:
     """``out[q·b + u]``, ``[n, c]`` (unit last stride), the sines and cosines of ``(t_q + u)·w`` in ``layout``
     (:data:`PAIRS_SIN_COS`, :data:`PAIRS_COS_SIN` or :data:`SPLIT`), from ``fine = (sin(u·w), cos(u·w))``,
-    ``[b, f]``, and ``coarse = (sin(t_q·w), cos(t_q·w))``, ``[⌈n/b⌉, f]``, all contiguous float64."""
-    check_waves(out, fine, coarse, layout, SPLIT + 1)
+    ``[b, f]``, and ``coarse = (sin(t_q·w), cos(t_q·w))``, ``[⌈n/b⌉, f]``, all contiguous float64.
+    ``checks``: ``"full"`` or ``"signature"``, as for :func:`rotate`."""
+    _check(
+        checks,
+        _gpu_checks.check_waves,
+        _gpu_checks.check_waves_signature,
+        out,
+        fine,
+        coarse,
+        layout,
+        SPLIT + 1,
+    )
     n, c = out.shape
     b, f = fine[0].shape
     block_f = min(triton.next_power_of_2(f), 64)
@@ -470,12 +506,10 @@ def rotate_qk(
     :func:`posenc._gpu_checks.check_rotate_qk`), or ``"signature"`` for a caller whose ``q_out``/``k_out``
     are fresh allocations (``torch.empty_like``): the checks that depend only on shapes, strides, dtypes and
     devices run once per such signature (:func:`posenc._gpu_checks.check_rotate_qk_signature`)."""
-    if checks == "full":
-        check_rotate_qk(q, k, q_out, k_out, positions, offsets, tables, theta, layout, r)
-    elif checks == "signature":
-        check_rotate_qk_signature(q, k, q_out, k_out, positions, offsets, tables, theta, layout, r)
-    else:
-        raise ValueError(f"checks must be 'full' or 'signature', got {checks!r}")
+    _check(
+        checks, _gpu_checks.check_rotate_qk, _gpu_checks.check_rotate_qk_signature,
+        q, k, q_out, k_out, positions, offsets, tables, theta, layout, r,
+    )  # fmt: skip
     b, q_heads, s_q, d = q.shape
     k_heads, s_k = k.shape[1], k.shape[2]
     c, s = tables
