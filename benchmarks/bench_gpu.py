@@ -404,6 +404,67 @@ def rotary_case(
         print(f"    {label:<58}{shown}")
 
 
+def qk_kernel_rows(device: str, rounds: int) -> None:
+    """The q+k kernels themselves (:func:`posenc._gpu_kernels.rotate_qk`, no module around them), in
+    Hugging Face's layout: µs per call (and, for decode, per CUDA-graph replay) and, for prefill, the
+    fraction of the copy floor ``q.clone(), k.clone()``, per position form (int offsets: one launch;
+    tensor positions: the second launch for rows beyond the cache looks too) and checks (``full`` or
+    once per ``signature``). On the CPU (``--smoke-cpu``) it runs under ``TRITON_INTERPRET=1``, tiny."""
+    from posenc import _gpu_kernels  # imports Triton
+
+    shapes = [(1, 32, 8, 1, 128), (64, 32, 8, 1, 128), (4, 32, 8, 4096, 128)]
+    if device == "cpu":
+        shapes = [(2, 4, 2, 1, 16), (2, 4, 2, 8, 16)]
+    print(f"\nposenc._gpu_kernels.rotate_qk, half_split, µs per call (median of {rounds} rounds):")
+    for shape in shapes:
+        for dtype in (torch.bfloat16, torch.float32):
+            qk_kernel_case(_gpu_kernels, shape, dtype, device, rounds)
+
+
+def qk_kernel_case(
+    kernels: Any, shape: tuple[int, ...], dtype: torch.dtype, device: str, rounds: int
+) -> None:
+    """One row group of :func:`qk_kernel_rows`: ``shape`` is ``(b, h, h_k, s, d)``; a cache of 8192 rows."""
+    b, h, h_k, s, d = shape
+    n_cache = 8192
+    q = torch.randn(b, s, h, d, device=device, dtype=dtype).transpose(1, 2)
+    k = torch.randn(b, s, h_k, d, device=device, dtype=dtype).transpose(1, 2)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    theta = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angles = torch.outer(torch.arange(n_cache, dtype=torch.float64), theta)
+    cos, sin = (f(angles).float().repeat(1, 2).to(device) for f in (torch.cos, torch.sin))
+    tables = (cos[:, : d // 2], sin[:, : d // 2])
+    theta_ext = torch.cat([theta, torch.ones(1, dtype=torch.float64)]).to(device)
+    inside = torch.randint(0, n_cache, (b, s), device=device)
+    beyond = inside.clone()
+    beyond[:, -1] = n_cache + 5  # one row of each sequence beyond the cache: float64 angles
+    forms = {
+        "int offsets": (None, (n_cache - s - 1, n_cache - s - 1)),
+        "[b, s] int64 positions, all inside": ((inside, inside), (0, 0)),
+        "[b, s] int64 positions, last beyond": ((beyond, beyond), (0, 0)),
+    }
+    reps = 1 if device == "cpu" else 200 if s == 1 else 20  # the interpreter takes ~0.1 s a call
+    rows: dict[str, float | str] = {}
+    for form, (positions, offsets) in forms.items():
+        for checks in ("full", "signature"):
+
+            def call(p: Any = positions, o: Any = offsets, c: str = checks) -> None:
+                kernels.rotate_qk(
+                    q, k, q_out, k_out, p, o, tables, theta_ext, "half_split", d, False, checks=c
+                )
+
+            rows[f"{form}, checks={checks}"] = per_call_us(call, reps=reps, rounds=rounds)
+            if s == 1 and checks == "signature":
+                rows[f"{form}, replayed in a CUDA graph"] = graph_replay_us(call, reps=reps, rounds=rounds)
+    floor = per_call_us(lambda: (q.clone(), k.clone()), reps=reps, rounds=rounds)
+    rows["floor q.clone(), k.clone()"] = floor
+    print(f"  q {(b, h, s, d)}, k {(b, h_k, s, d)}, {str(dtype).removeprefix('torch.')}:")
+    for label, value in rows.items():
+        shown = f"{value:9.1f}" if isinstance(value, float) else f"  {value}"
+        share = f"  ({floor / value:.0%} of the copy)" if isinstance(value, float) and s > 1 else ""
+        print(f"    {label:<58}{shown}{share}")
+
+
 def encoder_rows(device: str, rounds: int, compiled: tuple[str, ...]) -> None:
     """Encoder forward+backward, ``TransformerEncoder(512, 8, 4)``, batch 16 × 1024, bfloat16 autocast, causal:
     ms per step and relative to ``none``, eager and (for ``compiled``) under ``torch.compile``; peak memory."""
@@ -542,10 +603,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=20, help="calls per case per round (default 20)")
     parser.add_argument(
         "--suite",
-        choices=("all", "modules", "attention", "kernels"),
+        choices=("all", "modules", "attention", "qk", "kernels"),
         default="all",
         help="modules: RotaryEmbedding and the encoder against peers; attention: score terms on fused "
-        "attention kernels; kernels: apply_rotary and tables against the copy bandwidth (default all)",
+        "attention kernels; qk: the q+k rotation kernels called directly; kernels: apply_rotary and tables "
+        "against the copy bandwidth (default all)",
     )
     parser.add_argument(
         "--compiled",
@@ -555,6 +617,9 @@ def main() -> None:
     parser.add_argument("--smoke-cpu", action="store_true", help="run the module rows on the CPU, tiny")
     args = parser.parse_args()
     if args.smoke_cpu:
+        if args.suite == "qk":  # under TRITON_INTERPRET=1
+            qk_kernel_rows("cpu", 1)
+            return
         module_rotary_rows("cpu", 2)
         encoder_rows("cpu", 1, ())
         return
@@ -573,9 +638,11 @@ def main() -> None:
     if args.suite in ("all", "modules"):  # the encoder first: a run cut short keeps its rows
         encoder_rows("cuda", max(3, args.rounds // 3), tuple(filter(None, args.compiled.split(","))))
         module_rotary_rows("cuda", args.rounds)
+    if args.suite in ("all", "qk"):
+        qk_kernel_rows("cuda", args.rounds)
     if args.suite in ("all", "attention"):
         attention_rows(max(3, args.rounds // 3))
-    if args.suite in ("modules", "attention"):
+    if args.suite in ("modules", "attention", "qk"):
         return
     peak = copy_bandwidth(args.rounds)
     print(f"device-to-device copy of 1 GiB: {peak / 1e9:.0f} GB/s (read + written)")

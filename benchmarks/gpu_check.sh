@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# One prepared run on a CUDA machine without network access, in under 6 minutes (each step has its own
+# One prepared run on a CUDA machine without network access, in under 7 minutes (each step has its own
 # timeout): posenc installed from this checkout (no dependencies fetched; wheels carried in .whl/ are
-# installed first), the CUDA tests, the module rows of bench_gpu.py (the encoder per encoding first, then
-# RotaryEmbedding against Liger-Kernel, flash-attn and Hugging Face) and its attention rows (score terms on
-# SDPA and FlexAttention). Everything is written under $OUT (default /tmp/posenc-gpu).
+# installed first), the CUDA tests and the kernels' static check, the q+k kernel rows of bench_gpu.py,
+# its module rows (the encoder per encoding first, then RotaryEmbedding against Liger-Kernel, flash-attn
+# and Hugging Face) and its attention rows (score terms on SDPA and FlexAttention). Everything is written under $OUT (default /tmp/posenc-gpu).
 #
 #     OUT=/some/dir bash benchmarks/gpu_check.sh
 set -u
@@ -28,9 +28,14 @@ timeout 45 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e 
 export PYTHONPATH=$PWD/src:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 
 set -o pipefail
-timeout 140 "$PY" -m pytest -q -p no:cacheprovider -rs --durations=15 tests/test_cuda.py tests/test_gpu_kernels.py \
-  2>&1 | tee "$OUT/tests.log"
+timeout 140 "$PY" -m pytest -q -p no:cacheprovider -rs --durations=15 tests/test_cuda.py \
+  tests/backends/test_kernel_static.py 2>&1 | tee "$OUT/tests.log"
 echo "pytest exit: $?" | tee -a "$OUT/tests.log"
+
+# the q+k kernels called directly (one launch, or two with tensor positions), then the static report
+timeout 50 "$PY" benchmarks/bench_gpu.py --suite qk --rounds 5 2>&1 | tee "$OUT/qk.log"
+echo "bench_gpu qk exit: $?" | tee -a "$OUT/qk.log"
+timeout 40 "$PY" benchmarks/kernel_static.py --kernels rotate_qk --dtypes bfloat16,float32 2>&1 | tee "$OUT/static.log"
 
 timeout 140 "$PY" benchmarks/bench_gpu.py --suite modules --rounds 5 --compiled none,rope 2>&1 | tee "$OUT/bench.log"
 echo "bench_gpu exit: $?" | tee -a "$OUT/bench.log"

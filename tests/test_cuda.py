@@ -46,9 +46,9 @@ def path(request, monkeypatch):
         for name in ("rotate", "waves"):
             original = getattr(kernels, name)
 
-            def counted(*args, _name=name, _original=original):
+            def counted(*args, _name=name, _original=original, **kwargs):
                 calls.append(_name)
-                return _original(*args)
+                return _original(*args, **kwargs)
 
             monkeypatch.setattr(kernels, name, counted)
     yield request.param, calls
@@ -283,12 +283,45 @@ def qk_calls(monkeypatch):
     calls: list[int] = []
     original = kernels.rotate_qk
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(1)
-        return original(*args)
+        return original(*args, **kwargs)
 
     monkeypatch.setattr(kernels, "rotate_qk", counted)
     return calls
+
+
+@pytest.mark.parametrize("positions", ["[b, 1] int64", "int offsets"])
+def test_the_qk_launcher_decodes_in_at_most_two_cuda_kernels(positions):
+    """The launcher alone (what the module adds around it is counted by the module's tests): the q+k
+    kernel, and the far-rows kernel only where the host cannot rule positions beyond the cache out."""
+    kernels = _gpu.kernels("cuda", torch.bfloat16)
+    if kernels is None:
+        pytest.skip("Triton is not installed: no GPU kernels")
+    b, d, n = 4, 128, 64
+    q = torch.randn(b, 32, 1, d, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, 8, 1, d, device="cuda", dtype=torch.bfloat16)
+    table = torch.randn(n, d, device="cuda")
+    theta = torch.rand(d // 2 + 1, device="cuda", dtype=torch.float64)
+    pos = torch.randint(0, n, (b, 1), device="cuda")
+    given = ((pos, pos), (0, 0)) if positions == "[b, 1] int64" else (None, (n - 1, n - 1))
+    args = (q, k, torch.empty_like(q), torch.empty_like(k), *given, (table[:, :64], table[:, 64:]), theta)
+
+    def call() -> None:
+        kernels.rotate_qk(*args, "half_split", d, False, checks="signature")
+
+    call()  # compiled and its signature checked
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    launched = sorted(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    expected = (
+        ["_rotate_qk_far_kernel", "_rotate_qk_kernel"]
+        if positions == "[b, 1] int64"
+        else ["_rotate_qk_kernel"]
+    )
+    assert launched == expected
 
 
 @pytest.mark.parametrize("form", POSITION_FORMS)

@@ -1,12 +1,15 @@
 """posenc's optional GPU kernels (Triton: :mod:`posenc._gpu_kernels`), loaded at first use, or ``None``.
 
-Two kernels, each one launch and one pass over its output:
+Three launchers, each one pass over its output:
 
 * ``rotate``: rotary pairs (Su et al. 2021, eq. 34) for :func:`posenc.nn.apply_rotary`, the GPU twin
   of the CPU loop in :mod:`posenc._native` (same arguments: tables in the work dtype, per pair or in
-  the layout with signed sines);
+  the layout with signed sines), one launch;
+* ``rotate_qk``: queries and keys of one attention call rotated by the cached tables gathered at their
+  positions, one launch, and a second small one for rows whose positions lie beyond the cache (float64
+  angles) where the host cannot rule them out;
 * ``waves``: sinusoidal tables (``(sin, cos)`` pairs, ``(cos, sin)`` pairs or split) over a range of
-  positions for :func:`posenc.nn.functional.waves`, by the angle addition formulas in float64.
+  positions for :func:`posenc.nn.functional.waves`, by the angle addition formulas in float64, one launch.
 
 They are used for CUDA tensors when Triton is installed (it comes with PyTorch's CUDA wheels on
 Linux). Without Triton, or with the environment variable ``POSENC_TRITON=0``, :func:`kernels` is

@@ -1,17 +1,25 @@
 """Triton kernels for CUDA tensors: rotary pairs and sinusoidal tables (loaded by :mod:`posenc._gpu`).
 
-Each kernel is one launch and one pass over its output. Each launcher checks its arguments first
+Each kernel is one pass over its output; each launcher checks its arguments first
 (:mod:`posenc._gpu_checks`: shapes, dtypes, unit last strides, device, storage bounds, overlaps;
-metadata only). Importing this module imports Triton.
+metadata only). The head and rotary dims are compile-time constants and no stride is kept from Triton's
+specialisation (divisibility by 16, the value 1), so that rows move 16 bytes per access; the float64
+angles for positions beyond the cached tables live in a kernel of their own, beside the q+k rotation,
+not in its register budget (``benchmarks/kernel_static.py`` reports registers, spills and access widths
+for ``sm_90a``). Importing this module imports Triton.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import triton
 import triton.language as tl
 
-from posenc._gpu_checks import check_rotate, check_rotate_qk, check_waves
+from posenc import _gpu_checks
 
 _TILE = 4096
 """Elements of ``x`` (or of the table) one program works on: enough loads in flight per program to
@@ -20,14 +28,14 @@ hide memory latency, few enough registers per thread for full occupancy."""
 
 @triton.jit
 def _rotate_kernel(
-    x, out, c, s, n1, seq, r, d, xs0, xs1, xs2, os0, os1, os2, ts, n_seq_blocks,
-    PAIRED: tl.constexpr, HALF_SPLIT: tl.constexpr, HAS_REST: tl.constexpr,
+    x, out, c, s, n1, seq, xs0, xs1, xs2, os0, os1, os2, ts, n_seq_blocks,
+    PAIRED: tl.constexpr, HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
     BLOCK_S: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
 ):  # fmt: skip
-    """Rows ``BLOCK_S`` positions long of one ``(i0, i1)`` of ``x[n0, n1, seq, d]``: pairs ``(a, b)`` of
-    the first ``r`` dims rotated, ``out_a = x_a·c_a + x_b·σ_a``, ``out_b = x_b·c_b + x_a·σ_b``, in the
-    tables' dtype; dims ``r … d−1`` copied. ``PAIRED``: tables ``[seq, r/2]``, ``c_a = c_b = c``,
-    ``(σ_a, σ_b) = (−s, s)``; else ``[seq, r]`` in the layout with signed sines ``σ``. ``half_split``
+    """Rows ``BLOCK_S`` positions long of one ``(i0, i1)`` of ``x[n0, n1, seq, D]``: pairs ``(a, b)`` of
+    the first ``R`` dims rotated, ``out_a = x_a·c_a + x_b·σ_a``, ``out_b = x_b·c_b + x_a·σ_b``, in the
+    tables' dtype; dims ``R … D−1`` copied. ``PAIRED``: tables ``[seq, R/2]``, ``c_a = c_b = c``,
+    ``(σ_a, σ_b) = (−s, s)``; else ``[seq, R]`` in the layout with signed sines ``σ``. ``half_split``
     halves are read as two contiguous tiles; ``adjacent`` rows as one, split into its pairs in
     registers (strided loads of every other element measured slower; benchmarks/README.md)."""
     pid = tl.program_id(0)
@@ -41,7 +49,7 @@ def _rotate_kernel(
     o_row = out + i0 * os0 + i1 * os1 + rows[:, None] * os2
     t_row = rows[:, None] * ts
     pair = tl.arange(0, BLOCK_P)[None, :]
-    half = r // 2
+    half: tl.constexpr = R // 2
     pair_ok = row_ok[:, None] & (pair < half)
     if PAIRED:
         c_a = tl.load(c + t_row + pair, mask=pair_ok)
@@ -60,7 +68,7 @@ def _rotate_kernel(
         tl.store(o_row + half + pair, (x_b * c_b + x_a * s_b).to(out.dtype.element_ty), mask=pair_ok)
     else:
         col = tl.arange(0, 2 * BLOCK_P)[None, :]
-        col_ok = row_ok[:, None] & (col < r)
+        col_ok = row_ok[:, None] & (col < R)
         if not PAIRED:
             c_a, c_b = tl.split(tl.reshape(tl.load(c + t_row + col, mask=col_ok), (BLOCK_S, BLOCK_P, 2)))
             s_a, s_b = tl.split(tl.reshape(tl.load(s + t_row + col, mask=col_ok), (BLOCK_S, BLOCK_P, 2)))
@@ -69,9 +77,9 @@ def _rotate_kernel(
         x_b = x_b.to(c_a.dtype)
         rotated = tl.reshape(tl.join(x_a * c_a + x_b * s_a, x_b * c_b + x_a * s_b), (BLOCK_S, 2 * BLOCK_P))
         tl.store(o_row + col, rotated.to(out.dtype.element_ty), mask=col_ok)
-    if HAS_REST:
-        rest = r + tl.arange(0, BLOCK_REST)[None, :]
-        rest_ok = row_ok[:, None] & (rest < d)
+    if D > R:
+        rest = R + tl.arange(0, BLOCK_REST)[None, :]
+        rest_ok = row_ok[:, None] & (rest < D)
         tl.store(o_row + rest, tl.load(x_row + rest, mask=rest_ok), mask=rest_ok)
 
 
@@ -80,22 +88,44 @@ def _rows_per_program(row_elements: int, rows: int) -> int:
     return max(1, min(triton.next_power_of_2(rows), 2 ** (max(_TILE // row_elements, 1).bit_length() - 1)))
 
 
+def _check(checks: str, full: Callable[..., None], once: Callable[..., None], *args: Any) -> None:
+    """``full(*args)`` (``checks="full"``) or ``once(*args)`` (``"signature"``), else a ``ValueError``."""
+    if checks == "full":
+        full(*args)
+    elif checks == "signature":
+        once(*args)
+    else:
+        raise ValueError(f"checks must be 'full' or 'signature', got {checks!r}")
+
+
 def rotate(
-    x: torch.Tensor, out: torch.Tensor, c: torch.Tensor, s: torch.Tensor, layout: str, r: int, paired: bool
+    x: torch.Tensor,
+    out: torch.Tensor,
+    c: torch.Tensor,
+    s: torch.Tensor,
+    layout: str,
+    r: int,
+    paired: bool,
+    *,
+    checks: str = "full",
 ) -> None:
     """``out = R x`` over ``x[n0, n1, seq, d]`` (``out`` the same shape; both unit last stride), the
     first ``r`` dims rotated in ``layout`` (``"adjacent"`` or ``"half_split"``) by the tables ``c``, ``s``
     (``[seq, r/2]`` when ``paired``, else ``[seq, r]``; rows ``c.stride(0)`` apart, both alike), the rest
-    copied. The work dtype is the tables' (float32, or float64 for float64 ``x``)."""
-    check_rotate(x, out, c, s, layout, r, paired)
+    copied. The work dtype is the tables' (float32, or float64 for float64 ``x``). ``checks``: ``"full"``
+    (:func:`posenc._gpu_checks.check_rotate`) or ``"signature"`` for a caller whose ``out`` is a fresh
+    allocation (:func:`posenc._gpu_checks.check_rotate_signature`)."""
+    _check(
+        checks, _gpu_checks.check_rotate, _gpu_checks.check_rotate_signature, x, out, c, s, layout, r, paired
+    )
     n0, n1, seq, d = x.shape
     block_p = triton.next_power_of_2(max(r // 2, 1))
     block_rest = triton.next_power_of_2(d - r) if d > r else 1
     block_s = _rows_per_program(2 * block_p + (block_rest if d > r else 0), seq)
     n_seq_blocks = triton.cdiv(seq, block_s)
     _rotate_kernel[(n0 * n1 * n_seq_blocks,)](
-        x, out, c, s, n1, seq, r, d, *x.stride()[:3], *out.stride()[:3], c.stride(0), n_seq_blocks,
-        PAIRED=paired, HALF_SPLIT=layout == "half_split", HAS_REST=d > r,
+        x, out, c, s, n1, seq, *x.stride()[:3], *out.stride()[:3], c.stride(0), n_seq_blocks,
+        PAIRED=paired, HALF_SPLIT=layout == "half_split", R=r, D=d,
         BLOCK_S=block_s, BLOCK_P=block_p, BLOCK_REST=block_rest,
     )  # fmt: skip
 
@@ -148,11 +178,23 @@ def waves(
     fine: tuple[torch.Tensor, torch.Tensor],
     coarse: tuple[torch.Tensor, torch.Tensor],
     layout: int,
+    *,
+    checks: str = "full",
 ) -> None:
     """``out[q·b + u]``, ``[n, c]`` (unit last stride), the sines and cosines of ``(t_q + u)·w`` in ``layout``
     (:data:`PAIRS_SIN_COS`, :data:`PAIRS_COS_SIN` or :data:`SPLIT`), from ``fine = (sin(u·w), cos(u·w))``,
-    ``[b, f]``, and ``coarse = (sin(t_q·w), cos(t_q·w))``, ``[⌈n/b⌉, f]``, all contiguous float64."""
-    check_waves(out, fine, coarse, layout, SPLIT + 1)
+    ``[b, f]``, and ``coarse = (sin(t_q·w), cos(t_q·w))``, ``[⌈n/b⌉, f]``, all contiguous float64.
+    ``checks``: ``"full"`` or ``"signature"``, as for :func:`rotate`."""
+    _check(
+        checks,
+        _gpu_checks.check_waves,
+        _gpu_checks.check_waves_signature,
+        out,
+        fine,
+        coarse,
+        layout,
+        SPLIT + 1,
+    )
     n, c = out.shape
     b, f = fine[0].shape
     block_f = min(triton.next_power_of_2(f), 64)
@@ -162,101 +204,272 @@ def waves(
     )
 
 
+_MIN_TILE = 2048
+"""Elements of the smallest tile of :func:`_rotate_qk_kernel`: in each half of a row, 8 per thread of its 4
+warps, so that every access stays 16 bytes wide (bfloat16) however few rows a call has."""
+_ROWS_MAX = 64
+"""Rows of one sequence a program of :func:`_rotate_qk_kernel` takes at most."""
+_FAR_CHUNK = 64
+"""Rows of one sequence a program of :func:`_rotate_qk_far_kernel` looks at, at most."""
+
+
 @triton.jit
-def _rotate_heads(
-    x_row, o_row, out_ty: tl.constexpr, c_a, s_a, r, d, n_heads, xsh, osh, row_ok, pair_ok,
-    HALF_SPLIT: tl.constexpr, HAS_REST: tl.constexpr,
-    BLOCK_S: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
+def _rotate_qk_tile(
+    x, out, pos, c, s, blk, n_cache, cs0, cs1, sign, offset, seq, heads,
+    xs0, xs1, xs2, os0, os1, os2, ps0, ps1, row_blocks,
+    HAS_POS: tl.constexpr, HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
+    HEADS: tl.constexpr, ROWS: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
 ):  # fmt: skip
-    """Every head of one block of rows (``x_row``/``o_row``: head 0, heads ``xsh``/``osh`` apart):
-    ``out_a = x_a·c − x_b·s``, ``out_b = x_b·c + x_a·s`` in the tables' dtype, ``c``, ``s`` the
-    ``[BLOCK_S, BLOCK_P]`` pair values; dims ``r … d−1`` copied."""
-    half = r // 2
-    pair = tl.arange(0, BLOCK_P)[None, :]
-    for h in range(n_heads):
-        xh = x_row + h * xsh
-        oh = o_row + h * osh
-        if HALF_SPLIT:
-            x_a = tl.load(xh + pair, mask=pair_ok).to(c_a.dtype)
-            x_b = tl.load(xh + half + pair, mask=pair_ok).to(c_a.dtype)
-            tl.store(oh + pair, (x_a * c_a - x_b * s_a).to(out_ty), mask=pair_ok)
-            tl.store(oh + half + pair, (x_b * c_a + x_a * s_a).to(out_ty), mask=pair_ok)
-        else:
-            col = tl.arange(0, 2 * BLOCK_P)[None, :]
-            col_ok = row_ok[:, None] & (col < r)
-            x_a, x_b = tl.split(tl.reshape(tl.load(xh + col, mask=col_ok), (BLOCK_S, BLOCK_P, 2)))
-            x_a = x_a.to(c_a.dtype)
-            x_b = x_b.to(c_a.dtype)
-            rotated = tl.reshape(
-                tl.join(x_a * c_a - x_b * s_a, x_b * c_a + x_a * s_a), (BLOCK_S, 2 * BLOCK_P)
-            )
-            tl.store(oh + col, rotated.to(out_ty), mask=col_ok)
-        if HAS_REST:
-            rest = r + tl.arange(0, BLOCK_REST)[None, :]
-            rest_ok = row_ok[:, None] & (rest < d)
-            tl.store(oh + rest, tl.load(xh + rest, mask=rest_ok), mask=rest_ok)
-
-
-_QK_SCALARS = (
-    "batch", "n_cache", "cs0", "cs1", "offset_q", "offset_k", "r", "d",
-    "q_heads", "q_seq", "qs0", "qs1", "qs2", "qos0", "qos1", "qos2", "qps0", "qps1", "q_blocks",
-    "k_heads", "k_seq", "ks0", "ks1", "ks2", "kos0", "kos1", "kos2", "kps0", "kps1", "k_blocks",
-)  # fmt: skip
-"""Integer arguments of :func:`_rotate_qk_kernel` that Triton must not specialise (a value of 1 would become a
-constant): the kernel picks the query's or the key's of each pair at run time, and both must have one type."""
-
-
-@triton.jit(do_not_specialize=_QK_SCALARS)
-def _rotate_qk_kernel(
-    q, k, q_out, k_out, q_pos, k_pos, c, s, theta,
-    batch, n_cache, cs0, cs1, sign, offset_q, offset_k, r, d,
-    q_heads, q_seq, qs0, qs1, qs2, qos0, qos1, qos2, qps0, qps1, q_blocks,
-    k_heads, k_seq, ks0, ks1, ks2, kos0, kos1, kos2, kps0, kps1, k_blocks,
-    HAS_POS: tl.constexpr, HALF_SPLIT: tl.constexpr, HAS_REST: tl.constexpr,
-    BLOCK_S: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
-):  # fmt: skip
-    """One launch for queries and keys: program ``p < b·q_blocks`` takes ``BLOCK_S`` query rows of one
-    sequence (every head), the others key rows. A row's ``cos``/``sin`` pair values are gathered from
-    the cached ``[n_cache, r/2]`` tables (strides ``cs0``, ``cs1``) at its position (``offset + row``
-    without ``HAS_POS``); a block holding a position outside the cache forms its angles ``t·θ_i`` in
-    float64 instead, times ``theta[r/2]`` (the tables' attention factor), as the tables were built.
-    ``sign = −1`` rotates by the opposite angle (the backward)."""
-    pid = tl.program_id(0)
-    n_q = batch * q_blocks
-    if pid < n_q:
-        blk = pid
-        x, out, pos, offset, seq, nb, n_heads = q, q_out, q_pos, offset_q, q_seq, q_blocks, q_heads
-        xs0, xs1, xs2, os0, os1, os2, ps0, ps1 = qs0, qs1, qs2, qos0, qos1, qos2, qps0, qps1
-    else:
-        blk = pid - n_q
-        x, out, pos, offset, seq, nb, n_heads = k, k_out, k_pos, offset_k, k_seq, k_blocks, k_heads
-        xs0, xs1, xs2, os0, os1, os2, ps0, ps1 = ks0, ks1, ks2, kos0, kos1, kos2, kps0, kps1
-    i0 = (blk // nb).to(tl.int64)
-    rows = (blk % nb) * BLOCK_S + tl.arange(0, BLOCK_S)
+    """``HEADS`` heads × ``ROWS`` rows of one sequence of ``x[b, heads, seq, D]`` (tile ``blk`` of this
+    tensor's ``b · row_blocks · ⌈heads/HEADS⌉``) as one ``[HEADS, ROWS, pairs]`` tile: the rows whose
+    position ``t`` lies in the cache, ``0 ≤ t < n_cache``, rotated by the cached pair values at ``t``
+    (strides ``cs0``, ``cs1``) into ``out``; the others are left to :func:`_rotate_qk_far_kernel`."""
+    groups = tl.cdiv(heads, HEADS)
+    i0 = (blk // (row_blocks * groups)).to(tl.int64)
+    rows = (blk // groups % row_blocks) * ROWS + tl.arange(0, ROWS)
+    head = (blk % groups) * HEADS + tl.arange(0, HEADS)
     row_ok = rows < seq
     rows = rows.to(tl.int64)
     if HAS_POS:
         t = tl.load(pos + i0 * ps0 + rows * ps1, mask=row_ok, other=0).to(tl.int64)
     else:
         t = offset + rows
-    pair = tl.arange(0, BLOCK_P)[None, :]
-    pair_ok = row_ok[:, None] & (pair < r // 2)
-    outside = tl.max((((t < 0) | (t >= n_cache)) & row_ok).to(tl.int32), axis=0)
-    if outside > 0:
-        w = tl.load(theta + pair, mask=pair < r // 2, other=0.0)
-        factor = tl.load(theta + r // 2)
-        angle = t.to(tl.float64)[:, None] * w
-        c_a = (tl.cos(angle) * factor).to(c.dtype.element_ty)
-        s_a = (tl.sin(angle) * factor).to(c.dtype.element_ty)
+    mine = row_ok & (t >= 0) & (t < n_cache)
+    pair = tl.arange(0, BLOCK_P)
+    at = t[:, None] * cs0 + pair[None, :] * cs1
+    if R // 2 == BLOCK_P:  # no mask across a row, so that its accesses may be 16 bytes wide
+        c_a = tl.load(c + at, mask=mine[:, None], other=0.0)[None, :, :]
+        s_a = tl.load(s + at, mask=mine[:, None], other=0.0)[None, :, :] * sign
     else:
-        at = t[:, None] * cs0 + pair * cs1
-        c_a = tl.load(c + at, mask=pair_ok, other=0.0)
-        s_a = tl.load(s + at, mask=pair_ok, other=0.0)
-    s_a = s_a * sign
-    _rotate_heads(
-        x + i0 * xs0 + rows[:, None] * xs2, out + i0 * os0 + rows[:, None] * os2, out.dtype.element_ty,
-        c_a, s_a, r, d, n_heads, xs1, os1, row_ok, pair_ok, HALF_SPLIT, HAS_REST, BLOCK_S, BLOCK_P, BLOCK_REST,
+        c_a = tl.load(c + at, mask=mine[:, None] & (pair < R // 2)[None, :], other=0.0)[None, :, :]
+        s_a = tl.load(s + at, mask=mine[:, None] & (pair < R // 2)[None, :], other=0.0)[None, :, :] * sign
+    _rotate_tile(
+        x, out, i0, head, heads, rows, row_ok, mine, c_a, s_a, xs0, xs1, xs2, os0, os1, os2,
+        HALF_SPLIT, R, D, BLOCK_P, BLOCK_REST,
     )  # fmt: skip
+
+
+@triton.jit
+def _rotate_tile(
+    x, out, i0, head, heads, rows, row_ok, mine, c_a, s_a, xs0, xs1, xs2, os0, os1, os2,
+    HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
+):  # fmt: skip
+    """``out = R x`` on the tile ``[heads, rows, :]`` of sequence ``i0`` (stored where ``mine``):
+    ``out_a = x_a·c − x_b·s``, ``out_b = x_b·c + x_a·s`` in the dtype of ``c_a``/``s_a`` (``[1, rows, pairs]``),
+    dims ``R … D−1`` copied."""
+    h = head.to(tl.int64)[:, None, None]
+    x_at = x + i0 * xs0 + h * xs1 + rows[None, :, None] * xs2
+    o_at = out + i0 * os0 + h * os1 + rows[None, :, None] * os2
+    head_ok = (head < heads)[:, None, None]
+    load_ok = head_ok & row_ok[None, :, None]
+    store_ok = head_ok & mine[None, :, None]
+    ty = out.dtype.element_ty
+    if HALF_SPLIT:
+        p = tl.arange(0, BLOCK_P)[None, None, :]
+        pair_load, pair_store = load_ok, store_ok
+        if R // 2 != BLOCK_P:
+            pair_load = load_ok & (p < R // 2)
+            pair_store = store_ok & (p < R // 2)
+        x_a = tl.load(x_at + p, mask=pair_load).to(c_a.dtype)
+        x_b = tl.load(x_at + R // 2 + p, mask=pair_load).to(c_a.dtype)
+        tl.store(o_at + p, (x_a * c_a - x_b * s_a).to(ty), mask=pair_store)
+        tl.store(o_at + R // 2 + p, (x_b * c_a + x_a * s_a).to(ty), mask=pair_store)
+    else:
+        col = tl.arange(0, 2 * BLOCK_P)[None, None, :]
+        col_load, col_store = load_ok, store_ok
+        if R != 2 * BLOCK_P:
+            col_load = load_ok & (col < R)
+            col_store = store_ok & (col < R)
+        pairs = tl.reshape(tl.load(x_at + col, mask=col_load), (x_at.shape[0], x_at.shape[1], BLOCK_P, 2))
+        x_a, x_b = tl.split(pairs)
+        x_a = x_a.to(c_a.dtype)
+        x_b = x_b.to(c_a.dtype)
+        rotated = tl.join(x_a * c_a - x_b * s_a, x_b * c_a + x_a * s_a)
+        tl.store(
+            o_at + col,
+            tl.reshape(rotated, (x_at.shape[0], x_at.shape[1], 2 * BLOCK_P)).to(ty),
+            mask=col_store,
+        )
+    if D > R:
+        rest = R + tl.arange(0, BLOCK_REST)[None, None, :]
+        tl.store(o_at + rest, tl.load(x_at + rest, mask=load_ok & (rest < D)), mask=store_ok & (rest < D))
+
+
+@triton.jit
+def _rotate_qk_kernel(
+    q, k, q_out, k_out, q_pos, k_pos, c, s, n_cache, cs0, cs1, sign, offset_q, offset_k,
+    q_heads, q_seq, qs0, qs1, qs2, qos0, qos1, qos2, qps0, qps1, q_blocks, q_programs,
+    k_heads, k_seq, ks0, ks1, ks2, kos0, kos1, kos2, kps0, kps1, k_blocks,
+    HAS_POS: tl.constexpr, HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
+    Q_HEADS: tl.constexpr, Q_ROWS: tl.constexpr, K_HEADS: tl.constexpr, K_ROWS: tl.constexpr,
+    BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
+):  # fmt: skip
+    """Queries and keys in one launch: programs ``0 … q_programs − 1`` take tiles of ``q``, the others tiles of
+    ``k``, each tensor in its own branch (so each keeps its own strides' specialisation and tile shape)."""
+    pid = tl.program_id(0)
+    if pid < q_programs:
+        _rotate_qk_tile(
+            q,
+            q_out,
+            q_pos,
+            c,
+            s,
+            pid,
+            n_cache,
+            cs0,
+            cs1,
+            sign,
+            offset_q,
+            q_seq,
+            q_heads,
+            qs0,
+            qs1,
+            qs2,
+            qos0,
+            qos1,
+            qos2,
+            qps0,
+            qps1,
+            q_blocks,
+            HAS_POS,
+            HALF_SPLIT,
+            R,
+            D,
+            Q_HEADS,
+            Q_ROWS,
+            BLOCK_P,
+            BLOCK_REST,
+        )
+    else:
+        _rotate_qk_tile(
+            k, k_out, k_pos, c, s, pid - q_programs, n_cache, cs0, cs1, sign, offset_k, k_seq, k_heads,
+            ks0, ks1, ks2, kos0, kos1, kos2, kps0, kps1, k_blocks,
+            HAS_POS, HALF_SPLIT, R, D, K_HEADS, K_ROWS, BLOCK_P, BLOCK_REST,
+        )  # fmt: skip
+
+
+@triton.jit
+def _rotate_qk_far_rows(
+    x, out, pos, c, theta, blk, n_cache, sign, offset, seq, heads, xs0, xs1, xs2, os0, os1, os2, ps0, ps1, chunks,
+    HAS_POS: tl.constexpr, HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
+    HEADS: tl.constexpr, CHUNK: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
+):  # fmt: skip
+    """Rows ``CHUNK`` long of one sequence of ``x`` (chunk ``blk`` of ``b · chunks``): those whose position
+    lies outside the cache, one at a time, every head (``HEADS ≥ heads``) at once, by ``cos(t·θ_i)·a`` and
+    ``sin(t·θ_i)·a`` formed in float64 (``θ = theta[:R/2]``, the attention factor ``a = theta[R/2]``), as
+    the tables were built, rounded to the tables' (``c``'s) dtype. A chunk with no such row reads only its
+    positions."""
+    i0 = (blk // chunks).to(tl.int64)
+    first = (blk % chunks) * CHUNK
+    rows = first + tl.arange(0, CHUNK)
+    row_ok = rows < seq
+    if HAS_POS:
+        t = tl.load(pos + i0 * ps0 + rows.to(tl.int64) * ps1, mask=row_ok, other=0).to(tl.int64)
+        exact = (t < 9007199254740992) & (t > -9007199254740992)  # |t| < 2^53: float64 tells them apart
+        tl.device_assert(exact | ~row_ok, "positions must be < 2^53 in magnitude (float64 angles)")
+    else:
+        t = offset + rows.to(tl.int64)
+    if tl.max((row_ok & ((t < 0) | (t >= n_cache))).to(tl.int32), axis=0) > 0:
+        pair = tl.arange(0, BLOCK_P)
+        w = tl.load(theta + pair, mask=pair < R // 2, other=0.0)[None, :]
+        factor = tl.load(theta + R // 2)
+        head = tl.arange(0, HEADS)
+        for i in range(CHUNK):
+            row = (first + i + tl.zeros((1,), tl.int32)).to(tl.int64)
+            ok = row < seq
+            if HAS_POS:
+                t_row = tl.load(pos + i0 * ps0 + row * ps1, mask=ok, other=0).to(tl.int64)
+            else:
+                t_row = offset + row
+            mine = ok & ((t_row < 0) | (t_row >= n_cache))
+            if tl.max(mine.to(tl.int32), axis=0) > 0:
+                angle = t_row.to(tl.float64)[:, None] * w
+                c_a = (tl.cos(angle) * factor).to(c.dtype.element_ty)[None, :, :]
+                s_a = (tl.sin(angle) * factor * sign).to(c.dtype.element_ty)[None, :, :]
+                _rotate_tile(
+                    x, out, i0, head, heads, row, ok, mine, c_a, s_a, xs0, xs1, xs2, os0, os1, os2,
+                    HALF_SPLIT, R, D, BLOCK_P, BLOCK_REST,
+                )  # fmt: skip
+
+
+@triton.jit(debug=True)  # its device_assert: a bad position stops the program, never used silently
+def _rotate_qk_far_kernel(
+    q, k, q_out, k_out, q_pos, k_pos, c, theta, n_cache, sign, offset_q, offset_k,
+    q_heads, q_seq, qs0, qs1, qs2, qos0, qos1, qos2, qps0, qps1, q_chunks, q_programs,
+    k_heads, k_seq, ks0, ks1, ks2, kos0, kos1, kos2, kps0, kps1, k_chunks,
+    HAS_POS: tl.constexpr, HALF_SPLIT: tl.constexpr, R: tl.constexpr, D: tl.constexpr,
+    Q_HEADS: tl.constexpr, K_HEADS: tl.constexpr, CHUNK: tl.constexpr,
+    BLOCK_P: tl.constexpr, BLOCK_REST: tl.constexpr,
+):  # fmt: skip
+    """The rows of :func:`_rotate_qk_kernel` whose positions lie outside the cache: programs
+    ``0 … q_programs − 1`` look at query rows, the others at key rows."""
+    pid = tl.program_id(0)
+    if pid < q_programs:
+        _rotate_qk_far_rows(
+            q,
+            q_out,
+            q_pos,
+            c,
+            theta,
+            pid,
+            n_cache,
+            sign,
+            offset_q,
+            q_seq,
+            q_heads,
+            qs0,
+            qs1,
+            qs2,
+            qos0,
+            qos1,
+            qos2,
+            qps0,
+            qps1,
+            q_chunks,
+            HAS_POS,
+            HALF_SPLIT,
+            R,
+            D,
+            Q_HEADS,
+            CHUNK,
+            BLOCK_P,
+            BLOCK_REST,
+        )
+    else:
+        _rotate_qk_far_rows(
+            k, k_out, k_pos, c, theta, pid - q_programs, n_cache, sign, offset_k, k_seq, k_heads,
+            ks0, ks1, ks2, kos0, kos1, kos2, kps0, kps1, k_chunks,
+            HAS_POS, HALF_SPLIT, R, D, K_HEADS, CHUNK, BLOCK_P, BLOCK_REST,
+        )  # fmt: skip
+
+
+def _sm_count(device: torch.device) -> int:
+    """Multiprocessors of ``device`` (132 on an H100/H200 SXM, the count assumed off CUDA)."""
+    if device.type != "cuda":
+        return 132
+    return _cuda_sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_sm_count(index: int) -> int:
+    return int(torch.cuda.get_device_properties(index).multi_processor_count)
+
+
+def _qk_tile(batch: int, heads: int, seq: int, row_elements: int, programs: int) -> tuple[int, int]:
+    """``(heads, rows)`` per program, powers of two, about :data:`_TILE` elements in all: as many heads as
+    fit (each row's table values are loaded once for all of them), then rows; while the grid would hold
+    fewer than ``programs`` tiles, fewer heads per program (head-parallel rather than token-parallel), so
+    that short sequences (decoding) still spread over the chip, down to :data:`_MIN_TILE` elements."""
+    per_program = 2 ** (max(_TILE // row_elements, 1).bit_length() - 1)  # a power of two, as tl.arange needs
+    tile_heads = min(triton.next_power_of_2(heads), per_program)
+    rows = max(1, min(triton.next_power_of_2(seq), per_program // tile_heads, _ROWS_MAX))
+    while (
+        tile_heads > 1
+        and tile_heads * rows * row_elements > _MIN_TILE
+        and batch * triton.cdiv(seq, rows) * triton.cdiv(heads, tile_heads) < programs
+    ):
+        tile_heads //= 2
+    return tile_heads, rows
 
 
 def rotate_qk(
@@ -271,37 +484,75 @@ def rotate_qk(
     layout: str,
     r: int,
     inverse: bool,
+    *,
+    checks: str = "full",
 ) -> None:
-    """``q_out = R q``, ``k_out = R k`` in one launch (``Rᵀ`` when ``inverse``).
+    """``q_out = R q``, ``k_out = R k`` (``Rᵀ`` when ``inverse``): one launch, and a second small one for the
+    rows whose positions lie outside the cache whenever the host cannot rule them out (tensor positions, or
+    int offsets that run beyond the cache); every element is written by exactly one of the two.
 
     ``q``/``q_out`` ``[b, h, s_q, d]`` and ``k``/``k_out`` ``[b, h_k, s_k, d]``, any strides with unit last
     stride, the same dtype. ``positions``: ``([b or 1, s_q], [b or 1, s_k])`` integer tensors of one dtype
     (a batch of 1 broadcasts), or ``None`` for ``offsets[0] + 0 … s_q−1`` and ``offsets[1] + 0 … s_k−1``.
     ``tables``: the cached ``cos``/``sin`` pair values ``[n, r/2]`` (any strides) in the work dtype (float32,
-    or float64 beside float64 ``q``), gathered by position; beyond row ``n`` the angles are formed from the
-    float64 frequencies ``theta[:r/2]`` and scaled by ``theta[r/2]``, the tables' attention factor (float64,
-    contiguous)."""
-    check_rotate_qk(q, k, q_out, k_out, positions, offsets, tables, theta, layout, r)
+    or float64 beside float64 ``q``), gathered by position; beyond row ``n`` (and below 0) the angles are
+    formed from the float64 frequencies ``theta[:r/2]`` and scaled by ``theta[r/2]``, the tables' attention
+    factor (float64, contiguous), by the second launch. Tensor positions must be below ``2^53`` in magnitude
+    (beyond, float64 cannot tell neighbours apart): the second launch, which reads every one of them,
+    asserts it on the device (a failure stops the program at the next synchronisation, as
+    ``torch._assert_async`` does), so a caller needs no check of its own for that.
+
+    ``checks``: ``"full"`` (every argument, storage bounds and overlaps included:
+    :func:`posenc._gpu_checks.check_rotate_qk`), or ``"signature"`` for a caller whose ``q_out``/``k_out``
+    are fresh allocations (``torch.empty_like``): the checks that depend only on shapes, strides, dtypes and
+    devices run once per such signature (:func:`posenc._gpu_checks.check_rotate_qk_signature`)."""
+    _check(
+        checks, _gpu_checks.check_rotate_qk, _gpu_checks.check_rotate_qk_signature,
+        q, k, q_out, k_out, positions, offsets, tables, theta, layout, r,
+    )  # fmt: skip
     b, q_heads, s_q, d = q.shape
     k_heads, s_k = k.shape[1], k.shape[2]
     c, s = tables
-    block_p = triton.next_power_of_2(max(r // 2, 1))
+    n_cache = c.shape[0]
+    block_p = triton.next_power_of_2(r // 2)
     block_rest = triton.next_power_of_2(d - r) if d > r else 1
-    block_s = _rows_per_program(2 * block_p + (block_rest if d > r else 0), max(s_q, s_k))
-    block_s = min(block_s, 64)
-    q_blocks, k_blocks = triton.cdiv(s_q, block_s), triton.cdiv(s_k, block_s)
+    row_elements = 2 * block_p + (block_rest if d > r else 0)
+    programs = 4 * _sm_count(q.device)
+    q_tile, k_tile = (_qk_tile(b, h, n, row_elements, programs) for h, n in ((q_heads, s_q), (k_heads, s_k)))
+    q_blocks, k_blocks = triton.cdiv(s_q, q_tile[1]), triton.cdiv(s_k, k_tile[1])
+    # 8 elements of each half row per thread, where a tile is that small: 16-byte accesses (bfloat16)
+    warps = min(4, max(1, min(q_tile[0] * q_tile[1], k_tile[0] * k_tile[1]) * block_p // 256))
+    q_programs = b * q_blocks * triton.cdiv(q_heads, q_tile[0])
+    k_programs = b * k_blocks * triton.cdiv(k_heads, k_tile[0])
+    if q_programs + k_programs == 0:
+        return
     if positions is None:
         q_pos = k_pos = theta  # not read
         q_ps = k_ps = (0, 0)
+        far = offsets[0] + s_q > n_cache or offsets[1] + s_k > n_cache
     else:
         q_pos, k_pos = positions
         q_ps = (q_pos.stride(0) if q_pos.shape[0] > 1 else 0, q_pos.stride(1))
         k_ps = (k_pos.stride(0) if k_pos.shape[0] > 1 else 0, k_pos.stride(1))
-    _rotate_qk_kernel[(b * (q_blocks + k_blocks),)](
-        q, k, q_out, k_out, q_pos, k_pos, c, s, theta,
-        b, c.shape[0], c.stride(0), c.stride(1), -1.0 if inverse else 1.0, offsets[0], offsets[1], r, d,
-        q_heads, s_q, *q.stride()[:3], *q_out.stride()[:3], *q_ps, q_blocks,
+        far = True  # the host cannot know without reading the positions: the second launch looks
+    sign, half_split = -1.0 if inverse else 1.0, layout == "half_split"
+    _rotate_qk_kernel[(q_programs + k_programs,)](
+        q, k, q_out, k_out, q_pos, k_pos, c, s, n_cache, c.stride(0), c.stride(1), sign, offsets[0], offsets[1],
+        q_heads, s_q, *q.stride()[:3], *q_out.stride()[:3], *q_ps, q_blocks, q_programs,
         k_heads, s_k, *k.stride()[:3], *k_out.stride()[:3], *k_ps, k_blocks,
-        HAS_POS=positions is not None, HALF_SPLIT=layout == "half_split", HAS_REST=d > r,
-        BLOCK_S=block_s, BLOCK_P=block_p, BLOCK_REST=block_rest,
+        HAS_POS=positions is not None, HALF_SPLIT=half_split, R=r, D=d,
+        Q_HEADS=q_tile[0], Q_ROWS=q_tile[1], K_HEADS=k_tile[0], K_ROWS=k_tile[1],
+        BLOCK_P=block_p, BLOCK_REST=block_rest, num_warps=warps,
+    )  # fmt: skip
+    if not far:
+        return
+    chunk = min(_FAR_CHUNK, triton.next_power_of_2(max(s_q, s_k)))
+    q_chunks, k_chunks = triton.cdiv(s_q, chunk), triton.cdiv(s_k, chunk)
+    _rotate_qk_far_kernel[(b * (q_chunks + k_chunks),)](
+        q, k, q_out, k_out, q_pos, k_pos, c, theta, n_cache, sign, offsets[0], offsets[1],
+        q_heads, s_q, *q.stride()[:3], *q_out.stride()[:3], *q_ps, q_chunks, b * q_chunks,
+        k_heads, s_k, *k.stride()[:3], *k_out.stride()[:3], *k_ps, k_chunks,
+        HAS_POS=positions is not None, HALF_SPLIT=half_split, R=r, D=d,
+        Q_HEADS=triton.next_power_of_2(q_heads), K_HEADS=triton.next_power_of_2(k_heads), CHUNK=chunk,
+        BLOCK_P=block_p, BLOCK_REST=block_rest, sanitize_overflow=False,
     )  # fmt: skip

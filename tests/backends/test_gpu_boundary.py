@@ -223,3 +223,97 @@ def test_waves_accepts_valid_calls_and_refuses_every_mutation_naming_the_argumen
     args = waves_args(n, f, 2 * f - cut)
     checks.check_waves(**args)
     refused(checks.check_waves, WAVES_MUTATIONS[mutation](args))
+
+
+STORAGE_ONLY = {"q_out is k"}
+"""Mutations only the storage checks see (an output overlapping an input): the signature check leaves those
+to its caller, whose outputs are fresh allocations."""
+
+
+@given(
+    b=st.integers(1, 3),
+    h=st.integers(1, 4),
+    hk=st.integers(1, 4),
+    sq=st.integers(2, 7),
+    sk=st.integers(2, 7),
+    pairs=st.integers(1, 5),
+    extra=st.integers(0, 2),
+    n=st.integers(1, 12),
+    with_positions=st.booleans(),
+    mutation=st.sampled_from(sorted(set(QK_MUTATIONS) - STORAGE_ONLY)),
+)
+def test_rotate_qk_signature_check_refuses_every_metadata_mutation_naming_the_argument(
+    b, h, hk, sq, sk, pairs, extra, n, with_positions, mutation
+):
+    args = qk_args(b, h, hk, sq, sk, 2 * pairs + extra, 2 * pairs, n, with_positions)
+    checks.check_rotate_qk_signature(**args)
+    checks.check_rotate_qk_signature(**args)  # now a known signature
+    refused(checks.check_rotate_qk_signature, QK_MUTATIONS[mutation](args))
+
+
+def test_rotate_qk_signature_check_runs_once_per_signature_but_checks_offsets_every_call(monkeypatch):
+    calls = []
+    full = checks.check_rotate_qk
+    monkeypatch.setattr(checks, "check_rotate_qk", lambda *a, **kw: calls.append(kw) or full(*a, **kw))
+    monkeypatch.setattr(checks, "_SIGNATURES", set())
+    args = qk_args(2, 4, 2, 3, 5, 8, 8, 16, False)
+    for offset in (0, 7, 100):
+        checks.check_rotate_qk_signature(**{**args, "offsets": (offset, offset)})
+    assert calls == [{"storage": False}]  # the metadata checks once, the storage checks never
+    refused(checks.check_rotate_qk_signature, {**args, "offsets": (-1, 0)})
+    refused(checks.check_rotate_qk_signature, {**args, "offsets": (0, True)})
+    bad = {**args, "r": 10}  # beyond d: refused, and so never remembered
+    refused(checks.check_rotate_qk_signature, bad)
+    refused(checks.check_rotate_qk_signature, bad)
+    other = qk_args(2, 4, 2, 3, 6, 8, 8, 16, True)  # another signature: checked again
+    checks.check_rotate_qk_signature(**other)
+    assert len(calls) == 4
+
+
+@given(
+    n0=st.integers(1, 3),
+    n1=st.integers(1, 3),
+    seq=st.integers(2, 9),
+    pairs=st.integers(1, 6),
+    extra=st.integers(0, 3),
+    paired=st.booleans(),
+    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]),
+    mutation=st.sampled_from(sorted(set(ROTATE_MUTATIONS) - {"out is x"})),
+)
+def test_rotate_signature_check_refuses_every_metadata_mutation_naming_the_argument(
+    n0, n1, seq, pairs, extra, paired, dtype, mutation
+):
+    args = rotate_args(n0, n1, seq, 2 * pairs + extra, 2 * pairs, paired, dtype)
+    checks.check_rotate_signature(**args)
+    checks.check_rotate_signature(**args)
+    refused(checks.check_rotate_signature, ROTATE_MUTATIONS[mutation](args))
+
+
+@given(
+    n=st.integers(2, 40),
+    f=st.integers(1, 8),
+    cut=st.integers(0, 1),
+    mutation=st.sampled_from(sorted(WAVES_MUTATIONS)),
+)
+def test_waves_signature_check_refuses_every_metadata_mutation_naming_the_argument(n, f, cut, mutation):
+    args = waves_args(n, f, 2 * f - cut)
+    checks.check_waves_signature(**args)
+    checks.check_waves_signature(**args)
+    refused(checks.check_waves_signature, WAVES_MUTATIONS[mutation](args))
+
+
+def test_rotate_and_waves_signature_checks_run_once_per_signature(monkeypatch):
+    calls = []
+    for name in ("check_rotate", "check_waves"):
+        full = getattr(checks, name)
+        monkeypatch.setattr(checks, name, lambda *a, _f=full, _n=name, **kw: calls.append(_n) or _f(*a, **kw))
+    monkeypatch.setattr(checks, "_SIGNATURES", set())
+    rotate, waves = rotate_args(2, 3, 5, 8, 8, True, torch.float32), waves_args(30, 4, 8)
+    for _ in range(3):
+        checks.check_rotate_signature(**rotate)
+        checks.check_waves_signature(**waves)
+    assert calls == ["check_rotate", "check_waves"]
+    checks.check_rotate_signature(
+        **{**rotate, "paired": False, "c": torch.randn(5, 8), "s": torch.randn(5, 8)}
+    )
+    assert calls == ["check_rotate", "check_waves", "check_rotate"]
