@@ -116,9 +116,10 @@ def module_errors() -> dict[str, float]:
     for the CPU so that the interpreter runs it) against its table path, forward and gradients, largest
     absolute difference per layout × positions (float64, 20 of 24 dims rotated, cache of 16 rows)."""
     from posenc import _gpu
-    from posenc.nn import RotaryEmbedding, rotary
+    from posenc.backends import rotate_qk
+    from posenc.nn import RotaryEmbedding
 
-    rotary._LIBRARY.impl("rotate_qk", rotary._rotate_qk, "CPU")
+    rotate_qk._LIBRARY.impl("rotate_qk", rotate_qk.launch, "CPU")
     errors = {}
     torch.manual_seed(0)
     forms = {
@@ -135,15 +136,15 @@ def module_errors() -> dict[str, float]:
             grads = torch.randn(2, 3, 5, 24, dtype=torch.float64)
             results = []
             for one_launch in (True, False):
-                original = _gpu.kernels
-                rope._one_launch = lambda *args, on=one_launch: on  # type: ignore[method-assign]
+                original, choice = _gpu.kernels, rotate_qk.one_launch
+                rotate_qk.one_launch = lambda call, on=one_launch: on  # type: ignore[assignment]
                 _gpu.kernels = lambda device_type, dtype: _gpu_kernels  # type: ignore[assignment]
                 try:
                     q_rot, k_rot = rope(q, k, **kwargs)
                     dq, dk = torch.autograd.grad((q_rot * grads).sum() + (k_rot * grads).sum(), (q, k))
                 finally:
                     _gpu.kernels = original  # type: ignore[assignment]
-                    del rope._one_launch
+                    rotate_qk.one_launch = choice  # type: ignore[assignment]
                 results.append((q_rot, k_rot, dq, dk))
             errors[f"{layout} {form}"] = max((a - b).abs().max().item() for a, b in zip(*results))
     return errors

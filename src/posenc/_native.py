@@ -142,6 +142,26 @@ def rotate(x: Array, out: Array, cos: Array, sin: Array, layout: str, paired: bo
     )  # fmt: skip
 
 
+def rotate_trusted(
+    x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, paired: bool
+) -> None:
+    """The loop of :func:`rotate` without its checks, for torch tensors whose signature (shapes, strides,
+    dtypes, storage offsets and sizes: all the checks read but the addresses) already passed them, with an
+    ``out`` made for the call (apart from the inputs). Only :mod:`posenc.backends.rotate` calls it, once it
+    has checked that signature through :func:`rotate`."""
+    if out.numel() == 0:
+        return
+    n0, n1, s, d = x.shape
+    cols = cos.shape[1]
+    codes = _DTYPES["rotate"]
+    kernels.rotate(  # type: ignore[union-attr]
+        x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+        codes[str(x.dtype)[6:]], codes[str(cos.dtype)[6:]], ROTARY_LAYOUTS[layout],
+        n0, n1, s, d, 2 * cols if paired else cols, *x.stride()[:3], *out.stride()[:3], cos.stride(0),
+        int(paired),
+    )  # fmt: skip
+
+
 def slots(src: Array, dst: Array, index: Array, mode: str) -> None:
     """Shaw et al.'s (2018) slot maps, row ``(ib, h, i)`` of ``src`` and ``dst`` (``[nb, g, s_q, ·]``)
     with row ``(ib, i)`` of ``index`` (``[nb, s_q, k]``, int64) for every head ``h``, in ``mode``

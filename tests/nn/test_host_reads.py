@@ -224,3 +224,61 @@ def test_positions_in_rounding_float_dtypes_are_refused(dtype):
         TypeError, match=rf"^positions must be an integer dtype, float32 or float64, got {dtype}"
     ):
         MultiAxisRotary.mrope(8, [1, 1, 2])(q, q, positions=positions.expand(3, 3))
+
+
+ROPE_TYPE_PARAMETERS = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "ntk": {"rope_type": "ntk", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+    "yarn": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32},
+    "longrope": {
+        "rope_type": "longrope",
+        "short_factor": [1.0 + 0.1 * i for i in range(8)],
+        "long_factor": [1.0 + 0.5 * i for i in range(8)],
+        "original_max_position_embeddings": 32,
+    },
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
+}
+
+
+def rope_of_type(name: str) -> RotaryEmbedding:
+    """A rotary embedding of rope type ``name`` over a 64-position context (S = 80 runs beyond it)."""
+    from posenc.nn import rope_types
+
+    if name in ("default", "ntk", "proportional"):
+        if name == "default":
+            return RotaryEmbedding(16, max_len=32)
+        options = {"partial_rotary_factor": 0.5} if name == "proportional" else {}
+        return RotaryEmbedding(16, scaling=name, scaling_factor=None if name == "proportional" else 4.0,
+                               scaling_options=options or None, max_len=32)  # fmt: skip
+    config = {"head_dim": 16, "max_position_embeddings": 64, "rope_parameters": ROPE_TYPE_PARAMETERS[name]}
+    assert name in rope_types.ROPE_TYPES
+    return RotaryEmbedding.from_hf(config, max_len=32)
+
+
+def test_every_rope_type_is_covered():
+    from posenc.nn import rope_types
+
+    assert set(rope_types.ROPE_TYPES) <= {"default", "proportional", *ROPE_TYPE_PARAMETERS}
+
+
+@pytest.mark.parametrize("form", ["default", "[s] int64", "[b, s] int32", "[s] float32", "[1, s] float64"])
+@pytest.mark.parametrize("name", ["default", "proportional", *ROPE_TYPE_PARAMETERS])
+def test_every_rope_type_reads_nothing_on_the_host(name, form):
+    # dynamic and longrope follow the length: from offset + s_k for default positions, on the device for
+    # explicit ones; short and long calls, inside and beyond the original context, in turn
+    rope = rope_of_type(name)
+    q = torch.randn(2, 3, S, 16)
+    positions = FORMS[form].get("positions")
+    for s in (S, 8):
+        p = None if positions is None else positions[..., :s]
+        x = q[:, :, :s]
+        assert host_reads(lambda x=x, p=p: rope(x, x, q_positions=p)) == {}, s
+    assert host_reads(lambda: rope(q[:, :, -1:], q, offset=7)) == {}  # decoding: one query, cached keys
+    assert host_reads(lambda: rope.cos_sin(S, positions=positions, dtype=torch.float32)) == {}

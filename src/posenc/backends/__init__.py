@@ -66,7 +66,8 @@ class Backend(Generic[Call]):
     calls; ``eager``/``compiled``/``exported``: whether it may run eagerly, while ``torch.compile`` traces,
     and while ``torch.export`` exports; ``supports(call)``: the call-specific conditions (layouts, strides,
     shapes), read from tensor metadata only; ``apply``: the computation itself (its signature is the
-    operation's)."""
+    operation's); ``differentiable``: ``apply`` records its own autograd graph (torch operations), so the
+    operation needs no backward of its own around it."""
 
     name: str
     apply: Callable[..., object]
@@ -77,6 +78,7 @@ class Backend(Generic[Call]):
     compiled: bool = False
     exported: bool = False
     supports: Callable[[Call], bool] = lambda call: True
+    differentiable: bool = False
 
     def admits(self, env: Environment) -> bool:
         """Whether the setting ``env`` allows this backend, before its call-specific conditions."""

@@ -32,6 +32,7 @@ checks run inside CUDA graphs and ``torch.compile``):
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 
@@ -41,6 +42,9 @@ EXACT_LIMIT = 2**53
 """Positions must stay below this: float64 (the dtype of every angle) holds every integer up to it."""
 
 _EXACT_FLOATS = (torch.float32, torch.float64)
+
+_LIMIT = torch.tensor(float(EXACT_LIMIT), dtype=torch.float64)
+"""``2^53`` as a 0-dim CPU tensor, which compares with positions on any device."""
 
 
 def check_offset(offset: object) -> int:
@@ -77,6 +81,12 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
     """Validate explicit positions: a real tensor ``[length]`` (or ``[b, length]`` when ``batched``),
     finite, ``|t| < 2^53`` (asserted on the device: :func:`check_values`). Returns them, integer dtypes
     widened to int64."""
+    check_shape(name, positions, length, batched=batched)
+    return check_real(name, positions)  # type: ignore[arg-type]
+
+
+def check_shape(name: str, positions: object, length: int, *, batched: bool = False) -> None:
+    """Refuse explicit positions that are not a tensor ``[length]`` (or ``[b, length]`` when ``batched``)."""
     shapes = f"[{length}] or [b, {length}]" if batched else f"[{length}]"
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {shapes}, got {type(positions).__name__}")
@@ -84,7 +94,6 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
         raise ValueError(
             f"{name} must have shape {shapes} (one position per token), got {list(positions.shape)}"
         )
-    return check_real(name, positions)
 
 
 def check_real(name: str, positions: torch.Tensor) -> torch.Tensor:
@@ -110,19 +119,21 @@ def _narrow_integer(positions: torch.Tensor) -> bool:
 
 
 def check_values(name: str, positions: torch.Tensor) -> None:
-    """Assert on the device that every entry of ``positions`` is finite and ``|t| < 2^53``.
+    """Assert on the device that every entry of ``positions`` is finite and ``|t| < 2^53``, in one reduction:
+    ``max |t| < 2^53`` (:func:`torch.linalg.vector_norm` of order ∞; NaN propagates and fails it).
 
     Integer dtypes narrower than int64 cannot hold such values, so only int64, uint64 and floating
-    positions are looked at (uint64 through float64: its comparisons are not implemented). The check reads no value on the host (``torch._assert_async``); on the CPU a failure
-    is reported as a ``ValueError`` with the first bad value (read only once the check has failed)."""
-    if positions.dtype == torch.int64:
-        ok = ((positions < EXACT_LIMIT) & (positions > -EXACT_LIMIT)).all()
-    elif positions.dtype == torch.uint64:
-        ok = (positions.to(torch.float64) < EXACT_LIMIT).all()
+    positions are looked at, integers through float64 (exact below ``2^53``; larger values round to at least
+    ``2^53``, and ``−2^63`` to ``2^63``: refused either way). The check reads no value on the host
+    (``torch._assert_async``); on the CPU a failure is reported as a ``ValueError`` with the first bad value
+    (read only once the check has failed)."""
+    if positions.dtype in (torch.int64, torch.uint64):
+        values = positions.double()
     elif positions.is_floating_point():
-        ok = (positions.abs() < EXACT_LIMIT).all()  # False for NaN and ±inf too
+        values = positions
     else:
         return
+    ok = torch.lt(torch.linalg.vector_norm(values, ord=math.inf), _LIMIT)  # a tensor: no scalar wrapped
     message = f"{name} must be finite and < 2^53 in magnitude (float64 cannot tell larger positions apart)"
     assert_on_device(ok, message, lambda: _first_bad(positions))
 
@@ -143,12 +154,9 @@ def assert_on_device(ok: torch.Tensor, message: str, got: Callable[[], str] | No
 
     ``torch._assert_async``: on a GPU (and in compiled graphs) a device-side assertion (it fails the next
     synchronisation with ``message``); eagerly on the CPU it runs at once, and its failure becomes a ``ValueError(message, got: …)``."""
-    if ok.device.type != "cpu" or torch.compiler.is_compiling():
-        torch._assert_async(ok, message)
-        return
     try:
         torch._assert_async(ok, message)
-    except RuntimeError:
+    except RuntimeError:  # raised at once only eagerly on the CPU
         raise ValueError(message + ("" if got is None else f", got {got()}")) from None
 
 
@@ -202,7 +210,8 @@ def resolve(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions ``([s_q], [s_k])`` of the queries and keys (``[b, s]`` rows when given so).
 
-    Explicit positions win; when only one is given and ``s_q = s_k`` it serves both (self-attention).
+    Explicit positions win; when only one is given and ``s_q = s_k`` it serves both (self-attention), and
+    one tensor given for both is checked once.
     Otherwise the defaults of the module docstring apply (int64 ranges on ``device``).
     """
     offset = check_offset(offset)
@@ -222,10 +231,12 @@ def resolve(
             torch.arange(start, start + q_len, device=device),
             torch.arange(offset, offset + k_len, device=device),
         )
-    return (
-        check_positions("q_positions", q_positions, q_len, batched=True),
-        check_positions("k_positions", k_positions, k_len, batched=True),
-    )
+    check_shape("q_positions", q_positions, q_len, batched=True)
+    checked_q = check_real("q_positions", q_positions)
+    if k_positions is q_positions and k_len == q_len:  # one tensor serves both: checked once
+        return checked_q, checked_q
+    check_shape("k_positions", k_positions, k_len, batched=True)
+    return checked_q, check_real("k_positions", k_positions)
 
 
 def relative_distances(
