@@ -7,7 +7,7 @@ its pure NumPy/PyTorch code, which computes the same values (the tests compare t
 Its three loops (each a single pass over its output; see ``_kernels.c``), called only through the
 wrappers here:
 
-* :func:`rotate`: rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`;
+* :func:`rotate`: rotary pairs (Su et al. 2021, eq. 34), the first backend of :mod:`posenc.backends.rotate`;
 * :func:`slots`: Shaw et al.'s (2018) relative positions, a gather from ``n`` slots per row by an index
   shared over heads (written, or added to ``dst``), or its adjoint (a sum into the slots); used by
   :mod:`posenc.nn._slots`;

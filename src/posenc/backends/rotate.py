@@ -163,6 +163,119 @@ _GIVEN: list[
 ] = []
 
 
+def apply_rotary(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, inplace: bool = False
+) -> torch.Tensor:
+    """Rotate the first ``r`` dims of ``x`` pairwise (Su et al. 2021, RoFormer, eq. 34 for ``adjacent``).
+
+    Args:
+        x: ``[..., s, d]`` queries or keys, e.g. ``[b, h, s, d_h]``; ``d ≥ r``.
+        cos: ``[s, r]`` ``cos(t_s·θ_i)`` placed in ``layout`` (both columns of pair ``i``), ``r`` even.
+        sin: ``[s, r]`` the matching sines.
+        layout: ``"adjacent"`` or ``"half_split"`` (module docstring).
+        inplace: write the result into ``x`` and return ``x`` itself (refused as in
+            :meth:`posenc.nn.RotaryEmbedding.forward`: ``x`` requiring grad while grad is enabled, or with an element
+            reachable by two indices).
+
+    Returns ``[..., s, d]``, the same dtype and strides as ``x``. ``cos``/``sin`` are constants
+    for autograd (gradients flow to ``x`` only). Whether both columns of every pair of the tables are
+    equal (then the fast paths read one value per pair) is found by reading them on the host, once per
+    table while it stays unchanged (:func:`posenc.backends.rotate.given_pairs`); :class:`posenc.nn.RotaryEmbedding`
+    knows it of its own tables and reads nothing.
+    """
+    check_tables(x, cos, sin, layout)
+    if inplace:
+        check_inplace(x)
+    out = rotate(x, cos, sin, layout, find=True)
+    if not inplace:
+        return out
+    x.copy_(out)
+    return x
+
+
+def check_floating(name: str, t: object) -> None:
+    """Refuse ``t`` unless it is a floating tensor (a rotation of integers is not an integer)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor [..., s, head_dim], got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(
+            f"{name} must be a floating tensor (rotations of integers are not integers), got {t.dtype}"
+        )
+
+
+def check_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> None:
+    """The checks of :func:`posenc.nn.apply_rotary`: tables ``[s, r]`` beside ``x [..., s, d]`` (metadata only)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+    if cos.dim() != 2 or cos.shape != sin.shape:
+        raise ValueError(f"cos and sin must both be [s, r], got {list(cos.shape)} and {list(sin.shape)}")
+    s, r = cos.shape
+    if x.dim() < 2 or x.shape[-2] != s or x.shape[-1] < r or r % 2:
+        raise ValueError(
+            f"x must be [..., s={s}, d] with d >= r={r} and r even (cos/sin are [s, r]), got {list(x.shape)}"
+        )
+    if cos.requires_grad or sin.requires_grad:
+        raise ValueError(
+            "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
+        )
+    if cos.device != x.device or sin.device != x.device:
+        raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device} and {sin.device}")
+
+
+def check_inplace(*tensors: torch.Tensor) -> None:
+    """Refuse ``inplace=True`` where writing the rotation into the inputs would be wrong: an input autograd
+    needs (it requires grad while grad is enabled), one whose elements are not all distinct in memory, or
+    two inputs that share an element (writing one back would overwrite the other's input)."""
+    names = ("q", "k") if len(tensors) == 2 else ("x",)
+    for name, t in zip(names, tensors):
+        if t.requires_grad and torch.is_grad_enabled():
+            raise ValueError(
+                f"inplace=True cannot rotate {name}: it requires grad, and autograd needs its values; use "
+                "inplace=False, or call under torch.no_grad()"
+            )
+        if not _distinct_elements(t):
+            raise ValueError(
+                f"inplace=True cannot rotate {name} of shape {list(t.shape)} and strides {list(t.stride())}: "
+                "some of its elements share memory (an expanded tensor); use inplace=False"
+            )
+    if len(tensors) == 2 and _overlap(*tensors):
+        raise ValueError("inplace=True cannot rotate q and k that overlap in memory; use inplace=False")
+
+
+def _distinct_elements(t: torch.Tensor) -> bool:
+    """Whether every element of ``t`` has its own memory: with its dims of size > 1 ordered by stride, each
+    stride steps over all the elements the dims before it span."""
+    span = 0
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride <= span:
+            return False
+        span += stride * (size - 1)
+    return True
+
+
+def _overlap(q: torch.Tensor, k: torch.Tensor) -> bool:
+    """Whether ``q`` and ``k`` (each with distinct elements) may share an element, from metadata only.
+
+    Apart when their storages or byte ranges differ. Views with the same dtype, shape and strides (slices
+    of one fused projection) share one exactly when their offsets differ by ``Σ i_j·stride_j`` with
+    ``|i_j| < size_j``: the dims ordered by stride each step over the smaller ones, so the indices are
+    found greedily, largest stride first. Any other overlap of byte ranges counts as sharing."""
+    if not q.numel() or not k.numel() or q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():
+        return False
+    size = q.element_size()
+    q_lo, k_lo = q.storage_offset() * size, k.storage_offset() * k.element_size()
+    q_hi = q_lo + size * (1 + sum(st * (n - 1) for n, st in zip(q.shape, q.stride())))
+    k_hi = k_lo + k.element_size() * (1 + sum(st * (n - 1) for n, st in zip(k.shape, k.stride())))
+    if q_hi <= k_lo or k_hi <= q_lo:
+        return False
+    if q.dtype != k.dtype or q.shape != k.shape or q.stride() != k.stride():
+        return True
+    rest = abs(q.storage_offset() - k.storage_offset())
+    for stride, n in sorted(((st, n) for n, st in zip(q.shape, q.stride()) if n > 1), reverse=True):
+        rest -= stride * min(rest // stride, n - 1)
+    return rest == 0
+
+
 # --- the one-pass kernels: the CPU loop and the Triton kernel ---------------------------------------------
 
 

@@ -186,6 +186,55 @@ def packed(cu_seqlens: object, total: int) -> torch.Tensor:
     return (index - starts).long()
 
 
+def default_starts(q_len: int, k_len: int, offset: object) -> tuple[int, int]:
+    """``(first query position, first key position)`` of the end-aligned defaults after a checked ``offset``."""
+    offset = check_offset(offset)
+    start = query_start(q_len, k_len, offset)
+    check_end(offset + k_len)
+    return start, offset
+
+
+def packed_positions(
+    q_len: int,
+    k_len: int,
+    q_positions: object,
+    k_positions: object,
+    cu_seqlens: object,
+    offset: object,
+    device: torch.device,
+) -> torch.Tensor:
+    """The positions ``offset +`` index within its sequence of ``k_len`` tokens packed as ``cu_seqlens``
+    says (:func:`packed`), for queries and keys alike; refused beside explicit positions or ``q_len ≠ k_len``."""
+    if q_positions is not None or k_positions is not None:
+        raise ValueError(
+            "give cu_seqlens or q_positions/k_positions, not both: cu_seqlens sets the positions"
+        )
+    if q_len != k_len:
+        raise ValueError(
+            f"with cu_seqlens, q and k must hold the same packed tokens, got s_q={q_len} != s_k={k_len}"
+        )
+    offset = check_offset(offset)
+    check_end(offset + k_len)
+    positions = packed(cu_seqlens, k_len).to(device)
+    return positions + offset if offset else positions
+
+
+def batch_of(
+    q_positions: torch.Tensor, k_positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+) -> int | None:
+    """The batch ``b > 1`` of ``[b, s]`` positions, ``q`` and ``k`` checked to be ``[b, h, s, d]`` for it;
+    ``None`` where one row serves the batch."""
+    batch = batch_size(q_positions, k_positions)
+    if batch in (None, 1):
+        return None
+    for name, t in (("q", q), ("k", k)):
+        if t.dim() != 4 or t.shape[0] != batch:
+            raise ValueError(
+                f"{name} must be [b={batch}, h, s, d_h] to match positions of shape [{batch}, s], got {list(t.shape)}"
+            )
+    return batch
+
+
 def batch_size(q_positions: torch.Tensor, k_positions: torch.Tensor) -> int | None:
     """The batch of ``[b, s]`` positions (``None`` when both are ``[s]``); rows of 1 broadcast."""
     rows = {p.shape[0] for p in (q_positions, k_positions) if p.dim() == 2}
@@ -225,8 +274,7 @@ def resolve(
             f"{given} was given but not its partner and s_q={q_len} != s_k={k_len}; pass both q_positions and k_positions"
         )
     if q_positions is None:
-        start = query_start(q_len, k_len, offset)
-        check_end(offset + k_len)
+        start, offset = default_starts(q_len, k_len, offset)
         return (
             torch.arange(start, start + q_len, device=device),
             torch.arange(offset, offset + k_len, device=device),

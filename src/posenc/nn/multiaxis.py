@@ -37,7 +37,7 @@ import torch
 from torch import nn
 
 from posenc import spectrum, validate
-from posenc.backends.rotate import LAYOUTS, layout_table, pairs, rotate, rotation_reference
+from posenc.backends.rotate import LAYOUTS, check_floating, layout_table, pairs, rotate, rotation_reference
 from posenc.nn import _positions, rope_types
 from posenc.nn.rotary import RotaryEmbedding
 
@@ -281,7 +281,7 @@ class MultiAxisRotary(nn.Module):
         :func:`posenc.backends.rotate.rotation_reference`, which differentiates through them too; others by
         :func:`posenc.backends.rotate.rotate`, told they are rotations (one value per pair).
         """
-        _check_floating("x", x)
+        check_floating("x", x)
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., s, head_dim={self.head_dim}], got {list(x.shape)}")
         if cos.dim() == 3 and x.dim() == 4 and self.frequencies.dim() == 2:
@@ -312,8 +312,8 @@ class MultiAxisRotary(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q [b, h, s_q, d_h]`` at ``positions`` and ``k [b, h, s_k, d_h]`` at ``k_positions``
         (default: ``positions``); positions ``[A, s]`` or ``[A, b, s]``."""
-        _check_floating("q", q)
-        _check_floating("k", k)
+        check_floating("q", q)
+        check_floating("k", k)
         q_cos, q_sin = self._cos_sin(self._check_positions("positions", positions), q.dtype)
         if k_positions is None:
             k_cos, k_sin = q_cos.to(k.dtype), q_sin.to(k.dtype)
@@ -326,15 +326,6 @@ class MultiAxisRotary(nn.Module):
         return (
             f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, axes={self.n_axes}{heads}, "
             f"layout={self.layout!r}, learnable={self.learnable}"
-        )
-
-
-def _check_floating(name: str, t: object) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor [..., s, head_dim], got {type(t).__name__}")
-    if not t.is_floating_point():
-        raise TypeError(
-            f"{name} must be a floating tensor (rotations of integers are not integers), got {t.dtype}"
         )
 
 

@@ -41,8 +41,20 @@ import torch
 
 from posenc import spectrum, validate
 from posenc.backends import rotate_qk
-from posenc.backends.rotate import LAYOUTS, Pairs, layout_table, pairs, rotate, rotation_reference
+from posenc.backends.rotate import (
+    LAYOUTS,
+    Pairs,
+    apply_rotary,
+    check_floating,
+    check_inplace,
+    check_tables,
+    layout_table,
+    pairs,
+    rotate,
+    rotation_reference,
+)
 from posenc.nn import _positions, rope_types
+from posenc.nn._rotary_weights import permute_rotary_weights
 from posenc.nn.contracts import PositionContext, RotaryContract
 from posenc.nn.functional import sincos
 from posenc.registry import EncodingView
@@ -55,143 +67,6 @@ class _Positions:
     """A rotary context's positions (``None``: the default ``0 … s−1``), read back by ``transform_qk``."""
 
     positions: torch.Tensor | None
-
-
-def apply_rotary(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, *, layout: str, inplace: bool = False
-) -> torch.Tensor:
-    """Rotate the first ``r`` dims of ``x`` pairwise (Su et al. 2021, RoFormer, eq. 34 for ``adjacent``).
-
-    Args:
-        x: ``[..., s, d]`` queries or keys, e.g. ``[b, h, s, d_h]``; ``d ≥ r``.
-        cos: ``[s, r]`` ``cos(t_s·θ_i)`` placed in ``layout`` (both columns of pair ``i``), ``r`` even.
-        sin: ``[s, r]`` the matching sines.
-        layout: ``"adjacent"`` or ``"half_split"`` (module docstring).
-        inplace: write the result into ``x`` and return ``x`` itself (refused as in
-            :meth:`RotaryEmbedding.forward`: ``x`` requiring grad while grad is enabled, or with an element
-            reachable by two indices).
-
-    Returns ``[..., s, d]``, the same dtype and strides as ``x``. ``cos``/``sin`` are constants
-    for autograd (gradients flow to ``x`` only). Whether both columns of every pair of the tables are
-    equal (then the fast paths read one value per pair) is found by reading them on the host, once per
-    table while it stays unchanged (:func:`posenc.backends.rotate.given_pairs`); :class:`RotaryEmbedding`
-    knows it of its own tables and reads nothing.
-    """
-    _check_tables(x, cos, sin, layout)
-    if inplace:
-        _check_inplace(x)
-    out = rotate(x, cos, sin, layout, find=True)
-    if not inplace:
-        return out
-    x.copy_(out)
-    return x
-
-
-def _check_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> None:
-    """The checks of :func:`apply_rotary` (metadata only)."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
-    if cos.dim() != 2 or cos.shape != sin.shape:
-        raise ValueError(f"cos and sin must both be [s, r], got {list(cos.shape)} and {list(sin.shape)}")
-    s, r = cos.shape
-    if x.dim() < 2 or x.shape[-2] != s or x.shape[-1] < r or r % 2:
-        raise ValueError(
-            f"x must be [..., s={s}, d] with d >= r={r} and r even (cos/sin are [s, r]), got {list(x.shape)}"
-        )
-    if cos.requires_grad or sin.requires_grad:
-        raise ValueError(
-            "cos and sin must not require grad: apply_rotary differentiates with respect to x only"
-        )
-    if cos.device != x.device or sin.device != x.device:
-        raise ValueError(f"cos and sin must be on x's device {x.device}, got {cos.device} and {sin.device}")
-
-
-def _check_inplace(*tensors: torch.Tensor) -> None:
-    """Refuse ``inplace=True`` where writing the rotation into the inputs would be wrong: an input autograd
-    needs (it requires grad while grad is enabled), one whose elements are not all distinct in memory, or
-    two inputs that share an element (writing one back would overwrite the other's input)."""
-    names = ("q", "k") if len(tensors) == 2 else ("x",)
-    for name, t in zip(names, tensors):
-        if t.requires_grad and torch.is_grad_enabled():
-            raise ValueError(
-                f"inplace=True cannot rotate {name}: it requires grad, and autograd needs its values; use "
-                "inplace=False, or call under torch.no_grad()"
-            )
-        if not _distinct_elements(t):
-            raise ValueError(
-                f"inplace=True cannot rotate {name} of shape {list(t.shape)} and strides {list(t.stride())}: "
-                "some of its elements share memory (an expanded tensor); use inplace=False"
-            )
-    if len(tensors) == 2 and _overlap(*tensors):
-        raise ValueError("inplace=True cannot rotate q and k that overlap in memory; use inplace=False")
-
-
-def _distinct_elements(t: torch.Tensor) -> bool:
-    """Whether every element of ``t`` has its own memory: with its dims of size > 1 ordered by stride, each
-    stride steps over all the elements the dims before it span."""
-    span = 0
-    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
-        if stride <= span:
-            return False
-        span += stride * (size - 1)
-    return True
-
-
-def _overlap(q: torch.Tensor, k: torch.Tensor) -> bool:
-    """Whether ``q`` and ``k`` (each with distinct elements) may share an element, from metadata only.
-
-    Apart when their storages or byte ranges differ. Views with the same dtype, shape and strides (slices
-    of one fused projection) share one exactly when their offsets differ by ``Σ i_j·stride_j`` with
-    ``|i_j| < size_j``: the dims ordered by stride each step over the smaller ones, so the indices are
-    found greedily, largest stride first. Any other overlap of byte ranges counts as sharing."""
-    if not q.numel() or not k.numel() or q.untyped_storage().data_ptr() != k.untyped_storage().data_ptr():
-        return False
-    size = q.element_size()
-    q_lo, k_lo = q.storage_offset() * size, k.storage_offset() * k.element_size()
-    q_hi = q_lo + size * (1 + sum(st * (n - 1) for n, st in zip(q.shape, q.stride())))
-    k_hi = k_lo + k.element_size() * (1 + sum(st * (n - 1) for n, st in zip(k.shape, k.stride())))
-    if q_hi <= k_lo or k_hi <= q_lo:
-        return False
-    if q.dtype != k.dtype or q.shape != k.shape or q.stride() != k.stride():
-        return True
-    rest = abs(q.storage_offset() - k.storage_offset())
-    for stride, n in sorted(((st, n) for n, st in zip(q.shape, q.stride()) if n > 1), reverse=True):
-        rest -= stride * min(rest // stride, n - 1)
-    return rest == 0
-
-
-_SINUSOIDAL_LAYOUT = {"adjacent": "interleaved", "half_split": "split"}
-"""Rotary pair layouts are the sinusoidal column layouts with ``(a_i, b_i)`` in place of ``(sin_i, cos_i)``."""
-
-
-def permute_rotary_weights(
-    weight: torch.Tensor, *, n_heads: int, src: str, dst: str, rotary_dim: int | None = None
-) -> torch.Tensor:
-    """Reorder the output rows of a query or key projection from pair layout ``src`` to ``dst``.
-
-    ``weight`` is ``[n_heads·d_h, d_in]`` (an ``nn.Linear`` weight) or ``[n_heads·d_h]`` (its bias).
-    Within each head, row ``2i`` / ``2i+1`` of an ``adjacent`` checkpoint (Meta LLaMA, GPT-J, RoFormer)
-    holds the coordinates ``a_i`` / ``b_i`` that ``half_split`` (Hugging Face, GPT-NeoX) keeps in rows
-    ``i`` / ``i + r/2``; rows ``r … d_h − 1`` (partial rotary) stay. Rotating the permuted projection
-    in ``dst`` gives the same attention scores as rotating the original in ``src`` (the score sums
-    over pairs, which are only renamed). ``adjacent → half_split`` is the permutation of Hugging
-    Face's LLaMA conversion script (``permute``: ``view(h, d_h/2, 2, d_in).transpose(1, 2)``).
-    """
-    if not isinstance(weight, torch.Tensor) or weight.dim() not in (1, 2):
-        got = list(weight.shape) if isinstance(weight, torch.Tensor) else type(weight).__name__
-        raise ValueError(f"weight must be a [n_heads·head_dim, d_in] or [n_heads·head_dim] tensor, got {got}")
-    n_heads = validate.positive_int("n_heads", n_heads)
-    validate.choice("src", src, LAYOUTS)
-    validate.choice("dst", dst, LAYOUTS)
-    rows = weight.shape[0]
-    if rows % n_heads:
-        raise ValueError(f"weight has {rows} rows, not a multiple of n_heads={n_heads}")
-    head_dim = rows // n_heads
-    r = spectrum.rotary_dim(head_dim, rotary_dim)
-    in_head = np.arange(head_dim)
-    in_head[:r] = spectrum.layout_permutation(r, _SINUSOIDAL_LAYOUT[src], _SINUSOIDAL_LAYOUT[dst])
-    order = torch.from_numpy((np.arange(n_heads)[:, None] * head_dim + in_head[None]).reshape(-1))
-    return weight.index_select(0, order.to(weight.device))
 
 
 class RotaryEmbedding(RotaryContract):
@@ -370,10 +245,8 @@ class RotaryEmbedding(RotaryContract):
         return self._attention_factor
 
     def tables(self, positions: torch.Tensor, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)``, each ``[s, r]`` in ``self.layout``, for arbitrary real ``positions [s]``.
-
-        Both include :attr:`attention_factor`, applied in float64 before the cast to ``dtype``.
-        """
+        """``(cos, sin)``, each ``[s, r]`` in ``self.layout``, for arbitrary real ``positions [s]``, times
+        :attr:`attention_factor` (in float64, before the cast to ``dtype``)."""
         c, s = self._range(positions, dtype=dtype, device=positions.device)
         return layout_table(c, self.layout), layout_table(s, self.layout)
 
@@ -391,12 +264,9 @@ class RotaryEmbedding(RotaryContract):
         return (c * self._attention_factor).to(dtype), (s * self._attention_factor).to(dtype)
 
     def _cached(self, start: int, length: int, dtype: torch.dtype, device: torch.device) -> Pairs:
-        """Rows ``start … start+length−1`` of the per-pair tables in ``dtype`` on ``device``.
-
-        The cache is rebuilt for a new dtype, device or frequencies (from float64 angles, never by casting;
-        outside inference mode, so that a cache grown under ``torch.inference_mode()`` still serves
-        training) and doubles when a sequence runs past its end; a window far beyond it (``end >
-        2·cached``, e.g. one step of decoding at position 10^6) is computed directly instead of cached."""
+        """Rows ``start … start+length−1`` of the per-pair tables in ``dtype`` on ``device``, rebuilt for a new
+        dtype, device or frequencies (from float64 angles, outside inference mode), doubled when a call runs
+        past their end; a window beyond twice their length (one decoding step at 10^6) is computed directly."""
         end, cached = start + length, self._cos.shape[0]
         if self._table_dtype != dtype or self._cos.dtype != dtype or self._cos.device != device:
             self._build(cached, dtype, device)
@@ -410,17 +280,6 @@ class RotaryEmbedding(RotaryContract):
         with torch.inference_mode(False):
             self._cos, self._sin = (t.contiguous() for t in self._range(length, dtype=dtype, device=device))
         self._table_dtype = dtype
-
-    def _check_inputs(self, q: object, k: object) -> None:
-        for name, t in (("q", q), ("k", k)):
-            if not isinstance(t, torch.Tensor):
-                raise TypeError(f"{name} must be a torch.Tensor [..., s, head_dim], got {type(t).__name__}")
-            if not t.is_floating_point():
-                raise TypeError(
-                    f"{name} must be a floating tensor (rotations of integers are not integers), got {t.dtype}"
-                )
-            if t.dim() < 2 or t.shape[-1] != self.head_dim:
-                raise ValueError(f"{name} must be [..., s, head_dim={self.head_dim}], got {list(t.shape)}")
 
     def forward(
         self,
@@ -447,34 +306,30 @@ class RotaryEmbedding(RotaryContract):
         its sequence. The cumulative lengths must start at 0, not decrease and end at ``total``; they are
         checked and the positions found on the device, with no host read (:func:`posenc.nn._positions.packed`).
 
-        ``inplace``: write the rotated values into ``q`` and ``k`` and return those tensors. Refused where
-        autograd would need them (they require grad while grad is enabled), where one element is
-        reachable by two indices (an expanded tensor), and where ``q`` and ``k`` share an element. Both
-        rotations are made into fresh outputs and then copied back (the compiled loop and the GPU kernel
-        write outputs apart from their inputs), so ``inplace`` saves returning new tensors, not the work.
+        ``inplace``: write the rotations into ``q`` and ``k`` (made into fresh outputs, then copied back) and
+        return those tensors; refused where autograd needs them, where one element is reachable by two
+        indices, and where ``q`` and ``k`` share an element (:func:`posenc.backends.rotate.check_inplace`).
         """
-        self._check_inputs(q, k)
+        for name, t in (("q", q), ("k", k)):
+            check_floating(name, t)
+            if t.dim() < 2 or t.shape[-1] != self.head_dim:
+                raise ValueError(f"{name} must be [..., s, head_dim={self.head_dim}], got {list(t.shape)}")
         if inplace:
-            _check_inplace(q, k)
+            check_inplace(q, k)
         if cu_seqlens is not None:
-            q_positions, k_positions, offset = self._packed_positions(
-                q, k, q_positions, k_positions, cu_seqlens, offset
+            q_positions = k_positions = _positions.packed_positions(
+                q.shape[-2], k.shape[-2], q_positions, k_positions, cu_seqlens, offset, q.device
             )
+            offset = 0
         if q_positions is not None or k_positions is not None:  # each distinct tensor checked once
             q_positions, k_positions = _positions.resolve(
                 q.shape[-2], k.shape[-2], q_positions=q_positions, k_positions=k_positions, offset=offset,
                 device=q.device,
             )  # fmt: skip
-        call = rotate_qk.QK(
-            q,
-            k,
-            q_positions,
-            k_positions,
-            self.xpos_scale_base is not None,
-            self._length_rule == "static",
-            False,
-        )
-        if rotate_qk.one_launch(call):  # the one place this module chooses how to rotate
+        static, xpos = self._length_rule == "static", self.xpos_scale_base is not None
+        if rotate_qk.one_launch(
+            rotate_qk.QK(q, k, q_positions, k_positions, xpos, static, False)
+        ):  # the one place this module chooses how to rotate
             q_rot, k_rot = self._one_launch(q, k, q_positions, k_positions, offset)
         else:
             q_tab, k_tab = self._tables_for(q, k, q_positions, k_positions, offset)
@@ -484,30 +339,6 @@ class RotaryEmbedding(RotaryContract):
         q.copy_(q_rot)
         k.copy_(k_rot)
         return q, k
-
-    def _packed_positions(
-        self,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        q_positions: object,
-        k_positions: object,
-        cu_seqlens: torch.Tensor,
-        offset: int,
-    ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """``(positions, positions, 0)``: :meth:`forward`'s explicit positions of the packed sequences of ``cu_seqlens``."""
-        if q_positions is not None or k_positions is not None:
-            raise ValueError(
-                "give cu_seqlens or q_positions/k_positions, not both: cu_seqlens sets the positions"
-            )
-        if q.shape[-2] != k.shape[-2]:
-            raise ValueError(
-                f"with cu_seqlens, q and k must hold the same packed tokens, got s_q={q.shape[-2]} != s_k={k.shape[-2]}"
-            )
-        offset = _positions.check_offset(offset)
-        _positions.check_end(offset + k.shape[-2])
-        positions = _positions.packed(cu_seqlens, k.shape[-2]).to(q.device)
-        positions = positions + offset if offset else positions
-        return positions, positions, 0
 
     def _tables_for(
         self,
@@ -521,9 +352,7 @@ class RotaryEmbedding(RotaryContract):
         ``None``) the defaults after ``offset``."""
         s_q, s_k = q.shape[-2], k.shape[-2]
         if q_positions is None or k_positions is None:
-            offset = _positions.check_offset(offset)
-            start = _positions.query_start(s_q, s_k, offset)
-            _positions.check_end(offset + s_k)
+            start, offset = _positions.default_starts(s_q, s_k, offset)
             self._follow_length(offset + s_k)
             if self.xpos_scale_base is None:
                 k_tab = self._cached(offset, s_k, k.dtype, k.device)
@@ -533,14 +362,8 @@ class RotaryEmbedding(RotaryContract):
             kp = torch.arange(offset, offset + s_k, device=q.device)
         else:
             qp, kp = q_positions, k_positions
-        batch = _positions.batch_size(qp, kp)
-        if batch not in (None, 1):
-            for name, t in (("q", q), ("k", k)):
-                if t.dim() != 4 or t.shape[0] != batch:
-                    raise ValueError(
-                        f"{name} must be [b={batch}, h, s, d_h] to match positions of shape [{batch}, s], "
-                        f"got {list(t.shape)}"
-                    )
+        batch = _positions.batch_of(qp, kp, q, k)
+        if batch is not None:
             qp, kp = qp.expand(batch, s_q), kp.expand(batch, s_k)
         theta, factor = self._call_frequencies(qp, kp)
         k_tab = self._scaled_tables(kp, kp, theta, factor, sign=-1.0, dtype=k.dtype)
@@ -551,9 +374,8 @@ class RotaryEmbedding(RotaryContract):
     def _call_frequencies(
         self, qp: torch.Tensor, kp: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor | float]:
-        """Float64 ``θ`` ``[r/2]`` on the positions' device and the attention factor for a call at explicit
-        positions: the module's, or for ``dynamic``/``longrope`` those of the call's largest position + 1,
-        found on the device (no host read; class docstring)."""
+        """Float64 ``θ [r/2]`` and the attention factor at explicit positions; for ``dynamic``/``longrope``
+        those of the call's largest position + 1, found on the device (class docstring)."""
         theta = self._frequencies.to(qp.device)
         if self._length_rule == "static" or not (qp.numel() and kp.numel()):
             return theta, self._attention_factor
@@ -575,8 +397,9 @@ class RotaryEmbedding(RotaryContract):
         with torch.inference_mode(False):
             long, long_factor = self._compute_frequencies(original + 1.0)  # LongRoPE: constant beyond L
         beyond = length > original
+        factor = torch.where(beyond, torch.tensor(long_factor, dtype=torch.float64), short_factor)
         theta = torch.where(beyond, long.to(qp.device), short.to(qp.device))
-        return theta, torch.where(beyond, long_factor, short_factor)
+        return theta, short_factor if long_factor == short_factor else factor.to(qp.device)
 
     def _scaled_tables(
         self,
@@ -588,16 +411,12 @@ class RotaryEmbedding(RotaryContract):
         sign: float,
         dtype: torch.dtype,
     ) -> Pairs:
-        """Per-pair ``(cos, sin)`` at checked ``positions`` ``[s]`` or ``[b, s]``: ``[s, r/2]`` (``[1, s]``
-        positions too) or ``[b, s, r/2]``, angles and scales in float64, then cast to ``dtype``.
-
-        With xPos the tables carry ``ζ^(sign·(t − c)/γ)``, ``c`` the centre taken from ``keys``."""
-        if positions.dim() == 2 and positions.shape == (1, 1):  # one position (decoding): already a column
-            column = positions
-        elif positions.dim() == 1 or positions.shape[0] == 1:
-            column = positions.view(-1, 1)
-        else:
-            column = positions[..., None]
+        """Per-pair ``(cos, sin)`` at checked positions ``[s]``/``[1, s]`` (``[s, r/2]``) or ``[b, s]`` (``[b, s,
+        r/2]``), angles and scales in float64, then cast; xPos scales ``ζ^(sign·(t − c)/γ)``, ``c`` from ``keys``."""
+        column = (
+            positions.view(-1, 1) if positions.dim() == 1 or positions.shape[0] == 1 else positions[..., None]
+        )
+        column = positions if positions.shape == (1, 1) else column  # one position (decoding): no view op
         angles = torch.mul(column, theta)  # int or float positions promoted to float64 by the product
         scale: torch.Tensor | float = factor
         if self.xpos_scale_base is not None and keys.shape[-1]:
@@ -612,11 +431,9 @@ class RotaryEmbedding(RotaryContract):
         return (angles.cos() * scale).to(dtype=dtype), (angles.sin() * scale).to(dtype=dtype)
 
     def _check_xpos_range(self, power: torch.Tensor, dtype: torch.dtype) -> None:
-        """Refuse xPos scales ``ζ_i^(±(t − c)/γ)`` that ``dtype`` cannot hold (asserted on the device).
-
-        The smallest ``ζ_0 = 0.4/1.4`` sets the range: ``|t − c|/γ · |ln ζ_0|`` must stay within half
-        of ``ln`` of ``dtype``'s largest value, so that both a scale and its inverse (queries and keys)
-        and the products of scaled queries and keys stay finite."""
+        """Refuse xPos scales ``ζ_i^(±(t − c)/γ)`` that ``dtype`` cannot hold (asserted on the device): with
+        the smallest ``ζ_0 = 0.4/1.4``, ``|t − c|/γ · |ln ζ_0|`` must stay within half of ``ln`` of ``dtype``'s
+        largest value, so that a scale, its inverse and products of scaled queries and keys stay finite."""
         limit = math.log(torch.finfo(dtype).max) / 2 / -math.log(0.4 / 1.4)
         span = limit * self.xpos_scale_base  # type: ignore[operator]
         message = (
@@ -656,25 +473,15 @@ class RotaryEmbedding(RotaryContract):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`forward` by ``posenc::rotate_qk`` at checked explicit positions or (both ``None``) the
         defaults after ``offset``: the cached tables gathered by position in the kernel."""
-        s_q, s_k = q.shape[-2], k.shape[-2]
         work = torch.float64 if q.dtype == torch.float64 else torch.float32
         q_pos = k_pos = None
-        if q_positions is None and k_positions is None:
-            offset = _positions.check_offset(offset)
-            start = _positions.query_start(s_q, s_k, offset)
-            _positions.check_end(offset + s_k)
-            self._cached(offset, s_k, work, q.device)  # grows the cache to cover the call where it doubles
-            offsets = (start, offset)
+        if q_positions is None or k_positions is None:
+            offsets = _positions.default_starts(q.shape[-2], k.shape[-2], offset)
+            self._cached(offsets[1], k.shape[-2], work, q.device)  # grows the cache to cover the call
         else:
             self._cached(0, 0, work, q.device)  # the tables in the work dtype on q's device
-            qp, kp = q_positions, k_positions
-            batch = _positions.batch_size(qp, kp)
-            if batch not in (None, 1) and (q.shape[0] != batch or k.shape[0] != batch):
-                raise ValueError(
-                    f"q and k must be [b={batch}, h, s, d_h] to match positions of batch {batch}, got "
-                    f"{list(q.shape)} and {list(k.shape)}"
-                )
-            q_pos, k_pos = (p.view(-1, p.shape[-1]) for p in (qp, kp))
+            _positions.batch_of(q_positions, k_positions, q, k)
+            q_pos, k_pos = (p.view(-1, p.shape[-1]) for p in (q_positions, k_positions))
             if q_pos.dtype != k_pos.dtype:
                 q_pos, k_pos = q_pos.long(), k_pos.long()
             offsets = (0, 0)
@@ -720,15 +527,14 @@ class RotaryEmbedding(RotaryContract):
         sign: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         device = torch.device("cpu") if device is None else torch.device(device)
+        _, offset = _positions.default_starts(length, length, offset)
         if positions is None and self.xpos_scale_base is None:
-            offset = _positions.check_offset(offset)
-            _positions.check_end(offset + length)
             self._follow_length(offset + length)
             tables = self._cached(offset, length, dtype, device)
         else:
-            if positions is None:
-                _positions.check_end(length)
-                positions = torch.arange(length, device=device)
+            positions = (
+                torch.arange(offset, offset + length, device=device) if positions is None else positions
+            )
             positions = _positions.check_positions("positions", positions, length, batched=True).to(device)
             theta, factor = self._call_frequencies(positions, positions)
             tables = self._scaled_tables(positions, positions, theta, factor, sign=sign, dtype=dtype)
@@ -759,9 +565,11 @@ class RotaryEmbedding(RotaryContract):
             p = context.state.positions
             call = rotate_qk.QK(q, k, p, p, False, self._length_rule == "static", True)
             if rotate_qk.one_launch(call):
-                if p is not None:
-                    p, _ = _positions.resolve(p.shape[-1], p.shape[-1], q_positions=p, k_positions=p, offset=0,
-                                              device=q.device)  # fmt: skip
+                p = (
+                    None
+                    if p is None
+                    else _positions.check_positions("positions", p, p.shape[-1], batched=True)
+                )
                 return self._one_launch(q, k, p, p, 0)
         return super().transform_qk(q, k, context)
 
@@ -775,7 +583,7 @@ class RotaryEmbedding(RotaryContract):
         if x.numel() == 0:
             return x.clone()
         if cos.dim() == 2:
-            _check_tables(x, cos, sin, self.layout)
+            check_tables(x, cos, sin, self.layout)
         else:
             cos, sin = cos.reshape(-1, *cos.shape[-2:]), sin.reshape(-1, *sin.shape[-2:])
         return self._rotate(x, (pairs(cos, self.layout)[0], pairs(sin, self.layout)[0]))
@@ -787,7 +595,4 @@ class RotaryEmbedding(RotaryContract):
             else f", scaling={self.scaling!r}, scaling_factor={self.scaling_factor}"
         )
         xpos = "" if self.xpos_scale_base is None else f", xpos_scale_base={self.xpos_scale_base}"
-        return (
-            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}"
-            f"{scaling}{xpos}"
-        )
+        return f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, base={self.base}, layout={self.layout!r}{scaling}{xpos}"
