@@ -49,6 +49,8 @@ _LIMIT = torch.tensor(float(EXACT_LIMIT), dtype=torch.float64)
 
 def check_offset(offset: object) -> int:
     """Return ``offset`` as an int ≥ 0, else raise naming the parameter."""
+    if type(offset) is int and 0 <= offset < EXACT_LIMIT:
+        return offset
     if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
         raise TypeError(f"offset must be an int >= 0, got {offset!r} ({type(offset).__name__})")
     value = int(offset)
@@ -100,9 +102,14 @@ def check_real(name: str, positions: torch.Tensor) -> torch.Tensor:
     """Validate the dtype of positions of any shape (an integer dtype, float32 or float64) and assert their
     values finite and ``|t| < 2^53`` on the device (:func:`check_values`). Returns them, integer dtypes
     widened to int64."""
-    if positions.is_complex() or positions.dtype == torch.bool:
+    dtype = positions.dtype
+    if dtype is torch.int64 or dtype in _EXACT_FLOATS:  # the common dtypes: nothing to refuse or widen
+        if positions.numel():
+            check_values(name, positions)
+        return positions
+    if positions.is_complex() or dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {positions.dtype}")
-    if positions.is_floating_point() and positions.dtype not in _EXACT_FLOATS:
+    if positions.is_floating_point():
         raise TypeError(
             f"{name} must be an integer dtype, float32 or float64, got {positions.dtype}: it cannot hold integer "
             "positions above 2048 (float16) / 256 (bfloat16) / 16 (float8), so they were rounded already; "
@@ -237,6 +244,8 @@ def batch_of(
 
 def batch_size(q_positions: torch.Tensor, k_positions: torch.Tensor) -> int | None:
     """The batch of ``[b, s]`` positions (``None`` when both are ``[s]``); rows of 1 broadcast."""
+    if q_positions.dim() == 1 and k_positions.dim() == 1:
+        return None
     rows = {p.shape[0] for p in (q_positions, k_positions) if p.dim() == 2}
     if not rows:
         return None

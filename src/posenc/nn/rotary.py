@@ -91,9 +91,8 @@ class RotaryEmbedding(RotaryContract):
         max_len: positions whose cos/sin are tabulated up front; longer inputs grow the table.
 
     Positions (``q_positions``/``k_positions`` of :meth:`forward`) are ``[s]`` or, per sequence of a
-    left-padded or packed batch, ``[b, s]``; any real, finite numbers below ``2^53`` (beyond, float64
-    cannot tell neighbours apart) in an integer dtype, float32 or float64. float16/bfloat16 positions
-    are refused: they cannot hold integers above 2048/256 exactly, so they were rounded already.
+    left-padded or packed batch, ``[b, s]``: finite and below ``2^53``, in an integer dtype, float32 or
+    float64 (:mod:`posenc.nn._positions`; float16/bfloat16 cannot hold integer positions above 2048/256).
 
     The cached tables are non-persistent buffers (``state_dict()`` is empty) holding one cosine and one
     sine per pair, ``[n, r/2]`` (what the fast paths read), rebuilt from float64 angles
@@ -363,8 +362,10 @@ class RotaryEmbedding(RotaryContract):
         else:
             qp, kp = q_positions, k_positions
         batch = _positions.batch_of(qp, kp, q, k)
-        if batch is not None:
-            qp, kp = qp.expand(batch, s_q), kp.expand(batch, s_k)
+        if batch is not None:  # a row of 1 broadcast to the batch (one tensor for both: expanded once)
+            same = qp is kp
+            qp = qp.expand(batch, s_q) if qp.dim() == 1 or qp.shape[0] != batch else qp
+            kp = qp if same else kp.expand(batch, s_k) if kp.dim() == 1 or kp.shape[0] != batch else kp
         theta, factor = self._call_frequencies(qp, kp)
         k_tab = self._scaled_tables(kp, kp, theta, factor, sign=-1.0, dtype=k.dtype)
         if qp is kp and self.xpos_scale_base is None and q.dtype == k.dtype:
@@ -411,12 +412,9 @@ class RotaryEmbedding(RotaryContract):
         sign: float,
         dtype: torch.dtype,
     ) -> Pairs:
-        """Per-pair ``(cos, sin)`` at checked positions ``[s]``/``[1, s]`` (``[s, r/2]``) or ``[b, s]`` (``[b, s,
-        r/2]``), angles and scales in float64, then cast; xPos scales ``ζ^(sign·(t − c)/γ)``, ``c`` from ``keys``."""
-        column = (
-            positions.view(-1, 1) if positions.dim() == 1 or positions.shape[0] == 1 else positions[..., None]
-        )
-        column = positions if positions.shape == (1, 1) else column  # one position (decoding): no view op
+        """Per-pair ``(cos, sin)`` ``[s, r/2]`` at checked positions ``[s]``/``[1, s]``, ``[b·s, r/2]`` at ``[b, s]``,
+        angles and scales in float64, then cast; xPos scales ``ζ^(sign·(t − c)/γ)``, ``c`` from ``keys``."""
+        column = positions if positions.shape == (1, 1) else positions.reshape(-1, 1)  # [s] or [b·s] rows
         angles = torch.mul(column, theta)  # int or float positions promoted to float64 by the product
         scale: torch.Tensor | float = factor
         if self.xpos_scale_base is not None and keys.shape[-1]:
@@ -448,20 +446,21 @@ class RotaryEmbedding(RotaryContract):
         )
 
     def _rotate(self, x: torch.Tensor, tables: Pairs) -> torch.Tensor:
-        """``x`` rotated by per-pair tables ``[s, r/2]``, or ``[b, s, r/2]`` for ``x [b, h, s, d]``: then ``x``
-        is seen as ``[h, b·s, d]`` (a view when ``b`` and ``s`` are adjacent in memory, as after a qkv
-        projection) and the tables as ``[b·s, r/2]``."""
-        c, s = tables
-        if c.dim() == 2:
+        """``x [..., s, d]`` rotated by per-pair tables ``[s, r/2]``, or ``x [b, h, s, d]`` by ``[b·s, r/2]`` (row
+        ``i·s + j`` for sequence ``i``, token ``j``): ``x`` is then seen as ``[h, b·s, d]`` (a view when ``b``
+        and ``s`` are adjacent in memory, as after a qkv projection, or ``s = 1``)."""
+        c, n = tables[0], x.shape[-2]
+        if c.shape[0] == n:
             return rotate(x, None, None, self.layout, paired=tables)
-        if x.dim() != 4 or c.shape[0] != x.shape[0]:
+        if x.dim() != 4 or x.shape[0] * n != c.shape[0]:
             raise ValueError(
-                f"x must be [b={c.shape[0]}, h, s, d_h] to match tables of shape {list(c.shape)}, got {list(x.shape)}"
+                f"x must be [b, h, s, d_h] with b·s = {c.shape[0]} table rows, got {list(x.shape)}"
             )
-        b, h, n, d = x.shape
+        if n == 1:  # [b, h, 1, d] seen as [1, h, b, d]: the batch is the sequence the loop walks
+            return rotate(x.transpose(0, 2), None, None, self.layout, paired=tables).transpose(0, 2)
+        b, h, _, d = x.shape
         flat = x.transpose(0, 1).reshape(h, b * n, d)
-        out = rotate(flat, None, None, self.layout, paired=(c.reshape(b * n, -1), s.reshape(b * n, -1)))
-        return out.view(h, b, n, d).transpose(0, 1)
+        return rotate(flat, None, None, self.layout, paired=tables).view(h, b, n, d).transpose(0, 1)
 
     def _one_launch(
         self,
@@ -538,8 +537,7 @@ class RotaryEmbedding(RotaryContract):
             positions = _positions.check_positions("positions", positions, length, batched=True).to(device)
             theta, factor = self._call_frequencies(positions, positions)
             tables = self._scaled_tables(positions, positions, theta, factor, sign=sign, dtype=dtype)
-            if positions.dim() == 2 and positions.shape[0] == 1:
-                tables = (tables[0][None], tables[1][None])  # [1, s, r/2]: the batch dim kept
+            tables = (tables[0].view(*positions.shape, -1), tables[1].view(*positions.shape, -1))
         return layout_table(tables[0], self.layout), layout_table(tables[1], self.layout)
 
     def context(
@@ -584,8 +582,12 @@ class RotaryEmbedding(RotaryContract):
             return x.clone()
         if cos.dim() == 2:
             check_tables(x, cos, sin, self.layout)
+        elif cos.shape[-2] != x.shape[-2] or cos.shape != sin.shape:
+            raise ValueError(
+                f"x [..., s, d] and tables [b, s, r] must agree in s, got {list(x.shape)}, {list(cos.shape)}"
+            )
         else:
-            cos, sin = cos.reshape(-1, *cos.shape[-2:]), sin.reshape(-1, *sin.shape[-2:])
+            cos, sin = cos.reshape(-1, cos.shape[-1]), sin.reshape(-1, sin.shape[-1])  # [b·s, r]
         return self._rotate(x, (pairs(cos, self.layout)[0], pairs(sin, self.layout)[0]))
 
     def extra_repr(self) -> str:
