@@ -54,8 +54,15 @@ class Environment:
             compiling=exporting or torch.compiler.is_compiling(),
             exporting=exporting,
             native=_native.kernels is not None,
-            triton=_gpu.kernels(x.device.type, x.dtype) is not None,
+            triton=x.device.type == "cuda" and _triton_loaded(str(x.dtype)),
         )
+
+
+@torch.compiler.assume_constant_result
+def _triton_loaded(dtype: str) -> bool:
+    """Whether :mod:`posenc._gpu` has Triton kernels for CUDA tensors of ``dtype``: a constant while
+    ``torch.compile`` traces (the import behind it is not traceable)."""
+    return _gpu.kernels("cuda", dtype) is not None
 
 
 @dataclasses.dataclass(frozen=True)

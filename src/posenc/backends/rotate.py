@@ -270,7 +270,7 @@ def _overlap(q: torch.Tensor, k: torch.Tensor) -> bool:
         return False
     if q.dtype != k.dtype or q.shape != k.shape or q.stride() != k.stride():
         return True
-    rest = abs(q.storage_offset() - k.storage_offset())
+    rest = abs(int(q.storage_offset()) - int(k.storage_offset()))
     for stride, n in sorted(((st, n) for n, st in zip(q.shape, q.stride()) if n > 1), reverse=True):
         rest -= stride * min(rest // stride, n - 1)
     return rest == 0

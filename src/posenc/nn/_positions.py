@@ -293,7 +293,7 @@ def resolve(
     if k_positions is q_positions and k_len == q_len:  # one tensor serves both: checked once
         return checked_q, checked_q
     check_shape("k_positions", k_positions, k_len, batched=True)
-    return checked_q, check_real("k_positions", k_positions)
+    return checked_q, check_real("k_positions", k_positions)  # type: ignore[arg-type]
 
 
 def relative_distances(
