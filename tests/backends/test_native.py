@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from posenc import _native, spectrum, tables
 
 torch = pytest.importorskip("torch")
-from posenc.backends import Environment, select  # noqa: E402
+from posenc.backends import Environment, select, waves  # noqa: E402
 from posenc.backends import rotate as rotation  # noqa: E402
 from posenc.nn import functional, rotary  # noqa: E402
 
@@ -74,12 +74,17 @@ def test_large_numpy_table_is_streamed_and_still_exact(pure):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_torch_table_equals_the_pure_path(pure, threads, dtype):
+    # the interleaved rows of posenc.nn.functional.waves: the compiled loop, chosen through select()'s seam,
+    # against the torch complex multiplies the pure path runs
     w = torch.from_numpy(spectrum.geometric(128, 10000.0))
+    columns = functional.layout_index(128)
+    call = waves.Waves(5000, w, columns, columns, None, dtype, 10**7 - 5000, False)
+    assert select(waves.BACKENDS, call, Environment.at(w.device, dtype)).name == "loop"
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        fast = functional._range_interleaved(float(10**7 - 5000), 1.0, 5000, w, dtype)
-        slow = pure(functional._range_interleaved, float(10**7 - 5000), 1.0, 5000, w, dtype)
+        fast = waves.waves(call)
+        slow = pure(waves.waves, call)
     finally:
         torch.set_num_threads(previous)
     assert (fast.double() - slow.double()).abs().max().item() <= (0 if dtype == torch.float32 else 2**-52)
