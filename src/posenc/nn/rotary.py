@@ -244,8 +244,7 @@ class RotaryEmbedding(RotaryContract):
         return self._attention_factor
 
     def tables(self, positions: torch.Tensor, *, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(cos, sin)``, each ``[s, r]`` in ``self.layout``, for arbitrary real ``positions [s]``, times
-        :attr:`attention_factor` (in float64, before the cast to ``dtype``)."""
+        """``(cos, sin)`` ``[s, r]`` in ``self.layout`` at real ``positions [s]``, times :attr:`attention_factor`."""
         c, s = self._range(positions, dtype=dtype, device=positions.device)
         return layout_table(c, self.layout), layout_table(s, self.layout)
 
@@ -325,10 +324,7 @@ class RotaryEmbedding(RotaryContract):
                 q.shape[-2], k.shape[-2], q_positions=q_positions, k_positions=k_positions, offset=offset,
                 device=q.device,
             )  # fmt: skip
-        static, xpos = self._length_rule == "static", self.xpos_scale_base is not None
-        if rotate_qk.one_launch(
-            rotate_qk.QK(q, k, q_positions, k_positions, xpos, static, False)
-        ):  # the one place this module chooses how to rotate
+        if self._one_launch_serves(q, k, q_positions, k_positions, context=False):
             q_rot, k_rot = self._one_launch(q, k, q_positions, k_positions, offset)
         else:
             q_tab, k_tab = self._tables_for(q, k, q_positions, k_positions, offset)
@@ -447,8 +443,7 @@ class RotaryEmbedding(RotaryContract):
 
     def _rotate(self, x: torch.Tensor, tables: Pairs) -> torch.Tensor:
         """``x [..., s, d]`` rotated by per-pair tables ``[s, r/2]``, or ``x [b, h, s, d]`` by ``[b·s, r/2]`` (row
-        ``i·s + j`` for sequence ``i``, token ``j``): ``x`` is then seen as ``[h, b·s, d]`` (a view when ``b``
-        and ``s`` are adjacent in memory, as after a qkv projection, or ``s = 1``)."""
+        ``i·s + j``: sequence ``i``, token ``j``), ``x`` seen as ``[h, b·s, d]`` (a view for ``s = 1`` too)."""
         c, n = tables[0], x.shape[-2]
         if c.shape[0] == n:
             return rotate(x, None, None, self.layout, paired=tables)
@@ -462,6 +457,13 @@ class RotaryEmbedding(RotaryContract):
         flat = x.transpose(0, 1).reshape(h, b * n, d)
         return rotate(flat, None, None, self.layout, paired=tables).view(h, b, n, d).transpose(0, 1)
 
+    def _one_launch_serves(
+        self, q: torch.Tensor, k: torch.Tensor, qp: object, kp: object, *, context: bool
+    ) -> bool:
+        """The one place this module chooses how to rotate: one launch for ``q`` and ``k`` (``rotate_qk``) or not."""
+        xpos, static = self.xpos_scale_base is not None, self._length_rule == "static"
+        return rotate_qk.one_launch(rotate_qk.QK(q, k, qp, kp, xpos, static, context))
+
     def _one_launch(
         self,
         q: torch.Tensor,
@@ -470,8 +472,7 @@ class RotaryEmbedding(RotaryContract):
         k_positions: torch.Tensor | None,
         offset: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`forward` by ``posenc::rotate_qk`` at checked explicit positions or (both ``None``) the
-        defaults after ``offset``: the cached tables gathered by position in the kernel."""
+        """:meth:`forward` by ``posenc::rotate_qk`` (the cache gathered by position in the kernel)."""
         work = torch.float64 if q.dtype == torch.float64 else torch.float32
         q_pos = k_pos = None
         if q_positions is None or k_positions is None:
@@ -561,8 +562,7 @@ class RotaryEmbedding(RotaryContract):
         otherwise by the context's tables."""
         if isinstance(context.state, _Positions):
             p = context.state.positions
-            call = rotate_qk.QK(q, k, p, p, False, self._length_rule == "static", True)
-            if rotate_qk.one_launch(call):
+            if self._one_launch_serves(q, k, p, p, context=True):
                 p = (
                     None
                     if p is None
