@@ -39,18 +39,18 @@ def derivation(
     """What :func:`apply_rotary` makes of given tables before the CPU loop runs, for ``q`` and ``k``: their
     per-pair values found by reading them (``kept``: looked up among those found before) and the loop's
     tables derived from them."""
-    from posenc.nn import rotary
+    from posenc.backends import rotate as rotation
 
     work = torch.bfloat16 if x.dtype == cos.dtype == torch.bfloat16 else torch.float32
 
-    def find() -> rotary._Pairs | None:
+    def find() -> rotation.Pairs | None:
         if kept:
-            return rotary._given_pairs(cos, sin, layout)
-        return rotary._contiguous(rotary._pair_values(cos, sin, layout, False))
+            return rotation.given_pairs(cos, sin, layout)
+        return rotation.pair_values(cos, sin, layout)
 
     def derive() -> object:
         for _ in range(2):
-            rotary._loop_tables(cos, sin, find(), layout, False, work)
+            rotation._kernel_tables(rotation.Rotation(x, cos, sin, layout, False, find()), work)
         return None
 
     return derive

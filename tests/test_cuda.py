@@ -548,7 +548,7 @@ def test_encoder_trains_under_compile_with_fullgraph_on_cuda(name):
 
 
 @pytest.mark.xfail(
-    reason="on an H200 (torch 2.11) the compiled graph held no posenc::rotate_qk: _one_launch was False while "
+    reason="on an H200 (torch 2.11) the compiled graph held no posenc::rotate_qk: the one launch was not chosen while "
     "dynamo traced on CUDA, though a CPU trace with the device check and kernels stubbed holds three; "
     "cause not found yet",
     strict=False,
@@ -558,7 +558,7 @@ def test_compiled_encoder_rope_rotates_q_and_k_by_one_launch_per_layer():
     keeps the table rotations); both equal the float64 CPU model, at default and ``[b, s]`` positions."""
     from posenc.nn import TransformerEncoder
 
-    if not rotary._kernels_loaded(torch.float32):
+    if _gpu.kernels("cuda", torch.float32) is None:
         pytest.skip("Triton is not installed: no one-launch kernel")
     torch._dynamo.reset()
     torch.manual_seed(3)

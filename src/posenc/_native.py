@@ -7,7 +7,7 @@ its pure NumPy/PyTorch code, which computes the same values (the tests compare t
 Its three loops (each a single pass over its output; see ``_kernels.c``), called only through the
 wrappers here:
 
-* :func:`rotate`: rotary pairs (Su et al. 2021, eq. 34), used by :func:`posenc.nn.rotary.apply_rotary`;
+* :func:`rotate`: rotary pairs (Su et al. 2021, eq. 34), the first backend of :mod:`posenc.backends.rotate`;
 * :func:`slots`: Shaw et al.'s (2018) relative positions, a gather from ``n`` slots per row by an index
   shared over heads (written, or added to ``dst``), or its adjoint (a sum into the slots); used by
   :mod:`posenc.nn._slots`;
@@ -139,6 +139,26 @@ def rotate(x: Array, out: Array, cos: Array, sin: Array, layout: str, paired: bo
     loop.rotate(
         xb.ptr, ob.ptr, cb.ptr, sb.ptr, _DTYPES["rotate"][xb.dtype], _DTYPES["rotate"][cb.dtype], code,
         n0, n1, s, d, r, *xb.strides[:3], *ob.strides[:3], cb.strides[0], int(paired),
+    )  # fmt: skip
+
+
+def rotate_trusted(
+    x: torch.Tensor, out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, paired: bool
+) -> None:
+    """The loop of :func:`rotate` without its checks, for torch tensors whose signature (shapes, strides,
+    dtypes, storage offsets and sizes: all the checks read but the addresses) already passed them, with an
+    ``out`` made for the call (apart from the inputs). Only :mod:`posenc.backends.rotate` calls it, once it
+    has checked that signature through :func:`rotate`."""
+    if out.numel() == 0:
+        return
+    n0, n1, s, d = x.shape
+    cols = cos.shape[1]
+    codes = _DTYPES["rotate"]
+    kernels.rotate(  # type: ignore[union-attr]
+        x.data_ptr(), out.data_ptr(), cos.data_ptr(), sin.data_ptr(),
+        codes[str(x.dtype)[6:]], codes[str(cos.dtype)[6:]], ROTARY_LAYOUTS[layout],
+        n0, n1, s, d, 2 * cols if paired else cols, *x.stride()[:3], *out.stride()[:3], cos.stride(0),
+        int(paired),
     )  # fmt: skip
 
 

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from posenc import _native, spectrum, tables
 
 torch = pytest.importorskip("torch")
+from posenc.backends import Environment, select, waves  # noqa: E402
+from posenc.backends import rotate as rotation  # noqa: E402
 from posenc.nn import functional, rotary  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("native")
@@ -24,7 +26,20 @@ pytestmark = pytest.mark.usefixtures("native")
 def looked_up(cos: torch.Tensor, sin: torch.Tensor, layout: str):
     """The tables' per-pair values where both columns of every pair are equal (else ``None``), found as
     :func:`posenc.nn.apply_rotary` finds them for tables it is given."""
-    return rotary._pair_values(cos, sin, layout, False)
+    return rotation.pair_values(cos, sin, layout)
+
+
+def rotate(x, cos, sin, layout, inverse, paired):
+    """The rotation by the backend :func:`posenc.backends.select` picks for it here."""
+    return rotation.rotate(x, cos, sin, layout, inverse, paired)
+
+
+def loop(x, cos, sin, layout, inverse, paired):
+    """The rotation by the compiled loop, chosen through :func:`posenc.backends.select`'s seam."""
+    call = rotation.Rotation(x, cos, sin, layout, inverse, paired)
+    backend = select(rotation.BACKENDS, call, Environment.of(x))
+    assert backend.name == "loop"
+    return backend.apply(call)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -59,12 +74,17 @@ def test_large_numpy_table_is_streamed_and_still_exact(pure):
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_torch_table_equals_the_pure_path(pure, threads, dtype):
+    # the interleaved rows of posenc.nn.functional.waves: the compiled loop, chosen through select()'s seam,
+    # against the torch complex multiplies the pure path runs
     w = torch.from_numpy(spectrum.geometric(128, 10000.0))
+    columns = functional.layout_index(128)
+    call = waves.Waves(5000, w, columns, columns, None, dtype, 10**7 - 5000, False)
+    assert select(waves.BACKENDS, call, Environment.at(w.device, dtype)).name == "loop"
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        fast = functional._range_interleaved(float(10**7 - 5000), 1.0, 5000, w, dtype)
-        slow = pure(functional._range_interleaved, float(10**7 - 5000), 1.0, 5000, w, dtype)
+        fast = waves.waves(call)
+        slow = pure(waves.waves, call)
     finally:
         torch.set_num_threads(previous)
     assert (fast.double() - slow.double()).abs().max().item() <= (0 if dtype == torch.float32 else 2**-52)
@@ -73,7 +93,7 @@ def test_torch_table_equals_the_pure_path(pure, threads, dtype):
 def _tables(s: int, r: int, layout: str, dtype: torch.dtype, general: bool):
     theta = torch.rand(r // 2, dtype=torch.float64)
     sin, cos = functional.sincos(s, theta, dtype=torch.float64, offset=1000)
-    cos, sin = rotary._layout_table(cos, layout), rotary._layout_table(sin, layout)
+    cos, sin = rotation.layout_table(cos, layout), rotation.layout_table(sin, layout)
     if general:  # the two columns of a pair differ: the loop reads full [s, r] tables
         cos, sin = cos + 0.1 * torch.rand_like(cos), sin + 0.1 * torch.rand_like(sin)
     return cos.to(dtype), sin.to(dtype)
@@ -81,7 +101,7 @@ def _tables(s: int, r: int, layout: str, dtype: torch.dtype, general: bool):
 
 def _reference(x, cos, sin, layout, inverse):
     r = cos.shape[-1]
-    rotated = rotary.rotation_reference(x.double()[..., :r], cos.double(), sin.double(), layout, inverse)
+    rotated = rotation.rotation_reference(x.double()[..., :r], cos.double(), sin.double(), layout, inverse)
     return torch.cat([rotated, x.double()[..., r:]], dim=-1)
 
 
@@ -113,15 +133,15 @@ def _x(shape, how, dtype):
 
 @pytest.mark.parametrize("shape,r,how", CASES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("layout", rotation.LAYOUTS)
 @pytest.mark.parametrize("general", [False, True])
 @pytest.mark.parametrize("inverse", [False, True])
 def test_rotation_matches_float64_and_the_pure_path(pure, shape, r, how, dtype, layout, general, inverse):
     torch.manual_seed(hash((shape, how, layout, general, inverse)) % 2**31)
     x = _x(shape, how, dtype)
     cos, sin = _tables(shape[-2], r, layout, dtype, general)
-    fast = rotary._rotate(x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
-    slow = pure(rotary._rotate, x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
+    fast = rotate(x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
+    slow = pure(rotate, x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
     assert fast.shape == x.shape and fast.dtype == x.dtype and fast.stride() == slow.stride()
     reference = _reference(x, cos, sin, layout, inverse)
     eps = torch.finfo(dtype).eps
@@ -135,33 +155,36 @@ def test_rotation_matches_float64_and_the_pure_path(pure, shape, r, how, dtype, 
 def test_bfloat16_keeps_nan_and_inf_and_rounds_to_nearest_even(pure):
     cos, sin = torch.ones(1, 4, dtype=torch.bfloat16), torch.zeros(1, 4, dtype=torch.bfloat16)
     x = torch.tensor([[float("nan"), 2.0, float("inf"), 1.0 + 2**-7]]).to(torch.bfloat16)
-    out = rotary._rotate(
+    out = rotate(
         x, cos, sin, "adjacent", False, looked_up(cos, sin, "adjacent")
     )  # identity angle; inf·0 = nan reaches the partner
     assert torch.isnan(out[0, 0]) and out[0, 2] == float("inf")
     torch.testing.assert_close(
         out,
-        pure(rotary._rotate, x, cos, sin, "adjacent", False, looked_up(cos, sin, "adjacent")),
+        pure(rotate, x, cos, sin, "adjacent", False, looked_up(cos, sin, "adjacent")),
         rtol=0,
         atol=0,
         equal_nan=True,
     )
     # 1·(1 + 2^-8) lies halfway between the bfloat16 neighbours 1 and 1 + 2^-7: rounds to the even, 1
     halfway = torch.full((1, 2), 1.0 + 2**-8)
-    out = rotary._rotate(
-        torch.ones(1, 2, dtype=torch.bfloat16), halfway, torch.zeros(1, 2), "adjacent", False, None
-    )
+    out = rotate(torch.ones(1, 2, dtype=torch.bfloat16), halfway, torch.zeros(1, 2), "adjacent", False, None)
     assert out[0, 0].item() == 1.0
     # (1 + 2^-7)·(1 + 2^-8) lies just above the halfway point 1 + 2^-7 + 2^-8: rounds up
     above = torch.tensor([[0.0, 1.0 + 2**-7]], dtype=torch.bfloat16)
-    out = rotary._rotate(above, halfway, torch.zeros(1, 2), "adjacent", False, None)
+    out = rotate(above, halfway, torch.zeros(1, 2), "adjacent", False, None)
     assert out[0, 1].item() == 1.0 + 2**-6
 
 
 def test_gradient_through_the_native_loop():
     cos, sin = _tables(6, 8, "half_split", torch.float64, False)
     x = torch.randn(2, 3, 6, 8, dtype=torch.float64, requires_grad=True)
-    assert rotary._native_ok(x)
+    assert (
+        select(
+            rotation.BACKENDS, rotation.Rotation(x, cos, sin, "half_split", False, None), Environment.of(x)
+        ).name
+        == "loop"
+    )
     assert torch.autograd.gradcheck(lambda t: rotary.apply_rotary(t, cos, sin, layout="half_split"), (x,))
 
 
@@ -235,7 +258,7 @@ def test_table_rows_round_each_product_once(layout, dtype, b, n):
         (torch.bfloat16, torch.float32),
     ],
 )
-@pytest.mark.parametrize("layout", rotary.LAYOUTS)
+@pytest.mark.parametrize("layout", rotation.LAYOUTS)
 @pytest.mark.parametrize("general", [False, True])
 @pytest.mark.parametrize("inverse", [False, True])
 # 16, 32 and 64 pairs: the counts the loops unroll as constants; 29: the general loop and its remainders
@@ -246,11 +269,11 @@ def test_rotation_rounds_each_product_once(dtype, table_dtype, layout, general, 
     x = (torch.randn(2, 3, 33, max(r, 64), dtype=torch.float64) * scale).to(dtype)
     x[0, 0, 0, :4] = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0])
     cos, sin = _tables(33, r, layout, table_dtype, general)
-    out = rotary._rotate_fused(x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
+    out = loop(x, cos, sin, layout, inverse, looked_up(cos, sin, layout))
     assert out is not None
     work = torch.float64 if dtype == torch.float64 else torch.float32
     # torch's eager elementwise multiplies and adds, one rounding each; dims r … d − 1 copied
-    rotated = rotary.rotation_reference(x[..., :r].to(work), cos.to(work), sin.to(work), layout, inverse)
+    rotated = rotation.rotation_reference(x[..., :r].to(work), cos.to(work), sin.to(work), layout, inverse)
     expected = torch.cat([rotated, x[..., r:].to(work)], dim=-1)
     if scale < 1:  # some results are float32 subnormals: what the AVX512-BF16 rows must redo
         assert (expected[1:].abs() < torch.finfo(torch.float32).tiny).any() and (expected[1:] != 0).any()

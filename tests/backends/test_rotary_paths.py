@@ -1,7 +1,6 @@
 """Rotary's fast paths against each other and the float64 formula: blocked and unblocked, with and
 without the compiled loop, eager and compiled, and tables that change between calls. Backend tests:
-they switch ``posenc._native.kernels`` off, shrink ``posenc.nn.rotary._CHUNK_BYTES`` and read the module's
-private tables ``_cos``/``_sin``."""
+they switch ``posenc._native.kernels`` off and shrink ``posenc.backends.rotate.CHUNK_BYTES``."""
 
 from __future__ import annotations
 
@@ -10,7 +9,8 @@ import torch
 from references import reference_rotary
 
 from posenc import _native
-from posenc.nn import RotaryEmbedding, apply_rotary, rotary
+from posenc.backends import rotate as rotation
+from posenc.nn import RotaryEmbedding, apply_rotary
 
 F64 = torch.float64
 
@@ -28,7 +28,7 @@ def test_kernel_paths_agree_with_the_float64_formula(layout, dtype):
     c, s = rope.cos_sin(37, dtype=dtype)
     tol = {"rtol": 0, "atol": 1e-5 if dtype == torch.float32 else 3e-2}
     for block in (1 << 20, 256):
-        old, rotary._CHUNK_BYTES = rotary._CHUNK_BYTES, block
+        old, rotation.CHUNK_BYTES = rotation.CHUNK_BYTES, block
         try:
             torch.testing.assert_close(apply_rotary(x, c, s, layout=layout).to(F64), ref, **tol)
             xt = x.transpose(1, 2).contiguous().transpose(1, 2)  # same values, strides not mergeable
@@ -36,7 +36,7 @@ def test_kernel_paths_agree_with_the_float64_formula(layout, dtype):
             back = apply_rotary(apply_rotary(x64, cos, sin, layout=layout), cos, -sin, layout=layout)
             torch.testing.assert_close(back, x64, rtol=0, atol=1e-12)
         finally:
-            rotary._CHUNK_BYTES = old
+            rotation.CHUNK_BYTES = old
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["loop", "no-loop"])
@@ -80,29 +80,19 @@ def test_compiled_forward_and_backward_match_eager(layout, dtype, native, monkey
 LAYOUTS = ["adjacent", "half_split"]
 
 
-def rotated_by_buffers(rope: RotaryEmbedding, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-    """``x`` rotated in float64 by the rows ``offset …`` of the module's own tables as they are now."""
-    rows = slice(offset, offset + x.shape[-2])
-    return rotary.rotation_reference(x, rope._cos[rows].double(), rope._sin[rows].double(), rope.layout)
-
-
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_module_tables_follow_in_place_changes_moves_and_casts(layout):
-    """The per-pair values a module keeps beside its tables (adjacent: copies) are never stale."""
+def test_module_tables_follow_moves_casts_and_loads(layout):
+    """The module keeps one table per pair and nothing derived from it, rebuilt for every dtype from
+    float64 angles: moves, casts and loads never leave a stale copy behind."""
     torch.manual_seed(0)
     rope = RotaryEmbedding(12, rotary_dim=8, layout=layout, max_len=16).to(F64)
     x = torch.randn(2, 3, 10, 12, dtype=F64)
-    exact = {"rtol": 0, "atol": 1e-15}
-    torch.testing.assert_close(rope(x, x)[0], rotated_by_buffers(rope, x), **exact)
-    with torch.no_grad():  # in place: the version counters move
-        rope._cos.mul_(0.5)
-        rope._sin.mul_(0.5)
-    torch.testing.assert_close(rope(x, x, offset=3)[1], rotated_by_buffers(rope, x, 3), **exact)
-    rope._apply(lambda t: t * 3.0)  # what .to(device) does: new tensors (here with other values)
-    torch.testing.assert_close(rope(x, x)[0], rotated_by_buffers(rope, x), **exact)
-    rope.load_state_dict(RotaryEmbedding(12, rotary_dim=8, layout=layout).state_dict())  # nothing learned
-    torch.testing.assert_close(rope(x, x)[0], rotated_by_buffers(rope, x), **exact)
     want = reference_rotary(x, torch.arange(10), layout=layout, rotary_dim=8, base=10000.0)
+    torch.testing.assert_close(rope(x, x)[0], want, rtol=0, atol=1e-14)
+    torch.testing.assert_close(rope(x, x, offset=3)[1], reference_rotary(
+        x, torch.arange(3, 13), layout=layout, rotary_dim=8, base=10000.0), rtol=0, atol=1e-14)  # fmt: skip
+    rope.load_state_dict(RotaryEmbedding(12, rotary_dim=8, layout=layout).state_dict())  # nothing learned
+    torch.testing.assert_close(rope(x, x)[0], want, rtol=0, atol=1e-14)
     for dtype, tol in ((torch.float32, 1e-6), (F64, 1e-14)):  # a cast rebuilds from float64 angles
         rope.to(dtype)
         torch.testing.assert_close(rope(x, x)[0], want, rtol=0, atol=1e-14)  # float64 x: float64 tables
@@ -124,8 +114,8 @@ def test_module_tables_follow_the_frequencies_of_dynamic_scaling(layout):
         got = rope(x[:, :, :s], x[:, :, :s])[0]
         used.append(rope.frequencies)
         angles = torch.arange(s, dtype=F64)[:, None] * used[-1][None]
-        cos, sin = (rotary._layout_table(t, layout) for t in (angles.cos(), angles.sin()))
-        want = rotary.rotation_reference(x[:, :, :s], cos, sin, layout)
+        cos, sin = (rotation.layout_table(t, layout) for t in (angles.cos(), angles.sin()))
+        want = rotation.rotation_reference(x[:, :, :s], cos, sin, layout)
         torch.testing.assert_close(got, want, rtol=0, atol=1e-13)
     assert not torch.equal(used[0], used[1]) and torch.equal(used[0], used[2])
 
@@ -141,7 +131,7 @@ def test_user_tables_changed_in_place_rotate_by_their_new_values(layout):
         c, s = base_cos[start : start + 16], base_sin[start : start + 16]
         torch.testing.assert_close(
             apply_rotary(x, c, s, layout=layout),
-            rotary.rotation_reference(x, c, s, layout),
+            rotation.rotation_reference(x, c, s, layout),
             rtol=0,
             atol=1e-15,
         )
@@ -149,7 +139,7 @@ def test_user_tables_changed_in_place_rotate_by_their_new_values(layout):
     apply_rotary(x, c, s, layout=layout)
     s.neg_()  # now the inverse rotation's table
     torch.testing.assert_close(
-        apply_rotary(x, c, s, layout=layout), rotary.rotation_reference(x, c, s, layout), rtol=0, atol=1e-15
+        apply_rotary(x, c, s, layout=layout), rotation.rotation_reference(x, c, s, layout), rtol=0, atol=1e-15
     )
 
 
@@ -160,11 +150,11 @@ def test_fresh_slices_of_one_given_table_share_its_pairs_and_other_views_do_not(
     embedding = RotaryEmbedding(8, layout="half_split", max_len=32)
     base_cos, base_sin = (t.clone() for t in embedding.cos_sin(32, dtype=F64))
     (c1, s1), (c2, s2) = (base_cos[:16], base_sin[:16]), (base_cos[:16], base_sin[:16])
-    first = rotary._given_pairs(c1, s1, "half_split")
-    assert first is not None and rotary._given_pairs(c2, s2, "half_split") is first
-    assert rotary._given_pairs(c2.detach(), s2.detach(), "half_split") is first
-    assert rotary._given_pairs(base_cos[1:17], base_sin[1:17], "half_split") is not first
+    first = rotation.given_pairs(c1, s1, "half_split")
+    assert first is not None and rotation.given_pairs(c2, s2, "half_split") is first
+    assert rotation.given_pairs(c2.detach(), s2.detach(), "half_split") is first
+    assert rotation.given_pairs(base_cos[1:17], base_sin[1:17], "half_split") is not first
     base_sin.neg_()  # in place through the base: every view's version moves with it
-    again = rotary._given_pairs(c1, s1, "half_split")
+    again = rotation.given_pairs(c1, s1, "half_split")
     assert again is not first and torch.equal(again[1], -first[1])
-    assert rotary._given_pairs(torch.randn(16, 8, dtype=F64), s1, "half_split") is None  # not a rotation
+    assert rotation.given_pairs(torch.randn(16, 8, dtype=F64), s1, "half_split") is None  # not a rotation

@@ -224,3 +224,135 @@ def test_positions_in_rounding_float_dtypes_are_refused(dtype):
         TypeError, match=rf"^positions must be an integer dtype, float32 or float64, got {dtype}"
     ):
         MultiAxisRotary.mrope(8, [1, 1, 2])(q, q, positions=positions.expand(3, 3))
+
+
+ROPE_TYPE_PARAMETERS = {
+    "linear": {"rope_type": "linear", "factor": 4.0},
+    "ntk": {"rope_type": "ntk", "factor": 4.0},
+    "dynamic": {"rope_type": "dynamic", "factor": 4.0},
+    "yarn": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32},
+    "longrope": {
+        "rope_type": "longrope",
+        "short_factor": [1.0 + 0.1 * i for i in range(8)],
+        "long_factor": [1.0 + 0.5 * i for i in range(8)],
+        "original_max_position_embeddings": 32,
+    },
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16,
+    },
+    "ntk_alpha": {"rope_type": "dynamic", "alpha": 1000.0},  # Hunyuan's fixed NTK-α
+    "ntk_mixed": {"rope_type": "ntk", "factor": 4.0, "mixed_b": 2.0},  # vLLM's reading of a config's "ntk"
+    "deepseek_yarn": {"rope_type": "deepseek_yarn", "factor": 2.0, "original_max_position_embeddings": 32},
+}
+
+
+def rope_of_type(name: str) -> RotaryEmbedding:
+    """A rotary embedding of rope type ``name`` over a 64-position context (S = 80 runs beyond it)."""
+    from posenc.nn import rope_types
+
+    if name in ("default", "ntk", "proportional"):
+        if name == "default":
+            return RotaryEmbedding(16, max_len=32)
+        options = {"partial_rotary_factor": 0.5} if name == "proportional" else {}
+        return RotaryEmbedding(16, scaling=name, scaling_factor=None if name == "proportional" else 4.0,
+                               scaling_options=options or None, max_len=32)  # fmt: skip
+    config = {"head_dim": 16, "max_position_embeddings": 64, "rope_parameters": ROPE_TYPE_PARAMETERS[name]}
+    assert name in rope_types.ROPE_TYPES
+    return RotaryEmbedding.from_hf(config, max_len=32)
+
+
+def test_every_rope_type_is_covered():
+    from posenc.nn import rope_types
+
+    assert set(rope_types.ROPE_TYPES) <= {"default", "proportional", *ROPE_TYPE_PARAMETERS}
+
+
+@pytest.mark.parametrize("form", ["default", "[s] int64", "[b, s] int32", "[s] float32", "[1, s] float64"])
+@pytest.mark.parametrize("name", ["default", "proportional", *ROPE_TYPE_PARAMETERS])
+def test_every_rope_type_reads_nothing_on_the_host(name, form):
+    # dynamic and longrope follow the length: from offset + s_k for default positions, on the device for
+    # explicit ones; short and long calls, inside and beyond the original context, in turn
+    rope = rope_of_type(name)
+    q = torch.randn(2, 3, S, 16)
+    positions = FORMS[form].get("positions")
+    for s in (S, 8):
+        p = None if positions is None else positions[..., :s]
+        x = q[:, :, :s]
+        assert host_reads(lambda x=x, p=p: rope(x, x, q_positions=p)) == {}, s
+    assert host_reads(lambda: rope(q[:, :, -1:], q, offset=7)) == {}  # decoding: one query, cached keys
+    assert host_reads(lambda: rope.cos_sin(S, positions=positions, dtype=torch.float32)) == {}
+
+
+class Dispatched(TorchDispatchMode):
+    """Counts every operator dispatched while active (views included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+def dispatched(call) -> list[str]:
+    call()  # the first call may build caches
+    with Dispatched() as mode:
+        call()
+    return mode.ops
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("layout", ["half_split", "adjacent"])
+def test_a_decoding_step_at_tensor_positions_dispatches_few_operators(dtype, layout):
+    # one query and key at [b, 1] positions (q_positions only: it serves the keys too): the positions
+    # are checked once, in one reduction, and the tables made for them, no more than 12 operators in all
+    rope = RotaryEmbedding(128, layout=layout, max_len=4096)
+    q, k = torch.randn(1, 32, 1, 128), torch.randn(1, 8, 1, 128)
+    positions = torch.tensor([[100]], dtype=dtype)
+    ops = dispatched(lambda: rope(q, k, q_positions=positions))
+    assert len(ops) <= 12, ops
+    assert ops.count("aten::_assert_async") == (dtype == torch.int64), ops  # int32 holds no value >= 2^53
+    assert len(dispatched(lambda: rope(q, k, offset=100))) <= 4
+
+
+def python_depth(call) -> int:
+    """The most posenc Python frames on the stack at once while ``call`` runs (after a first call)."""
+    import sys
+
+    call()
+    deepest = 0
+
+    def profile(frame, event, arg):
+        nonlocal deepest
+        if event == "call" and "/posenc/" in frame.f_code.co_filename:
+            depth, f = 0, frame
+            while f is not None:
+                depth += "/posenc/" in f.f_code.co_filename
+                f = f.f_back
+            deepest = max(deepest, depth)
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return deepest
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"offset": 7}, {"q_positions": torch.tensor([[100]])}, {"q_positions": torch.arange(8)}]
+)
+def test_the_forward_reaches_the_arithmetic_within_five_python_frames(options):
+    # RotaryEmbedding.forward itself counts as one; the CPU loop is the arithmetic
+    rope = RotaryEmbedding(64, max_len=64)
+    s = 1 if "q_positions" in options and options["q_positions"].numel() == 1 else 8
+    q = torch.randn(2, 4, s, 64)
+    assert python_depth(lambda: rope(q, q, **options)) <= 5
+    batched = torch.arange(16).view(2, 8)
+    q = torch.randn(2, 4, 8, 64)
+    assert python_depth(lambda: rope(q, q, q_positions=batched)) <= 5

@@ -251,3 +251,19 @@ def test_every_pair_follows_exactly_its_sections_axis(sections, seed):
     torch.testing.assert_close(
         rope.angles(p), p.to(F64)[axis].T * theta, rtol=4e-15, atol=0
     )  # θ written as a power, posenc forms exp(−(2i/r)·ln ρ): a few ulp
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_integer_queries_and_keys_are_refused(dtype):
+    # a rotation of integers is not an integer: refused, never rounded to zeros
+    module = MultiAxisRotary.mrope(16, [2, 3, 3])
+    positions = torch.zeros(3, 4, dtype=torch.int64)
+    floats = torch.randn(1, 2, 4, 16)
+    ints = torch.ones(1, 2, 4, 16, dtype=dtype)
+    with pytest.raises(TypeError, match=r"^q must be a floating tensor.*got torch\."):
+        module(ints, floats, positions=positions)
+    with pytest.raises(TypeError, match=r"^k must be a floating tensor.*got torch\."):
+        module(floats, ints, positions=positions)
+    cos, sin = module.cos_sin(positions)
+    with pytest.raises(TypeError, match=r"^x must be a floating tensor.*got torch\."):
+        module.rotate(ints, cos, sin)

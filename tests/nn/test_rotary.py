@@ -492,3 +492,19 @@ def test_xpos_refuses_scales_its_dtype_cannot_hold_and_stays_finite_inside(dtype
         rtol=2e-2 if dtype == torch.bfloat16 else 1e-5,
         atol=1e-3,
     )
+
+
+@pytest.mark.parametrize("layout", ["adjacent", "half_split"])
+@pytest.mark.parametrize("form", ["default", "positions"])
+def test_a_module_called_under_inference_mode_still_trains(layout, form):
+    # the tables a call under inference mode leaves in the module must serve autograd later
+    rope = RotaryEmbedding(8, layout=layout)
+    q = torch.randn(1, 2, 5, 8, dtype=F64)
+    options = {} if form == "default" else {"q_positions": torch.arange(5)}
+    with torch.inference_mode():
+        rope(q, q, **options)
+    trained = q.clone().requires_grad_()
+    rope(trained, trained, **options)[0].sum().backward()
+    want = q.clone().requires_grad_()
+    RotaryEmbedding(8, layout=layout)(want, want, **options)[0].sum().backward()
+    torch.testing.assert_close(trained.grad, want.grad, rtol=0, atol=0)

@@ -298,3 +298,20 @@ def test_gemma3_per_layer_type_ropes_match_transformers(layer_type):
     q_ours, k_ours = RotaryEmbedding.from_hf(config, layer_type=layer_type)(q, k)
     assert (q_ours - q_hf).abs().max() <= tolerance(positions)
     assert (k_ours - k_hf).abs().max() <= tolerance(positions)
+
+
+@pytest.mark.parametrize("name", ["dynamic", "longrope"])
+def test_explicit_positions_follow_the_length_as_transformers_does(name):
+    # the length read on the device from explicit positions: inside, beyond, shorter but still beyond
+    # (dynamic keeps the longest), far, back inside; decoding steps at one far position
+    config = llama_config(ROPE_PARAMETERS[name])
+    hf_rope, ours = llama.LlamaRotaryEmbedding(config), RotaryEmbedding.from_hf(config)
+    torch.manual_seed(0)
+    for start, length in ((0, 20), (0, 100), (0, 80), (500, 1), (0, 40), (0, 70), (90, 1)):
+        q, k = torch.randn(2, 4, length, HEAD), torch.randn(2, 4, length, HEAD)
+        positions = (start + torch.arange(length)).expand(2, length)
+        q_hf, k_hf = hf_rotate(hf_rope, q, k, positions)
+        q_ours, k_ours = ours(q, k, q_positions=positions)
+        tol = tolerance(positions)
+        assert (q_ours - q_hf).abs().max() <= tol, (name, start, length)
+        assert (k_ours - k_hf).abs().max() <= tol, (name, start, length)

@@ -145,10 +145,27 @@ def test_inplace_is_refused_on_shared_memory():
     ):
         rope(expanded, expanded.clone(), inplace=True)
     q = torch.randn(1, 2, 5, 8)
-    with pytest.raises(ValueError, match="q and k that are the same memory"):
+    with pytest.raises(ValueError, match="q and k that overlap in memory"):
         rope(q, q, q_positions=torch.arange(5), k_positions=torch.arange(5) + 3, inplace=True)
     before = q.clone()
     with pytest.raises(ValueError, match="cannot rotate x"):
         cos, sin = rope.cos_sin(5, dtype=torch.float32)
         apply_rotary(expanded, cos, sin, layout="half_split", inplace=True)
     torch.testing.assert_close(q, before, rtol=0, atol=0)  # nothing written by a refused call
+
+
+def test_inplace_is_refused_where_q_and_k_overlap_and_served_where_they_interleave():
+    # overlapping views that start at different addresses: writing one rotation back would overwrite the
+    # other's input; views of one fused qkv buffer share a storage but no element, and are served
+    rope = RotaryEmbedding(6)
+    buf = torch.randn(1, 1, 2, 9)
+    before = buf.clone()
+    with pytest.raises(ValueError, match="q and k that overlap in memory"):
+        rope(buf[..., 0:6], buf[..., 3:9], inplace=True)
+    torch.testing.assert_close(buf, before, rtol=0, atol=0)  # nothing written by a refused call
+    qkv = torch.randn(2, 5, 3, 4, 6)  # [b, s, q/k/v, h, d]
+    q, k = (qkv[:, :, i].transpose(1, 2) for i in (0, 1))  # [b, h, s, d] views, interleaved in memory
+    want = rope(q, k)
+    got = rope(q, k, inplace=True)
+    assert got[0] is q and got[1] is k
+    torch.testing.assert_close(got, want, rtol=0, atol=0)

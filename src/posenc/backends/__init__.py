@@ -47,36 +47,50 @@ class Environment:
     @classmethod
     def of(cls, x: torch.Tensor) -> Environment:
         """The setting of a call on ``x``."""
+        return cls.at(x.device, x.dtype)
+
+    @classmethod
+    def at(cls, device: torch.device, dtype: torch.dtype) -> Environment:
+        """The setting of a call that makes tensors of ``dtype`` on ``device``."""
         exporting = torch.compiler.is_exporting()
         return cls(
-            device=x.device.type,
-            dtype=x.dtype,
+            device=device.type,
+            dtype=dtype,
             compiling=exporting or torch.compiler.is_compiling(),
             exporting=exporting,
             native=_native.kernels is not None,
-            triton=_gpu.kernels(x.device.type, x.dtype) is not None,
+            triton=device.type == "cuda" and _triton_loaded(str(dtype)),
         )
+
+
+@torch.compiler.assume_constant_result
+def _triton_loaded(dtype: str) -> bool:
+    """Whether :mod:`posenc._gpu` has Triton kernels for CUDA tensors of ``dtype``: a constant while
+    ``torch.compile`` traces (the import behind it is not traceable)."""
+    return _gpu.kernels("cuda", dtype) is not None
 
 
 @dataclasses.dataclass(frozen=True)
 class Backend(Generic[Call]):
     """One way to compute an operation.
 
-    ``devices``/``dtypes``: where it may run (``dtypes=None``: any); ``needs``: the compiled kernels it
+    ``devices``/``dtypes``: where it may run (``None``: any, the meta device included); ``needs``: the compiled kernels it
     calls; ``eager``/``compiled``/``exported``: whether it may run eagerly, while ``torch.compile`` traces,
     and while ``torch.export`` exports; ``supports(call)``: the call-specific conditions (layouts, strides,
     shapes), read from tensor metadata only; ``apply``: the computation itself (its signature is the
-    operation's)."""
+    operation's); ``differentiable``: ``apply`` records its own autograd graph (torch operations), so the
+    operation needs no backward of its own around it."""
 
     name: str
     apply: Callable[..., object]
-    devices: frozenset[str] = frozenset({"cpu", "cuda"})
+    devices: frozenset[str] | None = None
     dtypes: frozenset[torch.dtype] | None = None
     needs: Needs | None = None
     eager: bool = True
     compiled: bool = False
     exported: bool = False
     supports: Callable[[Call], bool] = lambda call: True
+    differentiable: bool = False
 
     def admits(self, env: Environment) -> bool:
         """Whether the setting ``env`` allows this backend, before its call-specific conditions."""
@@ -88,7 +102,7 @@ class Backend(Generic[Call]):
             allowed = self.eager
         return (
             allowed
-            and env.device in self.devices
+            and (self.devices is None or env.device in self.devices)
             and (self.dtypes is None or env.dtype in self.dtypes)
             and (self.needs is None or getattr(env, self.needs))
         )

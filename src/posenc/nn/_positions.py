@@ -32,6 +32,7 @@ checks run inside CUDA graphs and ``torch.compile``):
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Callable
 
@@ -42,9 +43,14 @@ EXACT_LIMIT = 2**53
 
 _EXACT_FLOATS = (torch.float32, torch.float64)
 
+_LIMIT = torch.tensor(float(EXACT_LIMIT), dtype=torch.float64)
+"""``2^53`` as a 0-dim CPU tensor, which compares with positions on any device."""
+
 
 def check_offset(offset: object) -> int:
     """Return ``offset`` as an int ≥ 0, else raise naming the parameter."""
+    if type(offset) is int and 0 <= offset < EXACT_LIMIT:
+        return offset
     if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
         raise TypeError(f"offset must be an int >= 0, got {offset!r} ({type(offset).__name__})")
     value = int(offset)
@@ -77,6 +83,12 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
     """Validate explicit positions: a real tensor ``[length]`` (or ``[b, length]`` when ``batched``),
     finite, ``|t| < 2^53`` (asserted on the device: :func:`check_values`). Returns them, integer dtypes
     widened to int64."""
+    check_shape(name, positions, length, batched=batched)
+    return check_real(name, positions)  # type: ignore[arg-type]
+
+
+def check_shape(name: str, positions: object, length: int, *, batched: bool = False) -> None:
+    """Refuse explicit positions that are not a tensor ``[length]`` (or ``[b, length]`` when ``batched``)."""
     shapes = f"[{length}] or [b, {length}]" if batched else f"[{length}]"
     if not isinstance(positions, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor of shape {shapes}, got {type(positions).__name__}")
@@ -84,16 +96,20 @@ def check_positions(name: str, positions: object, length: int, *, batched: bool 
         raise ValueError(
             f"{name} must have shape {shapes} (one position per token), got {list(positions.shape)}"
         )
-    return check_real(name, positions)
 
 
 def check_real(name: str, positions: torch.Tensor) -> torch.Tensor:
     """Validate the dtype of positions of any shape (an integer dtype, float32 or float64) and assert their
     values finite and ``|t| < 2^53`` on the device (:func:`check_values`). Returns them, integer dtypes
     widened to int64."""
-    if positions.is_complex() or positions.dtype == torch.bool:
+    dtype = positions.dtype
+    if dtype is torch.int64 or dtype in _EXACT_FLOATS:  # the common dtypes: nothing to refuse or widen
+        if positions.numel():
+            check_values(name, positions)
+        return positions
+    if positions.is_complex() or dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {positions.dtype}")
-    if positions.is_floating_point() and positions.dtype not in _EXACT_FLOATS:
+    if positions.is_floating_point():
         raise TypeError(
             f"{name} must be an integer dtype, float32 or float64, got {positions.dtype}: it cannot hold integer "
             "positions above 2048 (float16) / 256 (bfloat16) / 16 (float8), so they were rounded already; "
@@ -110,19 +126,21 @@ def _narrow_integer(positions: torch.Tensor) -> bool:
 
 
 def check_values(name: str, positions: torch.Tensor) -> None:
-    """Assert on the device that every entry of ``positions`` is finite and ``|t| < 2^53``.
+    """Assert on the device that every entry of ``positions`` is finite and ``|t| < 2^53``, in one reduction:
+    ``max |t| < 2^53`` (:func:`torch.linalg.vector_norm` of order ∞; NaN propagates and fails it).
 
     Integer dtypes narrower than int64 cannot hold such values, so only int64, uint64 and floating
-    positions are looked at (uint64 through float64: its comparisons are not implemented). The check reads no value on the host (``torch._assert_async``); on the CPU a failure
-    is reported as a ``ValueError`` with the first bad value (read only once the check has failed)."""
-    if positions.dtype == torch.int64:
-        ok = ((positions < EXACT_LIMIT) & (positions > -EXACT_LIMIT)).all()
-    elif positions.dtype == torch.uint64:
-        ok = (positions.to(torch.float64) < EXACT_LIMIT).all()
+    positions are looked at, integers through float64 (exact below ``2^53``; larger values round to at least
+    ``2^53``, and ``−2^63`` to ``2^63``: refused either way). The check reads no value on the host
+    (``torch._assert_async``); on the CPU a failure is reported as a ``ValueError`` with the first bad value
+    (read only once the check has failed)."""
+    if positions.dtype in (torch.int64, torch.uint64):
+        values = positions.double()
     elif positions.is_floating_point():
-        ok = (positions.abs() < EXACT_LIMIT).all()  # False for NaN and ±inf too
+        values = positions
     else:
         return
+    ok = torch.lt(torch.linalg.vector_norm(values, ord=math.inf), _LIMIT)  # a tensor: no scalar wrapped
     message = f"{name} must be finite and < 2^53 in magnitude (float64 cannot tell larger positions apart)"
     assert_on_device(ok, message, lambda: _first_bad(positions))
 
@@ -143,12 +161,9 @@ def assert_on_device(ok: torch.Tensor, message: str, got: Callable[[], str] | No
 
     ``torch._assert_async``: on a GPU (and in compiled graphs) a device-side assertion (it fails the next
     synchronisation with ``message``); eagerly on the CPU it runs at once, and its failure becomes a ``ValueError(message, got: …)``."""
-    if ok.device.type != "cpu" or torch.compiler.is_compiling():
-        torch._assert_async(ok, message)
-        return
     try:
         torch._assert_async(ok, message)
-    except RuntimeError:
+    except RuntimeError:  # raised at once only eagerly on the CPU
         raise ValueError(message + ("" if got is None else f", got {got()}")) from None
 
 
@@ -178,8 +193,59 @@ def packed(cu_seqlens: object, total: int) -> torch.Tensor:
     return (index - starts).long()
 
 
+def default_starts(q_len: int, k_len: int, offset: object) -> tuple[int, int]:
+    """``(first query position, first key position)`` of the end-aligned defaults after a checked ``offset``."""
+    offset = check_offset(offset)
+    start = query_start(q_len, k_len, offset)
+    check_end(offset + k_len)
+    return start, offset
+
+
+def packed_positions(
+    q_len: int,
+    k_len: int,
+    q_positions: object,
+    k_positions: object,
+    cu_seqlens: object,
+    offset: object,
+    device: torch.device,
+) -> torch.Tensor:
+    """The positions ``offset +`` index within its sequence of ``k_len`` tokens packed as ``cu_seqlens``
+    says (:func:`packed`), for queries and keys alike; refused beside explicit positions or ``q_len ≠ k_len``."""
+    if q_positions is not None or k_positions is not None:
+        raise ValueError(
+            "give cu_seqlens or q_positions/k_positions, not both: cu_seqlens sets the positions"
+        )
+    if q_len != k_len:
+        raise ValueError(
+            f"with cu_seqlens, q and k must hold the same packed tokens, got s_q={q_len} != s_k={k_len}"
+        )
+    offset = check_offset(offset)
+    check_end(offset + k_len)
+    positions = packed(cu_seqlens, k_len).to(device)
+    return positions + offset if offset else positions
+
+
+def batch_of(
+    q_positions: torch.Tensor, k_positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor
+) -> int | None:
+    """The batch ``b > 1`` of ``[b, s]`` positions, ``q`` and ``k`` checked to be ``[b, h, s, d]`` for it;
+    ``None`` where one row serves the batch."""
+    batch = batch_size(q_positions, k_positions)
+    if batch in (None, 1):
+        return None
+    for name, t in (("q", q), ("k", k)):
+        if t.dim() != 4 or t.shape[0] != batch:
+            raise ValueError(
+                f"{name} must be [b={batch}, h, s, d_h] to match positions of shape [{batch}, s], got {list(t.shape)}"
+            )
+    return batch
+
+
 def batch_size(q_positions: torch.Tensor, k_positions: torch.Tensor) -> int | None:
     """The batch of ``[b, s]`` positions (``None`` when both are ``[s]``); rows of 1 broadcast."""
+    if q_positions.dim() == 1 and k_positions.dim() == 1:
+        return None
     rows = {p.shape[0] for p in (q_positions, k_positions) if p.dim() == 2}
     if not rows:
         return None
@@ -202,7 +268,8 @@ def resolve(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions ``([s_q], [s_k])`` of the queries and keys (``[b, s]`` rows when given so).
 
-    Explicit positions win; when only one is given and ``s_q = s_k`` it serves both (self-attention).
+    Explicit positions win; when only one is given and ``s_q = s_k`` it serves both (self-attention), and
+    one tensor given for both is checked once.
     Otherwise the defaults of the module docstring apply (int64 ranges on ``device``).
     """
     offset = check_offset(offset)
@@ -216,16 +283,17 @@ def resolve(
             f"{given} was given but not its partner and s_q={q_len} != s_k={k_len}; pass both q_positions and k_positions"
         )
     if q_positions is None:
-        start = query_start(q_len, k_len, offset)
-        check_end(offset + k_len)
+        start, offset = default_starts(q_len, k_len, offset)
         return (
             torch.arange(start, start + q_len, device=device),
             torch.arange(offset, offset + k_len, device=device),
         )
-    return (
-        check_positions("q_positions", q_positions, q_len, batched=True),
-        check_positions("k_positions", k_positions, k_len, batched=True),
-    )
+    check_shape("q_positions", q_positions, q_len, batched=True)
+    checked_q = check_real("q_positions", q_positions)
+    if k_positions is q_positions and k_len == q_len:  # one tensor serves both: checked once
+        return checked_q, checked_q
+    check_shape("k_positions", k_positions, k_len, batched=True)
+    return checked_q, check_real("k_positions", k_positions)  # type: ignore[arg-type]
 
 
 def relative_distances(

@@ -33,6 +33,9 @@ output.
 **CUDA.** With Triton installed, ranges of positions in the sinusoidal layouts on CUDA are written by
 one kernel (:mod:`posenc._gpu`, from :func:`_fine_coarse`): the same shift identity in float64, every entry
 of the output computed from ``√S`` fine and ``√S`` coarse rows and rounded once, in one pass.
+
+Which of these writes a table is chosen in one place, :func:`posenc.backends.select` over the backends of
+:mod:`posenc.backends.waves`; this module keeps the arithmetic.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ import numbers
 import numpy as np
 import torch
 
-from posenc import _gpu, _native, spectrum, tables
+from posenc import spectrum, tables
+from posenc.backends import waves as waves_backends
 
 _DIRECT_ROWS = 64
 """Ranges of at most this many positions form every angle directly."""
@@ -117,33 +121,14 @@ def waves(
     if isinstance(positions, numbers.Integral):
         positions = int(positions)
     w = frequencies.to(torch.float64)
-    given_columns, columns = columns, columns.to(w.device)
     amp = None if amplitude is None else amplitude.to(device=w.device, dtype=torch.float64)
     differentiable = torch.is_grad_enabled() and (
         frequencies.requires_grad or (amplitude is not None and amplitude.requires_grad)
     )
-    start = _range_start(positions, offset)
-    if start is None or differentiable or torch.compiler.is_compiling():
-        if isinstance(positions, int):
-            t = offset + torch.arange(positions, dtype=torch.float64, device=w.device)
-        else:
-            t = positions.to(device=w.device, dtype=torch.float64)
-        return _direct(t, w, columns, amp).to(dtype)
-    n = positions if isinstance(positions, int) else positions.shape[0]
-    gpu = _gpu.kernels(w.device.type, dtype) if n > _DIRECT_ROWS and amp is None else None
-    layout = None if gpu is None else _gpu_layout(given_columns, w.shape[0])  # on the caller's device
-    if gpu is not None and layout is not None:
-        out = torch.empty(n, columns.shape[0], dtype=dtype, device=w.device)
-        gpu.waves(out, *_fine_coarse(float(start), n, w), layout)
-        return out
-    return _range(float(start), 1.0, n, w, columns, amp, dtype)
-
-
-def _range_start(positions: torch.Tensor | int, offset: int) -> int | None:
-    """First position when ``positions`` is an int count (the range ``offset … offset + n − 1``), else
-    ``None``: explicit positions are never read on the host to find out whether they form a range (that
-    would synchronise with a GPU), so their angles are formed directly."""
-    return offset if not isinstance(positions, torch.Tensor) else None
+    call = waves_backends.Waves(
+        positions, w, columns.to(w.device), columns, amp, dtype, offset, differentiable
+    )
+    return waves_backends.waves(call)
 
 
 def _direct(
@@ -286,20 +271,17 @@ def _range_interleaved(
     Pair ``i`` of row ``q·b + j`` is ``z = (sin(j·w_i) + i·cos(j·w_i))·(cos(t_q·w_i) − i·sin(t_q·w_i))
     = sin((t_q + j)·w_i) + i·cos((t_q + j)·w_i)``: one float64 complex multiply gives both entries,
     stored as they fall (``(re, im)`` is the ``(sin, cos)`` pair) and rounded once to ``dtype`` by
-    the multiply itself, one cache-sized block of rows at a time; on the CPU, where it is built, by
-    the compiled loop of :mod:`posenc._native` in one pass, which builds its float64 factors itself.
-    Without the loop the factors come on the CPU from :func:`posenc.tables._expi_ranges` (the same
-    rows, bit for bit: the table equals :func:`posenc.sinusoidal`'s either way), on other devices
-    from :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
+    the multiply itself, one cache-sized block of rows at a time (where the compiled loop of
+    :mod:`posenc._native` is built, the backend ``loop`` of :mod:`posenc.backends.waves` does all of this
+    in one pass instead). The factors come on the CPU from :func:`posenc.tables._expi_ranges` (the same
+    rows, bit for bit: the table equals :func:`posenc.sinusoidal`'s), on other devices from
+    :func:`_expi_doubling`, built where ``w`` lives (no host round trip).
     """
     f = w.shape[0]
     b = tables._shift_block(n)
     n_blocks = -(-n // b)
     out = torch.empty(n, 2 * f, dtype=dtype, device=w.device)
-    if w.device.type == "cpu":  # posenc.sinusoidal's factors and loop: the two tables are equal bit for bit
-        if _native.kernels is not None and _native.dtype_code(dtype, "expi_rows") is not None:
-            _native.expi_rows(out, "interleaved", w.detach().numpy(), start, step, b)
-            return out
+    if w.device.type == "cpu":  # posenc.sinusoidal's factors: the two tables are equal bit for bit
         fine_np, coarse_np = tables._expi_ranges(
             w.detach().numpy(), (0.0, step, b, True), (start, step * b, n_blocks, False)
         )

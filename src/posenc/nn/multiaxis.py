@@ -37,9 +37,10 @@ import torch
 from torch import nn
 
 from posenc import spectrum, validate
+from posenc.backends.rotate import LAYOUTS, check_floating, layout_table, pairs, rotate, rotation_reference
 from posenc.nn import _positions, rope_types
 from posenc.nn.position_ids import mrope_position_ids as mrope_position_ids
-from posenc.nn.rotary import LAYOUTS, RotaryEmbedding, _apply_rotary, _check_tables, _layout_table
+from posenc.nn.rotary import RotaryEmbedding
 
 GRIDS: tuple[str, ...] = ("lang", "pixel")
 
@@ -88,23 +89,6 @@ def grid_frequencies(dim: int, grid: str, *, base: float = 10000.0, max_freq: fl
     if grid == "lang":
         return spectrum.geometric(dim, base)
     return np.pi * np.linspace(1.0, validate.positive_float("max_freq", max_freq) / 2.0, dim // 2)
-
-
-def _rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """``x [N, d]`` rotated by tables ``[N, r]`` with autograd through the tables too (learnable ``F``).
-
-    :func:`apply_rotary` treats its tables as constants; RoPE-Mixed learns them, so its rotation is
-    the out-of-place definition ``x·cos + J(x)·sin``, ``J(a, b) = (−b, a)`` per pair (Su et al. 2021, eq. 34).
-    """
-    r = cos.shape[-1]
-    head, tail = x[..., :r], x[..., r:]
-    if layout == "half_split":
-        a, b = head[..., : r // 2], head[..., r // 2 :]
-        turned = torch.cat([-b, a], dim=-1)
-    else:
-        a, b = head[..., 0::2], head[..., 1::2]
-        turned = torch.stack([-b, a], dim=-1).flatten(-2)
-    return torch.cat([head * cos + turned * sin, tail], dim=-1)
 
 
 class MultiAxisRotary(nn.Module):
@@ -288,13 +272,17 @@ class MultiAxisRotary(nn.Module):
     def _cos_sin(self, p: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         phi = self._angles(p)
         cos, sin = torch.cos(phi) * self.attention_factor, torch.sin(phi) * self.attention_factor
-        return _layout_table(cos, self.layout).to(dtype), _layout_table(sin, self.layout).to(dtype)
+        return layout_table(cos, self.layout).to(dtype), layout_table(sin, self.layout).to(dtype)
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         """``x [b, h, s, d_h]`` (or ``[h, s, d_h]``, ``[s, d_h]``) rotated by tables from :meth:`cos_sin`.
 
         Tables ``[s, r]``, ``[b, s, r]`` (a head axis is inserted) or ``[b, h, s, r]`` broadcast to ``x``.
+        Tables that require grad (RoPE-Mixed's learnable ``F``) are rotated by the reference
+        :func:`posenc.backends.rotate.rotation_reference`, which differentiates through them too; others by
+        :func:`posenc.backends.rotate.rotate`, told they are rotations (one value per pair).
         """
+        check_floating("x", x)
         if x.shape[-1] != self.head_dim:
             raise ValueError(f"x must be [..., s, head_dim={self.head_dim}], got {list(x.shape)}")
         if cos.dim() == 3 and x.dim() == 4 and self.frequencies.dim() == 2:
@@ -309,12 +297,10 @@ class MultiAxisRotary(nn.Module):
         flat_x = x.reshape(-1, self.head_dim)
         flat_c, flat_s = cos.reshape(-1, self.rotary_dim), sin.reshape(-1, self.rotary_dim)
         if flat_c.requires_grad or flat_s.requires_grad:
-            out = _rotate_pairs(flat_x, flat_c, flat_s, self.layout)
+            out = rotation_reference(flat_x, flat_c, flat_s, self.layout)
         else:
-            _check_tables(flat_x, flat_c, flat_s, self.layout)
-            out = _apply_rotary(
-                flat_x, flat_c, flat_s, self.layout, rotation=True
-            )  # tables made as rotations
+            paired = pairs(flat_c, self.layout)[0], pairs(flat_s, self.layout)[0]
+            out = rotate(flat_x, None, None, self.layout, paired=paired)
         return out.reshape(x.shape)
 
     def forward(
@@ -327,6 +313,8 @@ class MultiAxisRotary(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate ``q [b, h, s_q, d_h]`` at ``positions`` and ``k [b, h, s_k, d_h]`` at ``k_positions``
         (default: ``positions``); positions ``[A, s]`` or ``[A, b, s]``."""
+        check_floating("q", q)
+        check_floating("k", k)
         q_cos, q_sin = self._cos_sin(self._check_positions("positions", positions), q.dtype)
         if k_positions is None:
             k_cos, k_sin = q_cos.to(k.dtype), q_sin.to(k.dtype)
