@@ -63,7 +63,7 @@ def _triton(call: Waves) -> torch.Tensor:
     assert gpu is not None
     out = torch.empty(call.rows, call.columns.shape[0], dtype=call.dtype, device=call.w.device)
     layout = F._gpu_layout(call.given, call.w.shape[0])
-    gpu.waves(out, *F._fine_coarse(float(call.offset), call.rows, call.w), layout)
+    gpu.waves(out, *F._fine_coarse(float(call.offset), call.rows, call.w), layout, checks="signature")
     return out
 
 

@@ -98,13 +98,13 @@ def check_shape(name: str, positions: object, length: int, *, batched: bool = Fa
         )
 
 
-def check_real(name: str, positions: torch.Tensor) -> torch.Tensor:
+def check_real(name: str, positions: torch.Tensor, *, values: bool = True) -> torch.Tensor:
     """Validate the dtype of positions of any shape (an integer dtype, float32 or float64) and assert their
     values finite and ``|t| < 2^53`` on the device (:func:`check_values`). Returns them, integer dtypes
     widened to int64."""
     dtype = positions.dtype
     if dtype is torch.int64 or dtype in _EXACT_FLOATS:  # the common dtypes: nothing to refuse or widen
-        if positions.numel():
+        if values and positions.numel():
             check_values(name, positions)
         return positions
     if positions.is_complex() or dtype == torch.bool:
@@ -115,7 +115,7 @@ def check_real(name: str, positions: torch.Tensor) -> torch.Tensor:
             "positions above 2048 (float16) / 256 (bfloat16) / 16 (float8), so they were rounded already; "
             "build them as int64"
         )
-    if positions.numel():
+    if values and positions.numel():
         check_values(name, positions)
     return positions.long() if _narrow_integer(positions) else positions
 
@@ -265,12 +265,15 @@ def resolve(
     k_positions: torch.Tensor | None,
     offset: int,
     device: torch.device,
+    values: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Positions ``([s_q], [s_k])`` of the queries and keys (``[b, s]`` rows when given so).
 
     Explicit positions win; when only one is given and ``s_q = s_k`` it serves both (self-attention), and
     one tensor given for both is checked once.
     Otherwise the defaults of the module docstring apply (int64 ranges on ``device``).
+    ``values=False`` checks shapes and dtypes only; the caller then asserts the values
+    (:func:`check_distinct_values`) unless a kernel asserts them itself.
     """
     offset = check_offset(offset)
     if q_positions is None and k_positions is not None and q_len == k_len:
@@ -289,11 +292,26 @@ def resolve(
             torch.arange(offset, offset + k_len, device=device),
         )
     check_shape("q_positions", q_positions, q_len, batched=True)
-    checked_q = check_real("q_positions", q_positions)
+    checked_q = check_real("q_positions", q_positions, values=values)
     if k_positions is q_positions and k_len == q_len:  # one tensor serves both: checked once
         return checked_q, checked_q
     check_shape("k_positions", k_positions, k_len, batched=True)
-    return checked_q, check_real("k_positions", k_positions)  # type: ignore[arg-type]
+    return checked_q, check_real("k_positions", k_positions, values=values)  # type: ignore[arg-type]
+
+
+def check_distinct_values(q_positions: torch.Tensor | None, k_positions: torch.Tensor | None) -> None:
+    """:func:`check_values` of the positions given for the queries and the keys (as given, before
+    :func:`resolve` widened them: an int32 tensor cannot hold a bad value); one given alone serves both, and
+    one tensor given for both is checked once."""
+    q_positions = k_positions if q_positions is None else q_positions
+    k_positions = q_positions if k_positions is None else k_positions
+    for name, positions in (("q_positions", q_positions), ("k_positions", k_positions)):
+        if (
+            positions is not None
+            and positions.numel()
+            and (name == "q_positions" or positions is not q_positions)
+        ):
+            check_values(name, positions)
 
 
 def relative_distances(

@@ -211,9 +211,8 @@ class RotaryEmbedding(RotaryContract):
     def _follow_length(self, length: float) -> None:
         """Switch frequencies for a call reaching ``length`` positions (``dynamic``/``longrope`` only).
 
-        ``dynamic`` uses the longest length seen so far and returns to the original frequencies
-        when a call fits in ``max_position_embeddings`` again; ``longrope`` uses the call's length.
-        """
+        ``dynamic`` uses the longest length seen so far and returns to the original frequencies when a call
+        fits in ``max_position_embeddings`` again; ``longrope`` uses the call's length. Host arrays only."""
         if self._length_rule == "static":
             return
         if self._length_rule == "longest":
@@ -224,7 +223,6 @@ class RotaryEmbedding(RotaryContract):
             length = self._longest
             self._longest_seen = None  # explicit positions start again from this length
         theta, factor = self._compute_frequencies(length)
-        # host arrays: no tensor op; Phi-3.5-MoE's mscales switch the attention factor too
         if factor != self._attention_factor or not np.array_equal(theta.numpy(), self._frequencies.numpy()):
             self._frequencies, self._attention_factor = theta, factor
             self._table_dtype = None  # the cached tables belong to the old frequencies
@@ -296,14 +294,13 @@ class RotaryEmbedding(RotaryContract):
         Positions default to ``offset + 0 … s_k − 1`` for keys and the last ``s_q`` of those for
         queries (cached decoding; :mod:`posenc.nn._positions`). Explicit positions are ``[s]``, or
         ``[b, s]`` with one row per sequence of the batch (then ``q``/``k`` must be 4-D); each distinct
-        tensor of them is checked once per call, in one reduction on the device. Returns ``(q_rot, k_rot)``
-        in the inputs' dtype; an empty batch or sequence gives empty results.
+        tensor of them is checked once per call, in one reduction on the device (or by the one-launch kernel
+        itself). Returns ``(q_rot, k_rot)`` in the inputs' dtype; an empty batch or sequence gives empty ones.
 
-        ``cu_seqlens`` ``[n + 1]`` (int32/int64; flash-attn's variable-length layout): ``q`` and ``k``
-        ``[…, total, d_h]`` hold ``n`` sequences packed one after another along the sequence dim, sequence
-        ``i`` at ``cu_seqlens[i] … cu_seqlens[i+1] − 1``; each token is at ``offset +`` its index within
-        its sequence. The cumulative lengths must start at 0, not decrease and end at ``total``; they are
-        checked and the positions found on the device, with no host read (:func:`posenc.nn._positions.packed`).
+        ``cu_seqlens`` ``[n + 1]`` (int32/int64; flash-attn's variable-length layout): ``q``, ``k``
+        ``[…, total, d_h]`` hold ``n`` sequences packed along the sequence dim, sequence ``i`` at
+        ``cu_seqlens[i] … cu_seqlens[i+1] − 1``, each token at ``offset +`` its index in its sequence;
+        checked (0 first, not decreasing, ``total`` last) and turned into positions on the device.
 
         ``inplace``: write the rotations into ``q`` and ``k`` (made into fresh outputs, then copied back) and
         return those tensors; refused where autograd needs them, where one element is reachable by two
@@ -320,14 +317,16 @@ class RotaryEmbedding(RotaryContract):
                 q.shape[-2], k.shape[-2], q_positions, k_positions, cu_seqlens, offset, q.device
             )
             offset = 0
-        if q_positions is not None or k_positions is not None:  # each distinct tensor checked once
+        given = (q_positions, k_positions)  # their values are checked below, each distinct tensor once
+        if q_positions is not None or k_positions is not None:
             q_positions, k_positions = _positions.resolve(
                 q.shape[-2], k.shape[-2], q_positions=q_positions, k_positions=k_positions, offset=offset,
-                device=q.device,
+                device=q.device, values=False,
             )  # fmt: skip
-        if self._one_launch_serves(q, k, q_positions, k_positions, context=False):
+        if self._one_launch_serves(q, k, q_positions, k_positions, context=False):  # asserts values itself
             q_rot, k_rot = self._one_launch(q, k, q_positions, k_positions, offset)
         else:
+            _positions.check_distinct_values(*given)
             q_tab, k_tab = self._tables_for(q, k, q_positions, k_positions, offset)
             q_rot, k_rot = self._rotate(q, q_tab), self._rotate(k, k_tab)
         if not inplace:
