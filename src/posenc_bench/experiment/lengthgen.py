@@ -57,11 +57,15 @@ from posenc_bench.experiment.constraints import (
     parameter_name,
 )
 from posenc_bench.experiment.figures import lengthgen_plot
-from posenc_bench.experiment.files import write_atomic, write_text_atomic
+from posenc_bench.experiment.files import move_aside, write_text_atomic
 from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
+from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
+
+CHECKPOINT = "checkpoint.pt"
+"""An unfinished run's model, optimiser and progress (:func:`_resume`)."""
 
 ENCODING = "encoding.pt"
 """A finished run's trained encoding: the ``state_dict`` of its decoder's encoding module."""
@@ -430,11 +434,15 @@ def claimed_run(
             settings["test"]["positions"] = "randomized"
         stored = _read_json(folder / "config.json")
         if stored is not None and stored != settings:
-            for name in ("metrics.json", "checkpoint.pt", "log.csv", ENCODING):
+            for name in ("metrics.json", CHECKPOINT, "log.csv", ENCODING):
                 (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
         metrics = _read_json(folder / "metrics.json")
         if stored == settings and metrics is not None and (folder / ENCODING).is_file():
-            return metrics, False
+            try:
+                _read_encoding(config, folder / ENCODING)
+                return metrics, False
+            except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
+                _discard(folder, ENCODING, exc)
         write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
         return _train(config, plan, folder, device=device, stop_after=stop_after), True
 
@@ -450,18 +458,14 @@ def _train(
     """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint."""
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
-    checkpoint = folder / "checkpoint.pt"
+    checkpoint = folder / CHECKPOINT
     if checkpoint.exists():
         try:
-            state = torch.load(checkpoint, map_location=device, weights_only=False)
-            model.load_state_dict(state["model"])
-            optimiser.load_state_dict(state["optimiser"])
-            schedule.load_state_dict(state["schedule"])
+            state = _resume(checkpoint, model, optimiser, schedule, device)
             step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
-        except Exception as exc:  # an unreadable checkpoint is retrained, not trusted
-            print(f"{checkpoint}: unreadable ({exc}); training from the start")
+        except UnusableFile as exc:  # an unreadable or foreign checkpoint is retrained, not trusted
+            _discard(folder, CHECKPOINT, exc)
             model, optimiser, schedule = _fresh(config, device)
-            step, rows, seconds, tokens = 0, [], 0.0, 0
     done_here = 0
     model.train()
     while step < config.steps:
@@ -511,16 +515,62 @@ def _train(
 
 def trained_decoder(config: LengthgenConfig, root: Path) -> CausalDecoder:
     """The decoder of a finished run under ``root`` on the CPU, its encoding module holding the trained
-    state of the run's :data:`ENCODING` (the other weights are not kept: they are at initialisation)."""
+    state of the run's :data:`ENCODING` (the other weights are not kept: they are at initialisation);
+    :class:`~posenc.UsageError` naming the file when it is not this run's encoding."""
     path = config.directory(root) / ENCODING
+    try:
+        return _read_encoding(config, path)
+    except UnusableFile as exc:
+        raise UsageError(f"{path} {exc}") from None
+
+
+def _read_encoding(config: LengthgenConfig, path: Path) -> CausalDecoder:
+    """:func:`trained_decoder` of the encoding state in ``path``; :class:`UnusableFile` if it does not fit."""
     model = build_model(config)
+    state = load_state(path)
     if model.encoder.encoding is not None:
-        model.encoder.encoding.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        _load_into(model.encoder.encoding, state, "the run's encoding")
+    elif state != {}:
+        raise UnusableFile("holds weights, but the run's encoding has none")
     return model.eval()
 
 
+def _load_into(module: Any, state: Any, what: str) -> None:
+    """``module.load_state_dict(state)`` (strict), or :class:`UnusableFile` saying that ``state`` is not ``what``'s."""
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError):
+        raise UnusableFile(f"does not hold {what} (other names, shapes or structure)") from None
+
+
+def _resume(
+    path: Path,
+    model: torch.nn.Module,
+    optimiser: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LambdaLR,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Load the checkpoint in ``path`` into ``model``, ``optimiser`` and ``schedule``; its progress fields.
+    :class:`UnusableFile` when it is not a checkpoint of this run (the three may then be partly loaded)."""
+    state = load_state(path, device=device)
+    fields = {"model": dict, "optimiser": dict, "schedule": dict, "step": int, "log": list,
+              "seconds": float, "tokens": int}  # fmt: skip
+    if not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in fields.items()):
+        raise UnusableFile(f"is not a lengthgen checkpoint (expected {', '.join(fields)})")
+    _load_into(model, state["model"], "this run's model")
+    _load_into(optimiser, state["optimiser"], "this run's optimiser")
+    _load_into(schedule, state["schedule"], "this run's schedule")
+    return state
+
+
+def _discard(folder: Path, name: str, why: UnusableFile) -> None:
+    """Move ``folder/name`` aside and say so in one line: the run retrains."""
+    moved = move_aside(folder, (name,), "corrupt")
+    print(f"{folder / name} {why}; moved aside as {', '.join(moved) or 'nothing'}; the run retrains")
+
+
 def _save(path: Path, state: dict[str, Any]) -> None:
-    write_atomic(path, lambda tmp: torch.save(state, tmp))
+    save_state(path, state)
 
 
 def _test_settings(plan: LengthgenPlan) -> dict[str, Any]:
