@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,20 @@ def flag_names(message: str, args: argparse.Namespace) -> str:
     return re.sub(pattern, lambda m: names[m.group(1)] + (" " if m.group(2) else ""), message)
 
 
+#: ``--threads`` at most this many per CPU core: more only contend (torch crashes far above).
+THREADS_PER_CORE = 4
+
+
+def check_threads(threads: int) -> None:
+    """Refuse a ``--threads`` outside ``1 … THREADS_PER_CORE × cores`` before torch sees it (it segfaulted at
+    100000 and overflowed at 10**12)."""
+    most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if not 1 <= threads <= most:
+        raise UsageError(
+            f"--threads must be an int in [1, {most}] ({THREADS_PER_CORE} per CPU core), got {threads}"
+        )
+
+
 def check_device(text: str | None) -> None:
     """Refuse a ``--device`` torch cannot parse or this machine does not have (before any work)."""
     if text is None:
@@ -353,8 +368,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad field;
     :func:`flag_names` writes it as the flag)."""
     encodings = encoding_names(args.encodings or DEFAULT_ENCODINGS, ALWAYS)
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    check_threads(args.threads)
     detectors = csv_list(args.detector)
     base = _base(args, detectors)
     probes = base.axes.data.probes
@@ -386,6 +400,7 @@ def run_verify(args: argparse.Namespace) -> int:
     from posenc_bench.experiment.verify import verify
 
     check_device(args.device)
+    check_threads(args.threads)
     torch.set_num_threads(args.threads)
     out = validate.output_path(
         "--out", args.out if args.out is not None else Path("posenc-verify"), folder=True

@@ -108,9 +108,9 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
             ["--scale", "native,huge"],
             "--scale must be one of 'native', 'unit', 'matched', 'learned'; got 'huge'",
         ),
-        (["--splits", "0"], "--splits must be a positive int, got 0"),
+        (["--splits", "0"], r"--splits must be an int in \[1, 1000\]; got 0"),
         (["--dataset", "probes", "--protocol", "random_windows"], "--protocol random_windows does not apply"),
-        (["--seeds", "0"], "--seeds must be a positive int, got 0"),
+        (["--seeds", "0"], r"--seeds must be an int in \[1, 1000\]; got 0"),
         (
             ["--task", "detect", "--protocol", "dfstrans"],
             "--protocol dfstrans applies to --task classify only",

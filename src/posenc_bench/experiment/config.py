@@ -33,7 +33,7 @@ from posenc_bench.experiment.axes import (
     TrainingAxis,
     check_encoding_options,
 )
-from posenc_bench.experiment.constraints import Constraints, Interval, check_parameters
+from posenc_bench.experiment.constraints import REPEATS, Constraints, check_parameters
 
 
 def resolve_encoding_options(
@@ -235,10 +235,7 @@ class BenchPlan:
     encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     detectors: tuple[str, ...] = ()
 
-    _parameter_constraints: ClassVar[Constraints] = {
-        "seeds": Interval(int, 1, None),
-        "splits": Interval(int, 1, None),
-    }
+    _parameter_constraints: ClassVar[Constraints] = {"seeds": REPEATS, "splits": REPEATS}
 
     def __post_init__(self) -> None:
         check_parameters(self)

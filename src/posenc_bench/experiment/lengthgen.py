@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -46,9 +47,11 @@ from posenc_bench.experiment.claims import claim
 from posenc_bench.experiment.constraints import (
     LEARNING_RATE,
     POSITIVE_INT,
+    REPEATS,
     SEED,
     WEIGHT_DECAY,
     Constraints,
+    Interval,
     NoneOr,
     Options,
     Satisfies,
@@ -69,6 +72,9 @@ CHECKPOINT = "checkpoint.pt"
 
 ENCODING = "encoding.pt"
 """A finished run's trained encoding: the ``state_dict`` of its decoder's encoding module."""
+
+MAX_POSITION = Interval(int, 1, 2**20)
+"""``--random-positions M``: every training step draws a permutation of ``0 … M − 1`` (8·M bytes)."""
 
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
@@ -114,7 +120,7 @@ class LengthgenConfig:
         "lr": LEARNING_RATE,
         "weight_decay": WEIGHT_DECAY,
         "encoding_options": Satisfies(check_encoding_options),
-        "random_positions": NoneOr(POSITIVE_INT),
+        "random_positions": NoneOr(MAX_POSITION),
         "checkpoint_every": POSITIVE_INT,
     }
 
@@ -155,7 +161,9 @@ def _check_tasks(name: str, tasks: tuple[str, ...]) -> None:
 
 
 def _check_multiples(name: str, multiples: tuple[float, ...]) -> None:
-    """Test lengths beyond ``L``: multiples > 1 (1 itself also), at least one."""
+    """Test lengths beyond ``L``: finite multiples > 1 (1 itself also), at least one."""
+    if any(math.isinf(m) for m in multiples):
+        raise UsageError(f"{name} must be finite numbers, got {list(multiples)}")
     beyond = [m for m in multiples if m != 1.0]
     if not beyond or not all(m > 1.0 for m in beyond):
         raise UsageError(
@@ -201,7 +209,7 @@ class LengthgenPlan:
     _parameter_constraints: ClassVar[Constraints] = {
         "tasks": Satisfies(_check_tasks),
         "encodings": Satisfies(check_encoding_names),
-        "seeds": POSITIVE_INT,
+        "seeds": REPEATS,
         "test_multiples": Satisfies(_check_multiples),
         "passkey_multiples": Satisfies(_check_multiples),
         "depths": Satisfies(_check_depths),
