@@ -461,6 +461,24 @@ def run(args: argparse.Namespace) -> int:
         shutdown(world)
     if world.is_main:
         print()
-        print(result.table)
-        print("written: " + ", ".join(str(p) for p in result.paths.values()))
+        print(summary(result))
     return 0
+
+
+def summary(result: Any) -> str:
+    """What ``posenc bench`` prints at the end: a comparison's headline (the tables are in ``results.md``),
+    another report's table; then the files written."""
+    from posenc_bench.experiment.compare import Comparison
+    from posenc_bench.experiment.headline import headline
+
+    paths = list(result.paths.values())
+    md = result.paths.get("md")
+    if (
+        isinstance(result.summary, Comparison)
+        and md is not None
+        and all(p.parent == md.parent for p in paths)
+    ):
+        others = ", ".join(p.name for p in paths if p != md)
+        return headline(result.summary, full=md) + f"\nwritten beside it: {others}"
+    written = "written: " + ", ".join(map(str, paths))
+    return result.table + "\n" + written

@@ -622,6 +622,9 @@ def run_lengthgen(
     start = time.perf_counter()
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     configs = plan.configs()
+    finished = sum((config.directory(out) / "metrics.json").is_file() for config in configs)
+    if finished:
+        print(f"resuming: {finished} of {len(configs)} runs done (under {out / 'runs'}); they are read back")
     held_elsewhere: list[
         LengthgenConfig
     ] = []  # runs another process on this --out is training: taken last, waiting for them
