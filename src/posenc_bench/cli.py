@@ -457,6 +457,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             str(exc).replace(f"lr={exc.lr}", f"--lr {exc.lr}").replace("smaller lr", "smaller --lr")
         ) from None
+    except UsageError as exc:  # the data's checks (a window longer than a series) name fields: say the flags
+        raise type(exc)(flag_names(str(exc), args)) from None
     finally:
         shutdown(world)
     if world.is_main:

@@ -32,6 +32,12 @@ CASES = [
     (CLASSIFY, ["--splits", BIG], r"--splits must be an int in \[1, 1000\][;,] got 1000000000000"),
     (LENGTHGEN, ["--seeds", BIG], r"--seeds must be an int in \[1, 1000\][;,] got 1000000000000"),
     (CLASSIFY, ["--layers", BIG], rf"--layers 1000000000000 {MEMORY}"),
+    # the data's own check named the field (window=…; use window <= 512), not the flag
+    (
+        [*CLASSIFY, "--dataset-option", "n_series=2", "--dataset-option", "length=512"],
+        ["--window", BIG],
+        r"--window 1000000000000 is longer than series 'synthetic-0' .*; use --window <= 512$",
+    ),
     # --test-lengths inf was an OverflowError in round(); 1e300 and 1e12 ran out of memory or time
     (LENGTHGEN, ["--test-lengths", "inf"], r"--test-lengths must be finite numbers, got \[inf\]"),
     (LENGTHGEN, ["--test-lengths", "nan"], r"--test-lengths must exceed the training length .*got \[nan\]"),

@@ -120,7 +120,7 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
             ["--task", "detect", "--protocol", "random_windows"],
             "--protocol random_windows applies to --task classify only",
         ),
-        (["--window", "2000", "--encodings", "rope"], "window=2000 is longer than series"),
+        (["--window", "2000", "--encodings", "rope"], "--window 2000 is longer than series"),
         (
             ["--window", "24", "--encodings", "dft"],
             "'dft' with window=24: it is faithful .*0 … 15 at d_model=16",
