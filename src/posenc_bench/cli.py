@@ -378,7 +378,11 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         from posenc.nn import build_encoding
 
         for name, opts in encoding_options.items():
-            build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
+            try:
+                build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
+            except (TypeError, ValueError) as exc:  # the encoding names its parameter: say the flag too
+                given = " ".join(f"{name}.{k}={json.dumps(v)}" for k, v in opts.items())
+                raise UsageError(f"--encoding-option {given}: {exc}") from None
     return BenchPlan(
         base,
         encodings,

@@ -38,6 +38,12 @@ CASES = [
         ["--window", BIG],
         r"--window 1000000000000 is longer than series 'synthetic-0' .*; use --window <= 512$",
     ),
+    # the encoding's own check did not say which flag carried the value
+    (
+        [*CLASSIFY, "--encodings", "t5"],
+        ["--encoding-option", "t5.num_buckets=1e12"],
+        r"^posenc bench: error: --encoding-option t5.num_buckets=1000000000000.0: num_buckets must be an int",
+    ),
     # --test-lengths inf was an OverflowError in round(); 1e300 and 1e12 ran out of memory or time
     (LENGTHGEN, ["--test-lengths", "inf"], r"--test-lengths must be finite numbers, got \[inf\]"),
     (LENGTHGEN, ["--test-lengths", "nan"], r"--test-lengths must exceed the training length .*got \[nan\]"),
