@@ -37,6 +37,7 @@ def test_runs_records_and_tables(tmp_path, capsys):
     stamps = {p: p.stat().st_mtime_ns for p in runs}
     assert main([*TINY, "--out", str(tmp_path)]) == 0
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+    assert capsys.readouterr().out.startswith("resuming: 12 of 12 runs done")  # said before anything else
 
 
 def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):

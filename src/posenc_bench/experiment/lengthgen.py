@@ -63,6 +63,7 @@ from posenc_bench.experiment.figures import lengthgen_plot
 from posenc_bench.experiment.files import move_aside, write_text_atomic
 from posenc_bench.experiment.stats import sign_flip_p, two_stage_bootstrap_ci
 from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
+from posenc_bench.experiment.train import Bar
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
@@ -429,10 +430,11 @@ def claimed_run(
     device: torch.device,
     wait: bool,
     stop_after: int | None = None,
+    bar: bool = False,
 ) -> tuple[dict[str, Any] | None, bool]:
     """``(metrics, trained here)`` of one run under its claim, so that processes on one ``--out`` share
     the runs: when another process holds it, ``wait=False`` returns ``(None, False)`` at once and
-    ``wait=True`` waits, then reads its result."""
+    ``wait=True`` waits, then reads its result. ``bar``: a tqdm bar over the training steps."""
     folder = config.directory(root)
     with claim(folder, wait=wait) as mine:
         if not mine:
@@ -452,7 +454,7 @@ def claimed_run(
             except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
                 _discard(folder, ENCODING, exc)
         write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
-        return _train(config, plan, folder, device=device, stop_after=stop_after), True
+        return _train(config, plan, folder, device=device, stop_after=stop_after, bar=bar), True
 
 
 def _train(
@@ -462,8 +464,10 @@ def _train(
     *,
     device: torch.device,
     stop_after: int | None,
+    bar: bool = False,
 ) -> dict[str, Any] | None:
-    """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint."""
+    """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint (``bar``: a tqdm
+    bar over the steps)."""
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
     checkpoint = folder / CHECKPOINT
@@ -476,6 +480,8 @@ def _train(
             model, optimiser, schedule = _fresh(config, device)
     done_here = 0
     model.train()
+    label = f"{config.task} {config.encoding} seed {config.seed}"
+    steps = Bar(total=config.steps, initial=step, desc=label, unit="step", leave=False) if bar else None
     while step < config.steps:
         start = time.perf_counter()
         batch = training_batch(config, step)
@@ -494,6 +500,8 @@ def _train(
         schedule.step()
         step += 1
         done_here += 1
+        if steps is not None:
+            steps.update()
         logged = step % config.checkpoint_every == 0 or step == config.steps
         if logged and device.type == "cuda":  # CUDA runs ahead of the host: time the queued steps too
             torch.cuda.synchronize(device)
@@ -508,6 +516,8 @@ def _train(
             write_text_atomic(folder / "log.csv", _log_csv(rows))
         if stop_after is not None and done_here >= stop_after and step < config.steps:
             return None
+    if steps is not None:
+        steps.close()
     metrics = evaluate(model, config, plan, device)
     if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
         metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
@@ -631,7 +641,9 @@ def run_lengthgen(
     for wait, batch in ((False, configs), (True, held_elsewhere)):
         for config in batch:
             t0 = time.perf_counter()
-            metrics, trained = claimed_run(config, plan, out, device=device, wait=wait)
+            metrics, trained = claimed_run(
+                config, plan, out, device=device, wait=wait, bar=progress is not None
+            )
             if metrics is None:
                 held_elsewhere.append(config)
                 continue
