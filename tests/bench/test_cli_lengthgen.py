@@ -84,7 +84,7 @@ def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
     [
         (["--n-test", "0"], "--n-test must be a positive int, got 0"),
         (["--batch-size", "0"], "--batch-size must be a positive int, got 0"),
-        (["--lr", "0"], "--lr must be a number in (0, 10]; got 0"),
+        (["--lr", "0"], "--lr must be a number in (0, 1e+06]; got 0"),
         (["--seeds", "0"], "--seeds must be an int in [1, 1000]; got 0"),
         (["--random-positions", "0"], "--random-positions must be an int in [1, 1048576]; got 0"),
         (["--lengthgen-tasks", ","], "--lengthgen-tasks: no task; valid: copy"),

@@ -200,7 +200,8 @@ POSITIVE_INT = Interval(int, 1, None)
 SEED = Interval(int, 0, None)
 #: How many seeds (or split seeds) a grid repeats: a thousand is far past what a paired comparison needs.
 REPEATS = Interval(int, 1, 1000)
-#: AdamW's rate and decay: above 10 an update moves every weight by more than ten times its gradient's
-#: sign (and past float32's range, torch cannot hold the rate at all).
-LEARNING_RATE = Interval(float, 0, 10, closed="right")
+#: AdamW's rate, at most 10⁶ (each step moves every weight by about the rate: far past any useful one,
+#: and still a float32, which 1e300 is not; a rate that diverges is stopped by the training's own check,
+#: naming --lr), and its decay, at most 10 (the decay multiplies the rate: above 1/lr it flips weights).
+LEARNING_RATE = Interval(float, 0, 1e6, closed="right")
 WEIGHT_DECAY = Interval(float, 0, 10)

@@ -23,7 +23,7 @@ from posenc_bench.experiment.distributed import World, init_world, select_device
         ({"monitor": "f1"}, "monitor must be one of 'auprc', 'loss'"),
         ({"subset": "k 1"}, "subset must be a string of letters"),
         ({"window": 32.0}, r"window must be a positive int, got 32.0 \(float\)"),
-        ({"lr": float("inf")}, r"lr must be a number in \(0, 10\]; got inf"),
+        ({"lr": float("inf")}, r"lr must be a number in \(0, 1e\+06\]; got inf"),
         ({"anomaly_percent": 0}, r"anomaly_percent must be a number in \(0, 100\]; got 0"),
         ({"task": "detect", "protocol": "dfstrans"}, "protocol=dfstrans applies to task=classify only"),
         (
