@@ -158,7 +158,7 @@ def test_each_command_registers_itself_with_the_listed_help(name):
     [
         (["--batch-size", "0"], "--batch-size must be a positive int"),
         (["--heads", "3"], "--d-model must be divisible by --heads"),
-        (["--weight-decay", "nan"], "--weight-decay must be a finite number"),
+        (["--weight-decay", "nan"], "--weight-decay must be a number in [0, 10]"),
         (["--dropout", "1"], "--dropout must be"),
     ],
 )

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,20 @@ def flag_names(message: str, args: argparse.Namespace) -> str:
     return re.sub(pattern, lambda m: names[m.group(1)] + (" " if m.group(2) else ""), message)
 
 
+#: ``--threads`` at most this many per CPU core: more only contend (torch crashes far above).
+THREADS_PER_CORE = 4
+
+
+def check_threads(threads: int) -> None:
+    """Refuse a ``--threads`` outside ``1 … THREADS_PER_CORE × cores`` before torch sees it (it segfaulted at
+    100000 and overflowed at 10**12)."""
+    most = THREADS_PER_CORE * (os.cpu_count() or 1)
+    if not 1 <= threads <= most:
+        raise UsageError(
+            f"--threads must be an int in [1, {most}] ({THREADS_PER_CORE} per CPU core), got {threads}"
+        )
+
+
 def check_device(text: str | None) -> None:
     """Refuse a ``--device`` torch cannot parse or this machine does not have (before any work)."""
     if text is None:
@@ -371,8 +386,7 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
     """The validated :class:`BenchPlan` of parsed arguments (raises ``ValueError`` naming the bad field;
     :func:`flag_names` writes it as the flag)."""
     encodings = encoding_names(args.encodings or DEFAULT_ENCODINGS, ALWAYS)
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}")
+    check_threads(args.threads)
     detectors = csv_list(args.detector)
     base = _base(args, detectors)
     probes = base.axes.data.probes
@@ -382,7 +396,11 @@ def plan_from_args(args: argparse.Namespace) -> BenchPlan:
         from posenc.nn import build_encoding
 
         for name, opts in encoding_options.items():
-            build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
+            try:
+                build_encoding(name, d_model=base.d_model, n_heads=base.n_heads, max_len=base.window, **opts)
+            except (TypeError, ValueError) as exc:  # the encoding names its parameter: say the flag too
+                given = " ".join(f"{name}.{k}={json.dumps(v)}" for k, v in opts.items())
+                raise UsageError(f"--encoding-option {given}: {exc}") from None
     return BenchPlan(
         base,
         encodings,
@@ -405,6 +423,7 @@ def run_verify(args: argparse.Namespace) -> int:
     from posenc_bench.experiment.verify import verify
 
     check_device(args.device)
+    check_threads(args.threads)
     torch.set_num_threads(args.threads)
     out = validate.output_path(
         "--out", args.out if args.out is not None else Path("posenc-verify"), folder=True
@@ -461,10 +480,30 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             str(exc).replace(f"lr={exc.lr}", f"--lr {exc.lr}").replace("smaller lr", "smaller --lr")
         ) from None
+    except UsageError as exc:  # the data's checks (a window longer than a series) name fields: say the flags
+        raise type(exc)(flag_names(str(exc), args)) from None
     finally:
         shutdown(world)
     if world.is_main:
         print()
-        print(result.table)
-        print("written: " + ", ".join(str(p) for p in result.paths.values()))
+        print(summary(result))
     return 0
+
+
+def summary(result: Any) -> str:
+    """What ``posenc bench`` prints at the end: a comparison's headline (the tables are in ``results.md``),
+    another report's table; then the files written."""
+    from posenc_bench.experiment.compare import Comparison
+    from posenc_bench.experiment.headline import headline
+
+    paths = list(result.paths.values())
+    md = result.paths.get("md")
+    if (
+        isinstance(result.summary, Comparison)
+        and md is not None
+        and all(p.parent == md.parent for p in paths)
+    ):
+        others = ", ".join(p.name for p in paths if p != md)
+        return headline(result.summary, full=md) + f"\nwritten beside it: {others}"
+    written = "written: " + ", ".join(map(str, paths))
+    return result.table + "\n" + written

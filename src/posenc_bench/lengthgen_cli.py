@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,44 @@ def plan_from_args(args: argparse.Namespace) -> Any:
     return LengthgenPlan(base, **given)
 
 
+def _check_memory(plan: Any) -> None:
+    """Refuse a grid whose model or longest test batch cannot fit in memory, before any is built.
+
+    Training keeps four float32 copies of ``P = 2·V·d + 12·layers·d²`` weights (embedding and output
+    head, attention 4·d² and feed-forward 8·d² per layer); testing holds, for ``n_test`` sequences of
+    ``s`` tokens, the attention scores of a layer (``heads·s²`` each), its activations and the logits.
+    """
+    from posenc_bench.experiment.lengthgen import vocab_size
+
+    b = plan.base
+    v = vocab_size(b)
+    weights = 2 * v * b.d_model + 12 * b.n_layers * b.d_model**2
+    validate.fits_in_memory(
+        f"a decoder of --d-model {b.d_model} × --layers {b.n_layers} with --vocab {b.vocab}",
+        min(4 * 4 * weights, 10**300),
+        advice="lower --d-model, --layers or --vocab",
+    )
+    for task in plan.tasks:
+        lengths = "--passkey-lengths" if task == "passkey" else "--test-lengths"
+        n = max(plan.test_lengths(task))
+        for s in _tokens(task, n):
+            validate.fits_in_memory(
+                f"{lengths} × --train-length {b.train_length}: testing {plan.n_test} sequences (--n-test) "
+                f"of {s if s < 10**9 else f'{min(s, 10**300):.3g}'} tokens ({task})",
+                min(4 * plan.n_test * s * (2 * b.n_heads * s + v + 8 * b.d_model), 10**300),  # a float
+                advice=f"lower {lengths} or --n-test",
+            )
+
+
+def _tokens(task: str, n: int) -> Iterator[int]:
+    """The tokens of an example of ``task`` at length ``n``: first ``n`` (a lower bound: an example holds at
+    least ``n`` tokens), then the count itself, which generates an example (too long to try at ``n = 10¹²``)."""
+    from posenc_bench.data import lengthgen as data
+
+    yield n
+    yield data.sequence_length(task, n)
+
+
 def _given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     """The fields of ``cls`` that flags set (its :func:`~posenc_bench.experiment.constraints.option`
     fields), as their flags gave them: a tuple field's comma-separated text as a tuple of its item type;
@@ -124,7 +163,11 @@ def _items(name: str, text: str, kind: type) -> tuple[Any, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """Check every option, then train and test the grid; print the tables."""
+    from posenc_bench.cli import check_device, check_threads
+
+    check_threads(args.threads)
     plan = plan_from_args(args)
+    _check_memory(plan)
     import torch
 
     from posenc_bench.experiment.lengthgen import build_model, run_lengthgen
@@ -137,8 +180,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(
                 f"--encodings {config.encoding} at --d-model {config.d_model} --heads {config.n_heads}: {exc}"
             ) from None
-    from posenc_bench.cli import check_device
-
     check_device(args.device)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     out = validate.output_path(

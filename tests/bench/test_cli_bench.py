@@ -25,7 +25,8 @@ def bench(tmp_path: Path, *extra: str) -> int:
 @pytest.mark.slow  # trains 6 runs, twice the wall time of most files
 def test_tiny_benchmark_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
     assert bench(tmp_path, "--encodings", "sinusoidal,dft") == 0
-    out = capsys.readouterr().out
+    capsys.readouterr()
+    out = (tmp_path / "results.md").read_text()
     for ext in ("md", "csv", "json", "png"):
         assert (tmp_path / f"results.{ext}").stat().st_size > 0
     for row in (
@@ -65,7 +66,7 @@ def test_scale_grid_one_row_per_encoding_and_scale(tmp_path, capsys):
         )
         == 0
     )
-    out = capsys.readouterr().out
+    out = (tmp_path / "results.md").read_text()
     for row in ("| dft | native |", "| dft | matched |", "| sinusoidal | matched |", "| alibi | native |"):
         assert row in out
     assert "| alibi | matched |" not in out.split("Paired")[0]  # alibi has no scale policy: one row
@@ -89,8 +90,8 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
         )
         == 0
     )
-    out = capsys.readouterr().out
-    assert "**LEAKY split protocol `random_windows`" in out
+    assert "LEAKY split protocol random_windows" in capsys.readouterr().out  # in the headline, and
+    assert "**LEAKY split protocol `random_windows`" in (tmp_path / "results.md").read_text()
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["synthetic-random_windows"]
     config = json.loads(next((tmp_path / "runs").rglob("config.json")).read_text())
     assert config["config"]["protocol"] == "random_windows"
@@ -108,9 +109,9 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
             ["--scale", "native,huge"],
             "--scale must be one of 'native', 'unit', 'matched', 'learned'; got 'huge'",
         ),
-        (["--splits", "0"], "--splits must be a positive int, got 0"),
+        (["--splits", "0"], r"--splits must be an int in \[1, 1000\]; got 0"),
         (["--dataset", "probes", "--protocol", "random_windows"], "--protocol random_windows does not apply"),
-        (["--seeds", "0"], "--seeds must be a positive int, got 0"),
+        (["--seeds", "0"], r"--seeds must be an int in \[1, 1000\]; got 0"),
         (
             ["--task", "detect", "--protocol", "dfstrans"],
             "--protocol dfstrans applies to --task classify only",
@@ -119,7 +120,7 @@ def test_leaky_protocol_is_kept_apart_and_flagged(tmp_path, capsys):
             ["--task", "detect", "--protocol", "random_windows"],
             "--protocol random_windows applies to --task classify only",
         ),
-        (["--window", "2000", "--encodings", "rope"], "window=2000 is longer than series"),
+        (["--window", "2000", "--encodings", "rope"], "--window 2000 is longer than series"),
         (
             ["--window", "24", "--encodings", "dft"],
             "'dft' with window=24: it is faithful .*0 … 15 at d_model=16",
@@ -176,7 +177,9 @@ def test_data_parallel_two_cpu_processes(tmp_path):
     ]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.count("| sinusoidal | native | 1 |") == 1  # only rank 0 prints the table
+    rows = [line for line in done.stdout.splitlines() if line.startswith("sinusoidal ")]
+    assert len(rows) == 1, done.stdout  # only rank 0 prints the summary
+    assert "| sinusoidal | native | 1 |" in (tmp_path / "results.md").read_text()
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["meta"]["world_size"] == 2
     configs = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("config.json")]
@@ -310,7 +313,7 @@ def test_detect_task_end_to_end_then_skipped_on_rerun(tmp_path, capsys):
         "--no-baseline",
     ]
     assert bench(tmp_path, *args) == 0
-    out = capsys.readouterr().out
+    out = (tmp_path / "results.md").read_text()
     for row in (
         "| forecast | none | native | 2 |",
         "| forecast | rope | native | 2 |",
@@ -434,6 +437,40 @@ def test_a_rerun_reads_the_stored_baselines_instead_of_computing_them(tmp_path, 
     assert bench(tmp_path, *args) == 0
     assert "read from earlier runs" not in capsys.readouterr().out
     assert all(json.loads(p.read_text())["key"]["data_fingerprint"] != "0" * 64 for p in stored)
+
+
+@pytest.mark.slow  # trains 6 tiny runs, then reads them back
+def test_the_summary_leads_with_the_headline_and_names_the_full_tables(tmp_path, capsys):
+    """The terminal summary was the whole results.md (164 lines, up to 537 characters, a 44-row paired
+    table): now a few lines of at most 110 characters, one per encoding, and where the tables are; a
+    re-run says first how many runs it found done."""
+    args = [
+        "--encodings",
+        "none,rope",
+        "--seeds",
+        "2",
+        "--epochs",
+        "1",
+        "--no-baseline",
+        "--no-shuffle-control",
+    ]
+    assert bench(tmp_path, *args) == 0
+    out = capsys.readouterr().out
+    summary = out[out.index("\nsynthetic: 6 runs") + 1 :].splitlines()
+    widths = [len(line.replace(str(tmp_path), "OUT")) for line in summary]  # the folder is the user's
+    assert len(summary) <= 10 and max(widths) <= 110, summary
+    rows = {
+        line.split()[0]: line
+        for line in summary
+        if line.split() and line.split()[0] in ("none", "rope", "sinusoidal", "flag-all")
+    }
+    assert set(rows) == {"none", "rope", "sinusoidal", "flag-all"}, summary
+    assert re.search(r"[+-]\d\.\d{3} \[[+-]\d\.\d{3}, [+-]\d\.\d{3}\] p=", rows["rope"])  # auprc − sinusoidal
+    assert f"all tables (every metric, paired tests, baselines, series): {tmp_path / 'results.md'}" in summary
+    assert "| rope | native |" in (tmp_path / "results.md").read_text() and "| rope |" not in out
+    assert bench(tmp_path, *args) == 0
+    again = capsys.readouterr().out
+    assert again.splitlines()[1].startswith("resuming: 6 of 6 runs done"), again
 
 
 def test_no_baseline_drops_every_untrained_baseline_as_its_help_says(tmp_path, capsys):

@@ -55,7 +55,8 @@ def _log(path: Path) -> list[dict[str, str]]:
 @pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_reproduction_runs_logs_the_decay_and_is_skipped_on_rerun(tmp_path, capsys):
     assert bench(tmp_path, "--protocol", "dfstrans", "--encodings", "dfstrans_dft", "--monitor", "loss") == 0
-    out = capsys.readouterr().out
+    capsys.readouterr()
+    out = (tmp_path / "results.md").read_text()
     for row in ("| none | native | 1 |", "| sinusoidal | native | 1 |", "| dfstrans_dft | native | 1 |"):
         assert row in out
     runs = tmp_path / "runs" / "synthetic-dfstrans"
@@ -116,7 +117,7 @@ def test_interrupted_run_resumes_with_the_decayed_table(tmp_path):
 @pytest.mark.slow  # keeps -m "not slow" under 2 CPU-minutes
 def test_blocked_protocol_with_the_spatiotemporal_model(tmp_path, capsys):
     assert bench(tmp_path, "--encodings", "dft,rope", "--scale", "native,matched", "--epochs", "1") == 0
-    out = capsys.readouterr().out
+    out = (tmp_path / "results.md").read_text()
     for row in ("| dft | matched | 1 |", "| rope | native | 1 |"):
         assert row in out
 

@@ -38,6 +38,7 @@ def test_runs_records_and_tables(tmp_path, capsys):
     stamps = {p: p.stat().st_mtime_ns for p in runs}
     assert main([*TINY, "--out", str(tmp_path)]) == 0
     assert all(p.stat().st_mtime_ns == t for p, t in stamps.items())
+    assert capsys.readouterr().out.startswith("resuming: 12 of 12 runs done")  # said before anything else
 
 
 def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
@@ -84,9 +85,9 @@ def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
     [
         (["--n-test", "0"], "--n-test must be a positive int, got 0"),
         (["--batch-size", "0"], "--batch-size must be a positive int, got 0"),
-        (["--lr", "0"], "--lr must be a finite number > 0"),
-        (["--seeds", "0"], "--seeds must be a positive int, got 0"),
-        (["--random-positions", "0"], "--random-positions must be a positive int, got 0"),
+        (["--lr", "0"], "--lr must be a number in (0, 1e+06]; got 0"),
+        (["--seeds", "0"], "--seeds must be an int in [1, 1000]; got 0"),
+        (["--random-positions", "0"], "--random-positions must be an int in [1, 1048576]; got 0"),
         (["--lengthgen-tasks", ","], "--lengthgen-tasks: no task; valid: copy"),
         (["--passkey-lengths", "1,x"], "--passkey-lengths must be comma-separated numbers, got '1,x'"),
         (["--no-rope-layers", "0.5"], "--no-rope-layers must be comma-separated integers, got '0.5'"),

@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from bench_args import tiny_bench
@@ -86,3 +88,54 @@ def test_a_threshold_moved_by_one_rounding_is_not_bit_identical():
     assert not d.identical and d.metric == "threshold" and d.largest == pytest.approx(1.5e-8, rel=1e-6)
     d = deviation(written, dataclasses.replace(written, val={"auprc": 0.41}))
     assert d.metric == "val.auprc" and d.largest == pytest.approx(0.01)
+
+
+WRITTEN = Path(__file__).resolve().parents[2] / "docs" / "results" / "synthetic" / "results.json"
+
+
+def _without(key):
+    def damage(results):
+        del results["meta"][key]
+        return results
+
+    return damage
+
+
+def _set(key, value):
+    def damage(results):
+        results["meta"][key] = value
+        return results
+
+    return damage
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (os.urandom(256), r"results.json: not UTF-8 JSON"),
+        (b'{"meta": ', r"results.json: not UTF-8 JSON"),
+        (lambda r: [1, 2], r"results.json: holds a JSON list, not an object"),
+        (_without("encodings"), r"results.json: meta.encodings is missing"),
+        (_set("seeds", "abc"), r"results.json: meta.seeds must be a positive int, got 'abc'"),
+        (_set("seeds", 0), r"results.json: meta.seeds must be a positive int, got 0"),
+        (_set("encodings", 5), r"results.json: meta.encodings must be a list of names, got 5"),
+        (_set("encodings", ["none", "sinusoidal", "ropee"]), r"results.json: .*unknown encoding 'ropee'"),
+        (_set("hyperparameters", {"window": -3}), r"results.json: meta.hyperparameters: .*window"),
+        (lambda r: {**r, "runs": {"a": 1}}, r"results.json: runs must be a list of run records"),
+        (lambda r: {**r, "runs": [{"encoding": "rope"}]}, r"results.json: runs\[0\] is not a run record"),
+    ],
+)
+def test_verify_names_a_damaged_results_file_in_one_line(tmp_path, capsys, damage, message):
+    """Random bytes gave a UnicodeDecodeError traceback, a meta without encodings a KeyError, seeds "abc"
+    a ValueError from int(): each is now one line naming the file and what is wrong, exit 2."""
+    written = tmp_path / "written"
+    written.mkdir()
+    if isinstance(damage, bytes):
+        data = damage
+    else:
+        data = json.dumps(damage(json.loads(WRITTEN.read_text()))).encode()
+    (written / "results.json").write_bytes(data)
+    assert main(["bench", "--verify", str(written), "--out", str(tmp_path / "o"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]) and str(written / "results.json") in err[0], err
+    assert not (tmp_path / "o" / "runs").exists()

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from posenc import validate
+from posenc.errors import UsageError
 from posenc_bench.data.containers import Dataset, WindowSet
 
 Segment = tuple[int, int, int]  # (series index, begin, end): the time steps begin … end - 1
@@ -177,7 +178,7 @@ def require_length(dataset: Dataset, window: int) -> None:
     short = [s for s in dataset.series if s.length < window]
     if short:
         shortest = min(short, key=lambda s: s.length)
-        raise ValueError(
+        raise UsageError(
             f"window={window} is longer than series {shortest.name!r} of dataset "
             f"{dataset.name!r} ({shortest.length} time steps; {len(short)} series are "
             f"shorter than the window); use window <= "

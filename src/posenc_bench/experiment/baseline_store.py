@@ -26,6 +26,7 @@ from posenc_bench.experiment.config import RunConfig
 from posenc_bench.experiment.files import write_text_atomic
 from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.runs import run_dir
+from posenc_bench.experiment.train import Bar
 
 RECORD = "record.json"
 _RUN_ONLY = ("encoding", "encoding_options", "scale", "seed", "split_seed", "subset")
@@ -66,14 +67,23 @@ def _stored(path: Path, key: dict[str, Any]) -> RunRecord | None:
 
 
 def stored_baselines(
-    jobs: Sequence[BaselineJob], *, root: Path, base: RunConfig, fingerprint: Callable[[Any], str]
+    jobs: Sequence[BaselineJob],
+    *,
+    root: Path,
+    base: RunConfig,
+    fingerprint: Callable[[Any], str],
+    progress: bool = False,
 ) -> tuple[list[RunRecord], int]:
-    """Every job's record, read where stored under ``root`` with the same key, else computed and stored.
+    """Every job's record, read where stored under ``root`` with the same key, else computed and stored
+    (``progress``: a tqdm bar over the jobs, naming the one being computed).
 
     Returns the records in ``jobs``' order and how many were read instead of computed.
     """
     records, read = [], 0
+    bar = Bar(total=len(jobs), desc="baselines", unit="baseline", leave=False) if progress else None
     for job in jobs:
+        if bar is not None:
+            bar.set_postfix_str(f"{job.name} split {job.split_seed}", refresh=True)
         directory = baseline_dir(root, base, job)
         key = _key(base, fingerprint(job.data))
         with claim(directory, wait=True):
@@ -85,4 +95,8 @@ def stored_baselines(
             else:
                 read += 1
         records.append(record)
+        if bar is not None:
+            bar.update()
+    if bar is not None:
+        bar.close()
     return records, read

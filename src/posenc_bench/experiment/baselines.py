@@ -16,10 +16,14 @@ validation as for the models. Both layouts lay windows out as the stretches of s
 (overlapping windows once, a ``NaN`` row between stretches), so the AB-join computes each
 distance once instead of once per window that holds it.
 
-stumpy compiles its kernels with numba on first use, about 20 s of CPU in every process;
-:func:`_stumpy` turns on numba's on-disk cache for the kernels ``aamp`` runs
-(``Dispatcher.enable_caching``: numba's own ``__pycache__`` next to stumpy's source, or
-``NUMBA_CACHE_DIR``), so later processes load the compiled code instead (well under a second).
+stumpy compiles its kernels with numba on first use: 30 s of CPU (95 s of wall time at load 5 on 2
+cores) for a new user, whose numba cache is empty. So a join of at most :data:`NUMPY_PAIRS`
+subsequence pairs per feature (the built-in synthetic data, a telemetry channel) is computed with
+NumPy instead (:func:`_nearest_numpy`: ``‖a − b‖² = ‖a‖² + ‖b‖² − 2a·b`` as one matrix product per
+block of query subsequences, the nearest distance then recomputed directly, so that exact matches
+are exactly 0); only larger joins pay for stumpy's kernels. For those, :func:`_stumpy` turns on
+numba's on-disk cache (``Dispatcher.enable_caching``: numba's own ``__pycache__`` next to stumpy's
+source, or ``NUMBA_CACHE_DIR``), so later processes load the compiled code instead.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ from posenc_bench.data.nominal import DetectionData
 from posenc_bench.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 
 NAMES = ("matrix-profile", "max-abs")
+NUMPY_PAIRS = 2**28
+"""The largest join (query × reference subsequences, per feature) computed with NumPy (module docstring)."""
+_BLOCK = 2**22  # distances held at once by the NumPy join (32 MiB of float64)
 _STUMPY_MODULES = ("stumpy.core", "stumpy.aamp")  # where the numba kernels of ``stumpy.aamp`` live
 
 
@@ -63,12 +70,11 @@ def ab_join(query: NDArray[np.floating], reference: NDArray[np.floating], window
     """Nearest-subsequence Euclidean distance of every ``window``-step subsequence of ``query[T, F]`` in ``reference``.
 
     Returns ``[T - window + 1]``: for each start ``i``, ``Σ_f min_j ‖query[i:i+W, f] − reference[j:j+W, f]‖₂``
-    (``stumpy.aamp`` AB-join per feature). Subsequences holding a ``NaN`` (separators) get ``inf``
-    and never serve as neighbours.
+    (an AB-join per feature: NumPy or ``stumpy.aamp``, module docstring). Subsequences holding a ``NaN``
+    (separators) get ``inf`` and never serve as neighbours.
     """
     import warnings
 
-    stumpy = _stumpy()
     q = np.asarray(query, dtype=np.float64)
     r = np.asarray(reference, dtype=np.float64)
     if q.ndim != 2 or r.ndim != 2 or q.shape[1] != r.shape[1]:
@@ -78,11 +84,38 @@ def ab_join(query: NDArray[np.floating], reference: NDArray[np.floating], window
             f"query ({len(q)}) and reference ({len(r)}) must hold at least window={window} steps"
         )
     total = np.zeros(len(q) - window + 1)
+    if (len(q) - window + 1) * (len(r) - window + 1) <= NUMPY_PAIRS:
+        for f in range(q.shape[1]):
+            total += _nearest_numpy(q[:, f], r[:, f], window)
+        return total
+    stumpy = _stumpy()
     with warnings.catch_warnings():  # exact matches (distance 0) are expected between nominal stretches
         warnings.filterwarnings("ignore", message="A large number of values in `P`", category=UserWarning)
         for f in range(q.shape[1]):
             total += stumpy.aamp(q[:, f], window, r[:, f], ignore_trivial=False)[:, 0].astype(np.float64)
     return total
+
+
+def _nearest_numpy(q: NDArray[np.float64], r: NDArray[np.float64], window: int) -> NDArray[np.float64]:
+    """``min_j ‖q[i:i+W] − r[j:j+W]‖₂`` for every ``i`` (``inf`` where either side holds a ``NaN``):
+    the expanded squared distance picks the nearest ``j`` per block of ``i``, which is then measured directly."""
+    a = np.lib.stride_tricks.sliding_window_view(q, window)
+    b = np.lib.stride_tricks.sliding_window_view(r, window)
+    out = np.full(len(a), np.inf)
+    usable_b = ~np.isnan(b).any(axis=1)
+    if not usable_b.any():
+        return out
+    b_ok = b[usable_b]
+    b_sq = (b_ok * b_ok).sum(axis=1)
+    usable_a = np.flatnonzero(~np.isnan(a).any(axis=1))
+    step = max(1, _BLOCK // len(b_ok))
+    for lo in range(0, len(usable_a), step):
+        rows = usable_a[lo : lo + step]
+        block = a[rows]
+        d2 = (block * block).sum(axis=1)[:, None] + b_sq[None, :] - 2.0 * (block @ b_ok.T)
+        nearest = b_ok[np.argmin(d2, axis=1)]
+        out[rows] = np.sqrt(((block - nearest) ** 2).sum(axis=1))
+    return out
 
 
 def _rolling_max(x: NDArray[np.float64], window: int) -> NDArray[np.float64]:

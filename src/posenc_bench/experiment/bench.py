@@ -28,7 +28,7 @@ from posenc_bench.experiment.config import BenchPlan
 from posenc_bench.experiment.distributed import World, select_device
 from posenc_bench.experiment.environment import environment
 from posenc_bench.experiment.records import RunRecord
-from posenc_bench.experiment.runs import ClassifyTask, RunTask, execute
+from posenc_bench.experiment.runs import METRICS, ClassifyTask, RunTask, execute, run_dir
 from posenc_bench.experiment.train import EpochHook
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ class ReportContext:
         start: ``time.perf_counter()`` when the benchmark began (wall time includes the reporter's baselines).
         world: data-parallel position.
         log: where progress lines go.
+        progress: whether to show tqdm bars (for the stages that take more than a few seconds).
     """
 
     prepared: Prepared
@@ -126,6 +127,7 @@ class ReportContext:
     start: float
     world: World
     log: Callable[[str], None]
+    progress: bool = False
 
 
 class Reporter(Protocol):
@@ -184,6 +186,7 @@ class CompareReporter:
                 root=context.out,
                 base=plan.base,
                 fingerprint=prepared.task.fingerprint,
+                progress=context.progress,
             )
             context.log(
                 f"baselines ({', '.join(dict.fromkeys(b.name or BASELINE for b in baseline))}): "
@@ -425,6 +428,9 @@ def run_bench(
         for split, subset in prepared.data
         if split == config.split_seed
     ]
+    finished = sum((run_dir(out, config) / METRICS).is_file() for config in runs)
+    if finished:
+        say(f"resuming: {finished} of {len(runs)} runs done (under {out / 'runs'}); they are read back")
     done: dict[int, RunRecord] = {}
     # First every run no other process holds (a run held elsewhere is left for later), then the rest,
     # waiting for their holders: concurrent processes on one --out share the grid and end with all of it.
@@ -464,7 +470,9 @@ def run_bench(
         "runs_trained": trained,
         "runs_skipped": len(records) - trained,
     }
-    report = prepared.reporter.report(records, ReportContext(prepared, plan, out, meta, start, world, say))
+    report = prepared.reporter.report(
+        records, ReportContext(prepared, plan, out, meta, start, world, say, progress and world.is_main)
+    )
     world.barrier()
     seconds = time.perf_counter() - start
     return BenchResult(report.summary, report.table, report.paths, seconds, trained, len(records) - trained)

@@ -33,7 +33,7 @@ from posenc_bench.experiment.axes import (
     TrainingAxis,
     check_encoding_options,
 )
-from posenc_bench.experiment.constraints import Constraints, Interval, check_parameters
+from posenc_bench.experiment.constraints import REPEATS, SEED, Constraints, check_parameters
 
 
 def resolve_encoding_options(
@@ -238,11 +238,7 @@ class BenchPlan:
     encoding_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     detectors: tuple[str, ...] = ()
 
-    _parameter_constraints: ClassVar[Constraints] = {
-        "seeds": Interval(int, 1, None),
-        "splits": Interval(int, 1, None),
-        "seed_start": Interval(int, 0, None),
-    }
+    _parameter_constraints: ClassVar[Constraints] = {"seeds": REPEATS, "splits": REPEATS, "seed_start": SEED}
 
     def __post_init__(self) -> None:
         check_parameters(self)

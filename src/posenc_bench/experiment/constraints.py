@@ -97,12 +97,13 @@ class Interval(Constraint):
         )
         if self.kind is int and self.low == 1 and self.high is None:
             return "a positive int"
+        number = "{:d}" if self.kind is int else "{:g}"
         if self.high is None and self.low is not None:
-            return f"{noun} {'>=' if self.closed in ('both', 'left') else '>'} {self.low:g}"
+            return f"{noun} {'>=' if self.closed in ('both', 'left') else '>'} {number.format(self.low)}"
         left = "[" if self.closed in ("both", "left") else "("
         right = "]" if self.closed in ("both", "right") else ")"
-        low = "-inf" if self.low is None else f"{self.low:g}"
-        high = "inf" if self.high is None else f"{self.high:g}"
+        low = "-inf" if self.low is None else number.format(self.low)
+        high = "inf" if self.high is None else number.format(self.high)
         return f"{noun} in {left}{low}, {high}{right}"
 
 
@@ -197,5 +198,10 @@ def parameter_name(config: Any, name: str) -> str:
 #: The values most configurations share: sizes and counts, seeds, and AdamW's rate and decay.
 POSITIVE_INT = Interval(int, 1, None)
 SEED = Interval(int, 0, None)
-LEARNING_RATE = Interval(float, 0, None, closed="neither")
-WEIGHT_DECAY = Interval(float, 0, None, closed="left")
+#: How many seeds (or split seeds) a grid repeats: a thousand is far past what a paired comparison needs.
+REPEATS = Interval(int, 1, 1000)
+#: AdamW's rate, at most 10⁶ (each step moves every weight by about the rate: far past any useful one,
+#: and still a float32, which 1e300 is not; a rate that diverges is stopped by the training's own check,
+#: naming --lr), and its decay, at most 10 (the decay multiplies the rate: above 1/lr it flips weights).
+LEARNING_RATE = Interval(float, 0, 1e6, closed="right")
+WEIGHT_DECAY = Interval(float, 0, 10)

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from posenc_bench.experiment.files import write_atomic
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -21,6 +23,11 @@ def _figure(figsize: tuple[float, float]) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=figsize)
+
+
+def _save(fig: Figure, path: Path) -> None:
+    """``fig`` as a PNG at ``path``, written atomically (a full disk leaves no half-written image)."""
+    write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
 
 
 def comparison_plot(comparison: Comparison, path: Path) -> None:
@@ -63,7 +70,7 @@ def comparison_plot(comparison: Comparison, path: Path) -> None:
         ax.grid(axis="y", alpha=0.3)
     fig.legend(*axes[0][0].get_legend_handles_labels(), loc="upper center", ncol=3, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.92))
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
 
 
 def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title: str) -> None:
@@ -86,7 +93,7 @@ def probe_plot(accuracy: Mapping[str, Mapping[int, float]], path: Path, *, title
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)
 
 
 def lengthgen_plot(
@@ -124,4 +131,4 @@ def lengthgen_plot(
     axes[0].set_ylabel("exact match")
     axes[-1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    _save(fig, path)

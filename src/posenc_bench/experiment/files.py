@@ -12,7 +12,9 @@ temporary file and raises an ``OSError`` naming the file it was writing.
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,10 +46,11 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
         os.replace(tmp, path)
     except OSError as exc:  # a full disk or a file size limit (ulimit -f): say which file, and what is safe
         tmp.unlink(missing_ok=True)
+        fix = "raise the file size limit (ulimit -f)" if exc.errno == errno.EFBIG else "free space"
         raise OSError(
             exc.errno,
             f"{exc.strerror or exc} while writing it; the file is as it was and nothing finished was lost "
-            "(completed runs stay on disk): free space and re-run the same command to resume",
+            f"(completed runs stay on disk): {fix} and re-run the same command to resume",
             str(path),
         ) from exc
     except BaseException:
@@ -59,3 +62,19 @@ def write_atomic(path: Path, write: Callable[[Path], object]) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically and durably."""
     write_atomic(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def move_aside(directory: Path, names: tuple[str, ...], kind: str) -> list[str]:
+    """Rename each existing ``directory/NAME`` to ``NAME.<kind>-<UTC time>`` (never overwriting); the new names."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    moved = []
+    for name in names:
+        path = directory / name
+        if not path.is_file():
+            continue
+        target, n = directory / f"{name}.{kind}-{stamp}", 1
+        while target.exists():
+            target, n = directory / f"{name}.{kind}-{stamp}-{n}", n + 1
+        os.replace(path, target)
+        moved.append(target.name)
+    return moved

@@ -24,6 +24,7 @@ import csv
 import dataclasses
 import io
 import json
+import math
 import time
 import zlib
 from collections.abc import Callable
@@ -46,9 +47,11 @@ from posenc_bench.experiment.claims import claim
 from posenc_bench.experiment.constraints import (
     LEARNING_RATE,
     POSITIVE_INT,
+    REPEATS,
     SEED,
     WEIGHT_DECAY,
     Constraints,
+    Interval,
     NoneOr,
     Options,
     Satisfies,
@@ -57,14 +60,22 @@ from posenc_bench.experiment.constraints import (
     parameter_name,
 )
 from posenc_bench.experiment.figures import lengthgen_plot
-from posenc_bench.experiment.files import write_atomic, write_text_atomic
+from posenc_bench.experiment.files import move_aside, write_text_atomic
 from posenc_bench.experiment.stats import holm, paired_interval, sign_flip_p
+from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
+from posenc_bench.experiment.train import Bar
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
 
+CHECKPOINT = "checkpoint.pt"
+"""An unfinished run's model, optimiser and progress (:func:`_resume`)."""
+
 ENCODING = "encoding.pt"
 """A finished run's trained encoding: the ``state_dict`` of its decoder's encoding module."""
+
+MAX_POSITION = Interval(int, 1, 2**20)
+"""``--random-positions M``: every training step draws a permutation of ``0 … M − 1`` (8·M bytes)."""
 
 REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
@@ -114,7 +125,7 @@ class LengthgenConfig:
         "lr": LEARNING_RATE,
         "weight_decay": WEIGHT_DECAY,
         "encoding_options": Satisfies(check_encoding_options),
-        "random_positions": NoneOr(POSITIVE_INT),
+        "random_positions": NoneOr(MAX_POSITION),
         "checkpoint_every": POSITIVE_INT,
     }
 
@@ -155,7 +166,9 @@ def _check_tasks(name: str, tasks: tuple[str, ...]) -> None:
 
 
 def _check_multiples(name: str, multiples: tuple[float, ...]) -> None:
-    """Test lengths beyond ``L``: multiples > 1 (1 itself also), at least one."""
+    """Test lengths beyond ``L``: finite multiples > 1 (1 itself also), at least one."""
+    if any(math.isinf(m) for m in multiples):
+        raise UsageError(f"{name} must be finite numbers, got {list(multiples)}")
     beyond = [m for m in multiples if m != 1.0]
     if not beyond or not all(m > 1.0 for m in beyond):
         raise UsageError(
@@ -202,7 +215,7 @@ class LengthgenPlan:
     _parameter_constraints: ClassVar[Constraints] = {
         "tasks": Satisfies(_check_tasks),
         "encodings": Satisfies(check_encoding_names),
-        "seeds": POSITIVE_INT,
+        "seeds": REPEATS,
         "seed_start": SEED,
         "test_multiples": Satisfies(_check_multiples),
         "passkey_multiples": Satisfies(_check_multiples),
@@ -455,10 +468,11 @@ def claimed_run(
     device: torch.device,
     wait: bool,
     stop_after: int | None = None,
+    bar: bool = False,
 ) -> tuple[dict[str, Any] | None, bool]:
     """``(metrics, trained here)`` of one run under its claim, so that processes on one ``--out`` share
     the runs: when another process holds it, ``wait=False`` returns ``(None, False)`` at once and
-    ``wait=True`` waits, then reads its result."""
+    ``wait=True`` waits, then reads its result. ``bar``: a tqdm bar over the training steps."""
     folder = config.directory(root)
     with claim(folder, wait=wait) as mine:
         if not mine:
@@ -468,13 +482,17 @@ def claimed_run(
             settings["test"]["positions"] = "randomized"
         stored = _read_json(folder / "config.json")
         if stored is not None and stored != settings:
-            for name in ("metrics.json", "checkpoint.pt", "log.csv", ENCODING):
+            for name in ("metrics.json", CHECKPOINT, "log.csv", ENCODING):
                 (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
         metrics = _read_json(folder / "metrics.json")
         if stored == settings and metrics is not None and (folder / ENCODING).is_file():
-            return metrics, False
+            try:
+                _read_encoding(config, folder / ENCODING)
+                return metrics, False
+            except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
+                _discard(folder, ENCODING, exc)
         write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
-        return _train(config, plan, folder, device=device, stop_after=stop_after), True
+        return _train(config, plan, folder, device=device, stop_after=stop_after, bar=bar), True
 
 
 def _train(
@@ -484,24 +502,24 @@ def _train(
     *,
     device: torch.device,
     stop_after: int | None,
+    bar: bool = False,
 ) -> dict[str, Any] | None:
-    """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint."""
+    """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint (``bar``: a tqdm
+    bar over the steps)."""
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
-    checkpoint = folder / "checkpoint.pt"
+    checkpoint = folder / CHECKPOINT
     if checkpoint.exists():
         try:
-            state = torch.load(checkpoint, map_location=device, weights_only=False)
-            model.load_state_dict(state["model"])
-            optimiser.load_state_dict(state["optimiser"])
-            schedule.load_state_dict(state["schedule"])
+            state = _resume(checkpoint, model, optimiser, schedule, device)
             step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
-        except Exception as exc:  # an unreadable checkpoint is retrained, not trusted
-            print(f"{checkpoint}: unreadable ({exc}); training from the start")
+        except UnusableFile as exc:  # an unreadable or foreign checkpoint is retrained, not trusted
+            _discard(folder, CHECKPOINT, exc)
             model, optimiser, schedule = _fresh(config, device)
-            step, rows, seconds, tokens = 0, [], 0.0, 0
     done_here = 0
     model.train()
+    label = f"{config.task} {config.encoding} seed {config.seed}"
+    steps = Bar(total=config.steps, initial=step, desc=label, unit="step", leave=False) if bar else None
     while step < config.steps:
         start = time.perf_counter()
         batch = training_batch(config, step)
@@ -520,6 +538,8 @@ def _train(
         schedule.step()
         step += 1
         done_here += 1
+        if steps is not None:
+            steps.update()
         logged = step % config.checkpoint_every == 0 or step == config.steps
         if logged and device.type == "cuda":  # CUDA runs ahead of the host: time the queued steps too
             torch.cuda.synchronize(device)
@@ -534,6 +554,8 @@ def _train(
             write_text_atomic(folder / "log.csv", _log_csv(rows))
         if stop_after is not None and done_here >= stop_after and step < config.steps:
             return None
+    if steps is not None:
+        steps.close()
     metrics = evaluate(model, config, plan, device)
     if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
         metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
@@ -549,16 +571,62 @@ def _train(
 
 def trained_decoder(config: LengthgenConfig, root: Path) -> CausalDecoder:
     """The decoder of a finished run under ``root`` on the CPU, its encoding module holding the trained
-    state of the run's :data:`ENCODING` (the other weights are not kept: they are at initialisation)."""
+    state of the run's :data:`ENCODING` (the other weights are not kept: they are at initialisation);
+    :class:`~posenc.UsageError` naming the file when it is not this run's encoding."""
     path = config.directory(root) / ENCODING
+    try:
+        return _read_encoding(config, path)
+    except UnusableFile as exc:
+        raise UsageError(f"{path} {exc}") from None
+
+
+def _read_encoding(config: LengthgenConfig, path: Path) -> CausalDecoder:
+    """:func:`trained_decoder` of the encoding state in ``path``; :class:`UnusableFile` if it does not fit."""
     model = build_model(config)
+    state = load_state(path)
     if model.encoder.encoding is not None:
-        model.encoder.encoding.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        _load_into(model.encoder.encoding, state, "the run's encoding")
+    elif state != {}:
+        raise UnusableFile("holds weights, but the run's encoding has none")
     return model.eval()
 
 
+def _load_into(module: Any, state: Any, what: str) -> None:
+    """``module.load_state_dict(state)`` (strict), or :class:`UnusableFile` saying that ``state`` is not ``what``'s."""
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError):
+        raise UnusableFile(f"does not hold {what} (other names, shapes or structure)") from None
+
+
+def _resume(
+    path: Path,
+    model: torch.nn.Module,
+    optimiser: torch.optim.Optimizer,
+    schedule: torch.optim.lr_scheduler.LambdaLR,
+    device: torch.device,
+) -> dict[str, Any]:
+    """Load the checkpoint in ``path`` into ``model``, ``optimiser`` and ``schedule``; its progress fields.
+    :class:`UnusableFile` when it is not a checkpoint of this run (the three may then be partly loaded)."""
+    state = load_state(path, device=device)
+    fields = {"model": dict, "optimiser": dict, "schedule": dict, "step": int, "log": list,
+              "seconds": float, "tokens": int}  # fmt: skip
+    if not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in fields.items()):
+        raise UnusableFile(f"is not a lengthgen checkpoint (expected {', '.join(fields)})")
+    _load_into(model, state["model"], "this run's model")
+    _load_into(optimiser, state["optimiser"], "this run's optimiser")
+    _load_into(schedule, state["schedule"], "this run's schedule")
+    return state
+
+
+def _discard(folder: Path, name: str, why: UnusableFile) -> None:
+    """Move ``folder/name`` aside and say so in one line: the run retrains."""
+    moved = move_aside(folder, (name,), "corrupt")
+    print(f"{folder / name} {why}; moved aside as {', '.join(moved) or 'nothing'}; the run retrains")
+
+
 def _save(path: Path, state: dict[str, Any]) -> None:
-    write_atomic(path, lambda tmp: torch.save(state, tmp))
+    save_state(path, state)
 
 
 def _test_settings(plan: LengthgenPlan) -> dict[str, Any]:
@@ -602,13 +670,18 @@ def run_lengthgen(
     start = time.perf_counter()
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     configs = plan.configs()
+    finished = sum((config.directory(out) / "metrics.json").is_file() for config in configs)
+    if finished:
+        print(f"resuming: {finished} of {len(configs)} runs done (under {out / 'runs'}); they are read back")
     held_elsewhere: list[
         LengthgenConfig
     ] = []  # runs another process on this --out is training: taken last, waiting for them
     for wait, batch in ((False, configs), (True, held_elsewhere)):
         for config in batch:
             t0 = time.perf_counter()
-            metrics, trained = claimed_run(config, plan, out, device=device, wait=wait)
+            metrics, trained = claimed_run(
+                config, plan, out, device=device, wait=wait, bar=progress is not None
+            )
             if metrics is None:
                 held_elsewhere.append(config)
                 continue

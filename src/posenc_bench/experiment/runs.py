@@ -42,9 +42,7 @@ import dataclasses
 import hashlib
 import io
 import json
-import os
 import re
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -60,11 +58,12 @@ from posenc_bench.experiment.config import RunConfig
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
 from posenc_bench.experiment.environment import environment
-from posenc_bench.experiment.files import write_atomic, write_text_atomic
+from posenc_bench.experiment.files import move_aside, write_text_atomic
 from posenc_bench.experiment.metrics import best_f1_threshold, binary_metrics, family_auprc
 from posenc_bench.experiment.records import RunRecord
 from posenc_bench.experiment.scale import build_classifier
 from posenc_bench.experiment.series import window_series
+from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
 from posenc_bench.experiment.train import (
     ClassifySteps,
     EpochHook,
@@ -175,10 +174,9 @@ def _read_json(path: Path, required: dict[str, type]) -> dict[str, Any]:
 def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
     """The checkpoint at ``path`` if it is complete, intact and fits ``model``; else :class:`_Unusable`."""
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ""
-        raise _Unusable(f"cannot be loaded ({type(exc).__name__}{': ' + first if first else ''})") from None
+        ckpt = load_state(path, device=device)
+    except UnusableFile as exc:
+        raise _Unusable(str(exc)) from None
     if not isinstance(ckpt, dict) or not {"model", "optimizer", "fit", "sha256"} <= set(ckpt):
         raise _Unusable("is not a posenc checkpoint (expected keys model, optimizer, fit, sha256)")
     body = {k: v for k, v in ckpt.items() if k != "sha256"}
@@ -221,28 +219,12 @@ def read_checkpoint(
         raise UsageError(f"{path} {exc}") from None
 
 
-def _move_aside(directory: Path, names: tuple[str, ...], kind: str) -> list[str]:
-    """Rename each existing ``directory/NAME`` to ``NAME.<kind>-<UTC time>`` (never overwriting); the new names."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    moved = []
-    for name in names:
-        path = directory / name
-        if not path.is_file():
-            continue
-        target, n = directory / f"{name}.{kind}-{stamp}", 1
-        while target.exists():
-            target, n = directory / f"{name}.{kind}-{stamp}-{n}", n + 1
-        os.replace(path, target)
-        moved.append(target.name)
-    return moved
-
-
 def _discard(
     directory: Path, names: tuple[str, ...], kind: str, why: str, *, tidy: bool, log: Callable[[str], None]
 ) -> None:
     """Move ``names`` aside (rank 0: ``tidy``) and say why through ``log``."""
     if tidy:
-        moved = _move_aside(directory, names, kind)
+        moved = move_aside(directory, names, kind)
         log(f"{why}; moved aside: {', '.join(moved) or 'nothing'}; the run retrains")
 
 
@@ -493,12 +475,7 @@ def _execute(
 
     def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
         if world.is_main:
-            sealed = {**ckpt, "sha256": _tensor_digest(ckpt)}
-            buffer = (
-                io.BytesIO()
-            )  # serialised in memory: a failed write is then an OSError, not torch's RuntimeError
-            torch.save(sealed, buffer)
-            write_atomic(directory / CHECKPOINT, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
+            save_state(directory / CHECKPOINT, {**ckpt, "sha256": _tensor_digest(ckpt)})
             write_text_atomic(directory / LOG, _log_csv(ckpt["fit"]["history"]))
         if on_epoch is not None:
             on_epoch(ckpt, row)

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from posenc_bench.data import WindowSet
 
 
-class _Bar(tqdm):
+class Bar(tqdm):
     """A tqdm bar without tqdm's monitor thread, which only tunes how often slow bars redraw.
 
     Every tqdm bar, even a disabled one, takes a lock shared by all tqdm classes of the process (a
@@ -218,7 +218,7 @@ def fit_loop(
         total, count, start = 0.0, 0, time.perf_counter()
         shown = progress and world.is_main
         bar = (
-            _Bar(batches, desc=f"{steps.label} seed {config.seed} epoch {epoch}", leave=False)
+            Bar(batches, desc=f"{steps.label} seed {config.seed} epoch {epoch}", leave=False)
             if shown
             else batches
         )

@@ -50,27 +50,71 @@ def _key(r: RunRecord) -> tuple[str, str, str, int, int]:
     return (r.detector or "", r.encoding, r.scale or "", r.split_seed, r.seed or 0)
 
 
-def plan_of(results: Mapping[str, Any]) -> BenchPlan:
-    """The grid that wrote ``results`` (a ``results.json`` object), baselines off."""
+def _meta_field(meta: Mapping[str, Any], name: str) -> Any:
+    """``meta[name]``, checked to be what ``posenc bench`` writes there; ``ValueError`` saying what is wrong."""
+    if name not in meta:
+        raise ValueError(f"meta.{name} is missing")
+    value = meta[name]
+    if name in ("seeds", "splits"):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"meta.{name} must be a positive int, got {value!r}")
+    elif name == "hyperparameters":
+        if not isinstance(value, dict):
+            raise ValueError(f"meta.{name} must be an object of run settings, got {value!r}")
+    elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"meta.{name} must be a list of names, got {value!r}")
+    return value
+
+
+def _records(results: Mapping[str, Any]) -> list[RunRecord]:
+    """``results["runs"]`` as records; ``ValueError`` naming the first that is not one."""
+    runs = results.get("runs")
+    if not isinstance(runs, list):
+        raise ValueError(f"runs must be a list of run records, got {type(runs).__name__}")
+    records = []
+    for i, r in enumerate(runs):
+        try:
+            records.append(as_record(r))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"runs[{i}] is not a run record ({exc})") from None
+    return records
+
+
+def plan_of(results: Any, path: Path | str = "results.json") -> BenchPlan:
+    """The grid that wrote ``results`` (a ``results.json`` object read from ``path``), baselines off;
+    :class:`~posenc.UsageError` naming ``path`` and what is wrong when it is not such an object."""
     try:
-        meta = results["meta"]
-        base = RunConfig.from_dict(meta["hyperparameters"])
-        runs = [as_record(r) for r in results["runs"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"--verify: not a results.json written by posenc bench ({exc})") from None
-    options = {r.encoding: dict(r.encoding_options) for r in runs if r.encoding_options}
-    return BenchPlan(
-        base,
-        tuple(meta["encodings"]),
-        tuple(meta["scales"]),
-        seeds=int(meta["seeds"]),
-        splits=int(meta["splits"]),
-        seed_start=int(meta.get("seed_start", 0)),
-        shuffle_control=any(r.shuffled_test is not None for r in runs),
-        baseline=False,
-        encoding_options=options,
-        detectors=tuple(dict.fromkeys(r.detector for r in runs if r.detector)),
-    )
+        if not isinstance(results, dict):
+            raise ValueError(f"holds a JSON {type(results).__name__}, not an object")
+        meta = results.get("meta")
+        if not isinstance(meta, dict):
+            raise ValueError("meta is missing (or not an object)")
+        fields = {
+            k: _meta_field(meta, k) for k in ("hyperparameters", "encodings", "scales", "seeds", "splits")
+        }
+        try:
+            base = RunConfig.from_dict(fields["hyperparameters"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"meta.hyperparameters: {exc}") from None
+        runs = _records(results)
+        seed_start = meta.get("seed_start", 0)  # written since seeds may be a range
+        if not isinstance(seed_start, int) or isinstance(seed_start, bool) or seed_start < 0:
+            raise ValueError(f"meta.seed_start must be an int >= 0, got {seed_start!r}")
+        options = {r.encoding: dict(r.encoding_options) for r in runs if r.encoding_options}
+        return BenchPlan(
+            base,
+            tuple(fields["encodings"]),
+            tuple(fields["scales"]),
+            seeds=fields["seeds"],
+            splits=fields["splits"],
+            seed_start=seed_start,
+            shuffle_control=any(r.shuffled_test is not None for r in runs),
+            baseline=False,
+            encoding_options=options,
+            detectors=tuple(dict.fromkeys(r.detector for r in runs if r.detector)),
+        )
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"--verify: {path}: {exc}; not a results.json as posenc bench writes it") from None
 
 
 def _numbers(r: RunRecord) -> Iterator[tuple[str, float]]:
@@ -139,15 +183,18 @@ def verify(
     path = Path(folder) / "results.json"
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"--verify {folder}: cannot read {path} ({exc})") from None
-    plan = plan_of(results)
+    except OSError as exc:
+        raise UsageError(f"--verify {folder}: cannot read {path} ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(
+            f"--verify: {path}: not UTF-8 JSON ({type(exc).__name__} at byte {exc.start if isinstance(exc, UnicodeDecodeError) else exc.pos})"
+        ) from None
+    plan = plan_of(results, path)
     if (Path(out) / "runs").exists():
         raise UsageError(
             f"--verify: --out {out} already holds runs, which would be reused; use an empty folder"
         )
     rerun = {_key(r): r for r in run(plan, Path(out))}
-    deviations = [
-        deviation(w, rerun[_key(w)]) for w in (as_record(r) for r in results["runs"]) if _key(w) in rerun
-    ]
-    return deviations, report(deviations, results["meta"].get("environment"))
+    deviations = [deviation(w, rerun[_key(w)]) for w in _records(results) if _key(w) in rerun]
+    written_env = results["meta"].get("environment")
+    return deviations, report(deviations, written_env if isinstance(written_env, dict) else None)

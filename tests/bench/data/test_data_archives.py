@@ -135,7 +135,7 @@ def test_bench_detect_on_ucr_files_scores_each_file(tmp_path, capsys):
     args += ["--epochs", "1", "--window", "16", "--horizon", "2", "--d-model", "16", "--heads", "2"]
     args += ["--layers", "1", "--no-progress", "--no-shuffle-control", "--out", str(out)]
     assert main(args) == 0
-    text = capsys.readouterr().out
+    text = (out / "results.md").read_text()
     assert "| forecast | rope | none | vus_pr | 3 |" in text
     runs = json.loads((out / "results.json").read_text())["runs"]
     assert {len(r["series"]) for r in runs} == {3}

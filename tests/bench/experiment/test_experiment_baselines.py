@@ -1,15 +1,15 @@
-"""Baselines without training: the matrix profile (stumpy AB-join) against a brute-force float64 formula."""
+"""Baselines without training: the matrix profile (NumPy or stumpy AB-join) against a brute-force float64 formula."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from posenc_bench.experiment.baselines import ab_join, continuous_features, stretches, window_profile
-
-pytestmark = pytest.mark.slow  # stumpy compiles its kernels (numba) on first use: ~20 s of CPU
 
 
 def brute_force(q, r, w):
@@ -33,6 +33,36 @@ def test_ab_join_is_the_nearest_subsequence_distance_per_feature_summed():
     np.testing.assert_allclose(ab_join(q, r, 6), brute_force(q, r, 6), rtol=1e-6, atol=1e-6)
     r[10] = np.nan  # subsequences through a NaN never serve as neighbours
     np.testing.assert_allclose(ab_join(q, r, 6), brute_force(q, r, 6), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.slow  # stumpy compiles its kernels (numba) on first use: ~30 s of CPU with a cold cache
+def test_the_numpy_join_agrees_with_stumpys(monkeypatch):
+    """Joins larger than NUMPY_PAIRS go to stumpy.aamp: both paths give the same distances."""
+    from posenc_bench.experiment import baselines
+
+    rng = np.random.default_rng(1)
+    q, r = rng.normal(size=(300, 2)), rng.normal(size=(400, 2))
+    r[50] = np.nan
+    q[7] = np.nan
+    small = ab_join(q, r, 16)
+    monkeypatch.setattr(baselines, "NUMPY_PAIRS", 0)
+    np.testing.assert_allclose(ab_join(q, r, 16), small, rtol=1e-9, atol=1e-9)
+
+
+def test_an_exact_match_is_distance_zero_and_a_small_join_compiles_nothing():
+    """Exact matches between nominal stretches are 0, not a rounding of the expanded formula; and the
+    default data's join imports neither stumpy nor numba (a new user's cold numba cache cost 30 s of CPU)."""
+    rng = np.random.default_rng(2)
+    r = rng.normal(size=(200, 1)) * 1e3
+    q = r[40:90].copy()
+    assert np.all(ab_join(q, r, 8) == 0.0)
+    code = (
+        "import sys, numpy as np; from posenc_bench.experiment.baselines import ab_join; "
+        "ab_join(np.random.default_rng(0).normal(size=(3000, 4)), np.random.default_rng(1).normal(size=(9000, 4)), 32); "
+        "print(sorted(m for m in ('stumpy', 'numba') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def window_set(X, series, start):

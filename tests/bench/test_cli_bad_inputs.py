@@ -1,0 +1,77 @@
+"""Bad values of ``posenc bench``'s options, end to end: exit 2 and one line naming the option (never a
+traceback, a segfault or torch's words), before any run is written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from posenc.cli import main
+
+BIG = str(10**12)
+THREADS = 4 * (os.cpu_count() or 1)
+CLASSIFY = ["bench", "--epochs", "1", "--seeds", "1", "--no-baseline", "--no-progress"]
+LENGTHGEN = ["bench", "--task", "lengthgen", "--lengthgen-tasks", "parity", "--encodings", "none,rope",
+             "--seeds", "1", "--steps", "2", "--train-length", "4", "--vocab", "8", "--d-model", "16",
+             "--heads", "2", "--layers", "1", "--n-test", "4", "--test-lengths", "1,2", "--no-progress"]  # fmt: skip
+MEMORY = "would need .* GiB, more than the"
+
+CASES = [
+    # --threads 100000 segfaulted (exit 139) in torch.set_num_threads; 10**12 overflowed in it
+    (CLASSIFY, ["--threads", "100000"], rf"--threads must be an int in \[1, {THREADS}\] \(4 per CPU core\)"),
+    (CLASSIFY, ["--threads", BIG], r"--threads must be an int in \[1, "),
+    (CLASSIFY, ["--threads", "0"], r"--threads must be an int in \[1, "),
+    (LENGTHGEN, ["--threads", "100000"], r"--threads must be an int in \[1, "),
+    # --lr 1e300 was torch's "value cannot be converted to type float without overflow"
+    (CLASSIFY, ["--lr", "1e300"], r"--lr must be a number in \(0, 1e\+06\][;,] got 1e\+300"),
+    (LENGTHGEN, ["--lr", "1e300"], r"--lr must be a number in \(0, 1e\+06\][;,] got 1e\+300"),
+    # --weight-decay 1e300 trained, diverged, and blamed --lr
+    (CLASSIFY, ["--weight-decay", "1e300"], r"--weight-decay must be a number in \[0, 10\][;,] got 1e\+300"),
+    (CLASSIFY, ["--seeds", BIG], r"--seeds must be an int in \[1, 1000\][;,] got 1000000000000"),
+    (CLASSIFY, ["--splits", BIG], r"--splits must be an int in \[1, 1000\][;,] got 1000000000000"),
+    (LENGTHGEN, ["--seeds", BIG], r"--seeds must be an int in \[1, 1000\][;,] got 1000000000000"),
+    (CLASSIFY, ["--layers", BIG], rf"--layers 1000000000000 {MEMORY}"),
+    # the data's own check named the field (window=…; use window <= 512), not the flag
+    (
+        [*CLASSIFY, "--dataset-option", "n_series=2", "--dataset-option", "length=512"],
+        ["--window", BIG],
+        r"--window 1000000000000 is longer than series 'synthetic-0' .*; use --window <= 512$",
+    ),
+    # the encoding's own check did not say which flag carried the value
+    (
+        [*CLASSIFY, "--encodings", "t5"],
+        ["--encoding-option", "t5.num_buckets=1e12"],
+        r"^posenc bench: error: --encoding-option t5.num_buckets=1000000000000.0: num_buckets must be an int",
+    ),
+    # --test-lengths inf was an OverflowError in round(); 1e300 and 1e12 ran out of memory or time
+    (LENGTHGEN, ["--test-lengths", "inf"], r"--test-lengths must be finite numbers, got \[inf\]"),
+    (LENGTHGEN, ["--test-lengths", "nan"], r"--test-lengths must exceed the training length .*got \[nan\]"),
+    (LENGTHGEN, ["--test-lengths", "1e300"], rf"--test-lengths.* {MEMORY}.*lower --test-lengths"),
+    (LENGTHGEN, ["--test-lengths", "1,1e12"], rf"--test-lengths.* {MEMORY}"),
+    (
+        ["--lengthgen-tasks", "passkey"],
+        ["--passkey-lengths", "inf"],
+        r"--passkey-lengths must be finite numbers",
+    ),
+    (["--lengthgen-tasks", "passkey"], ["--passkey-lengths", "1e300"], rf"--passkey-lengths.* {MEMORY}"),
+    # --random-positions 10**12 drew a permutation of 10**12 positions at every step
+    (LENGTHGEN, ["--random-positions", BIG], r"--random-positions must be an int in \[1, 1048576\]"),
+    # --vocab and --d-model 10**12 were torch's DefaultCPUAllocator RuntimeError
+    (LENGTHGEN, ["--vocab", BIG], rf"--vocab 1000000000000 .*{MEMORY}"),
+    (LENGTHGEN, ["--d-model", BIG], rf"--d-model 1000000000000 .*{MEMORY}"),
+]
+
+
+@pytest.mark.parametrize(
+    "base, extra, message", CASES, ids=lambda v: " ".join(v) if isinstance(v, list) else None
+)
+def test_a_bad_value_is_one_line_naming_the_option(tmp_path, capsys, base, extra, message):
+    import re
+
+    if base[0] != "bench":  # lengthgen with another task
+        base = [*LENGTHGEN, *base]
+    assert main([*base, *extra, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.search(message, err[0]), err
+    assert not (tmp_path / "runs").exists()
