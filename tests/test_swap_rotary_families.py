@@ -8,13 +8,16 @@ and the first difference named, leaving the model untouched.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from peers import import_peer
 
-from posenc.integrations.hf import HFRotary, RotaryMismatch, swap_rotary
+from posenc.integrations.hf import HFRotary, RotaryMismatch, rotary_from_spec, swap_rotary
 from posenc.nn import RotaryEmbedding
 from posenc.nn.rope_types import hf_rope_layers
+from posenc.rope_spec import hf_rope_spec
 
 transformers = import_peer("transformers", "transformers is the client these tests run")
 
@@ -340,3 +343,119 @@ def test_llama4_with_its_vision_rope_is_refused_naming_the_fixed_table():
     assert "Llama4ForConditionalGeneration" in message and "vision_model.rotary_embedding" in message
     assert "its forward takes no position ids" in message and "language_model" not in message
     assert model.language_model.model.rotary_emb is text_rope  # nothing replaced
+
+
+def assert_same_outputs(model: torch.nn.Module, run) -> None:
+    """``run(model, positions)`` (a list of tensors) before and after the swap, near and far: equal within
+    transformers' float32 angle round-off (t·2^-24 rad), and the positions must matter to the model."""
+    ids = torch.randint(0, 90, (2, 24), generator=torch.Generator().manual_seed(1))
+    positions = [torch.arange(start, start + 24).expand(2, 24) for start in (0, 60, 5000)]
+    theirs = [run(model, ids, p) for p in positions]
+    assert swap_rotary(model)
+    ours = [run(model, ids, p) for p in positions]
+    for near_or_far, (a_all, b_all) in enumerate(zip(theirs, ours, strict=True)):
+        tolerance = 1e-4 if near_or_far < 2 else 2e-3
+        for layer, (a, b) in enumerate(zip(a_all, b_all, strict=True)):
+            assert (a - b).abs().max() <= tolerance * a.abs().max(), (near_or_far, layer)
+    assert not torch.allclose(run(model, ids, positions[0].flip(-1))[-1], ours[0][-1], atol=1e-4)
+
+
+def gemma3_local_and_global() -> torch.nn.Module:
+    """Gemma 3 with its two ropes: sliding layers at base 10^4, full layers at base 10^6 with linear ×8."""
+    torch.manual_seed(0)
+    config = peer_class("Gemma3TextConfig")(
+        **TEXT,
+        head_dim=16,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        },
+    )
+    model = peer_class("Gemma3ForCausalLM")(config).eval()
+    for parameter in model.parameters():  # larger weights than the default init, so that rotations matter
+        parameter.data.mul_(4.0)
+    return model
+
+
+def test_gemma3_local_and_global_ropes_are_the_specs_and_give_the_models_own_outputs():
+    model = gemma3_local_and_global()
+    spec = {g.layer_type: g.modules[0] for g in hf_rope_spec(model.config)}
+    assert_same_outputs(model, hidden_states)
+    ropes = model.model.rotary_emb.ropes
+    assert set(ropes) == {"sliding_attention", "full_attention"}
+    for layer_type, rope in ropes.items():  # each layer type's rope is built from its spec entry
+        assert (rope.base, rope.scaling, rope.rotary_dim) == (
+            spec[layer_type].base,
+            None if spec[layer_type].rope_type == "default" else spec[layer_type].rope_type,
+            spec[layer_type].rotary_dim,
+        )
+    ratio = ropes["full_attention"].frequencies / ropes["sliding_attention"].frequencies
+    expected = torch.tensor([(1e4 / 1e6) ** (2 * i / 16) / 8 for i in range(8)], dtype=torch.float64)
+    assert torch.allclose(ratio, expected, rtol=1e-12)
+
+
+def smollm3_with_nope_layers() -> torch.nn.Module:
+    """SmolLM3 with a NoPE layer every 2nd layer (``no_rope_layer_interval``: layer 1 has no rope)."""
+    torch.manual_seed(0)
+    config = peer_class("SmolLM3Config")(
+        **{**TEXT, "num_hidden_layers": 4}, no_rope_layer_interval=2, pad_token_id=0
+    )
+    model = peer_class("SmolLM3ForCausalLM")(config).eval()
+    for parameter in model.parameters():
+        parameter.data.mul_(4.0)
+    return model
+
+
+def test_smollm3_nope_pattern_is_the_specs_and_the_swap_keeps_every_layers_output():
+    model = smollm3_with_nope_layers()
+    groups = {g.layers: g.modules[0].rope for g in hf_rope_spec(model.config)}
+    assert groups == {(0, 2): True, (1, 3): False}
+    assert [bool(layer.self_attn.use_rope) for layer in model.model.layers] == [True, False, True, False]
+    assert_same_outputs(model, hidden_states)
+
+
+def test_an_attention_whose_rope_flag_disagrees_with_the_spec_is_refused_naming_the_layer():
+    """NoPE flags read with the opposite polarity (1 = NoPE): the spec and the model would rotate other layers."""
+    model = smollm3_with_nope_layers()
+    original = model.model.rotary_emb
+    model.model.layers[1].self_attn.use_rope = 1  # the spec says layer 1 is NoPE
+    with pytest.raises(RotaryMismatch) as refusal:
+        swap_rotary(model)
+    message = str(refusal.value)
+    assert "model.layers.1.self_attn (layer 1) has use_rope=1" in message and "NoPE" in message
+    assert "layers.0" not in message and "layers.3" not in message
+    assert model.model.rotary_emb is original  # nothing replaced
+
+
+@pytest.mark.parametrize(("family", "rotary_dim"), [("Phi", 8), ("Glm", 8), ("StableLm", 4)])
+def test_partial_rotary_dims_are_the_specs_and_give_the_models_own_logits(family, rotary_dim):
+    """Phi and GLM rotate half of each 16-dim head (GLM in adjacent pairs), StableLM a quarter."""
+    torch.manual_seed(0)
+    factor = {"Phi": 0.5, "Glm": 0.5, "StableLm": 0.25}[family]
+    config = peer_class(f"{family}Config")(**TEXT, head_dim=16, partial_rotary_factor=factor, pad_token_id=0)
+    model = peer_class(f"{family}ForCausalLM")(config).eval()
+    for parameter in model.parameters():
+        parameter.data.mul_(4.0)
+    (group,) = hf_rope_spec(model.config)
+    assert group.modules[0].rotary_dim == rotary_dim
+    assert_same_outputs(model, lambda m, ids, p: [logits(m, ids, p)])
+    (swapped,) = [m for m in model.modules() if isinstance(m, HFRotary)]
+    assert swapped.rope.rotary_dim == rotary_dim and swapped.rope.head_dim == 16
+
+
+def test_a_spec_attention_factor_the_rotary_does_not_reproduce_is_refused():
+    from test_integrations_hf import ROPE_PARAMETERS, tiny_llama
+
+    (group,) = hf_rope_spec(tiny_llama(ROPE_PARAMETERS["yarn"]).config)
+    module = group.modules[0]
+    rope = rotary_from_spec(module, layout="half_split")
+    assert (
+        rope.attention_factor == pytest.approx(module.attention_factor, rel=1e-12)
+        and rope.attention_factor > 1
+    )
+    with pytest.raises(ValueError, match=r"attention factor .* the spec 2\.5"):
+        rotary_from_spec(dataclasses.replace(module, attention_factor=2.5), layout="half_split")
+    with pytest.raises(ValueError, match=r"'attention' is NoPE"):
+        rotary_from_spec(dataclasses.replace(module, rope=False), layout="half_split")

@@ -62,7 +62,9 @@ SLIDING_ONLY_ROPE_MODEL_TYPES: tuple[str, ...] = ("cohere2", "cohere2_moe")
 class ModuleRope:
     """The rope of one attention module (``attention``, or a sub-module such as ``indexer``).
 
-    ``rope`` False: the module is NoPE and the other rope fields are ``None``. ``layout`` is
+    ``rope`` False: the module is NoPE and the other rope fields are ``None``. ``layer_type`` names the
+    per-layer-type rope parameters it reads (Gemma 3's ``sliding_attention``; ``None`` where the config has
+    one rope for every layer). ``layout`` is
     ``half_split`` or ``adjacent``; ``parameters`` are the rope type's resolved parameters;
     ``query_scale`` describes a position-dependent factor on the queries outside the rotary;
     ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²).
@@ -70,6 +72,7 @@ class ModuleRope:
 
     module: str
     rope: bool
+    layer_type: str | None = None
     rope_type: str | None = None
     head_dim: int | None = None
     rotary_dim: int | None = None
@@ -142,6 +145,7 @@ def _module(config: Any, module: str, layer_type: str | None, layout: str) -> Mo
     return ModuleRope(
         module=module,
         rope=True,
+        layer_type=layer_type,
         rope_type=name,
         head_dim=settings["head_dim"],
         rotary_dim=rotary_dim,

@@ -39,9 +39,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from posenc.nn import rope_types
 from posenc.nn.multiaxis import MultiAxisRotary
 from posenc.nn.rotary import RotaryEmbedding
+from posenc.rope_spec import ModuleRope, hf_rope_spec
 
 FORMS: tuple[str, ...] = ("half_split", "adjacent", "pairs", "complex")
 
@@ -96,8 +96,10 @@ class HFRotary(nn.Module):
 
     @classmethod
     def from_config(cls, config: object, *, form: str = "half_split") -> HFRotary:
-        """The posenc rotary for a transformers config: M-RoPE where it has ``mrope_section``, one per
-        layer type where it has several, else :meth:`RotaryEmbedding.from_hf`."""
+        """The posenc rotary for a transformers config, built from :func:`posenc.rope_spec.hf_rope_spec`:
+        M-RoPE where the spec has an ``mrope_section``, one rope per layer type where the config keys its
+        rope parameters by layer type (only the types some layer uses with a rope: transformers builds no
+        other), else one rope for the layers that rotate (NoPE layers take none)."""
         layout = "adjacent" if form == "adjacent" else "half_split"
         parameters = getattr(config, "rope_parameters", None) or {}
         if parameters.get("rope_type") == "axial":  # Qwen2-VL/Qwen3-VL vision: (h, w) over halves of d_h/2
@@ -109,26 +111,17 @@ class HFRotary(nn.Module):
                 head_dim, [half, half], base=parameters.get("rope_theta", 10000.0), layout=layout
             )
             return cls(rope, form=form, axes_last=True)
-        layer_types = sorted(k for k, v in parameters.items() if isinstance(v, dict))
-        present = getattr(config, "layer_types", None)
-        if layer_types and present:  # transformers builds a rope only for the layer types its layers use
-            layer_types = [t for t in layer_types if t in set(present)]
-        if layer_types:  # Gemma 4 keeps a config per layer type (its own head_dim) in per_layer_config
-            per_layer = getattr(config, "per_layer_config", None)
-            return cls(
-                {
-                    t: RotaryEmbedding.from_hf(
-                        config if per_layer is None else per_layer[t], layer_type=t, layout=layout
-                    )
-                    for t in layer_types
-                },
-                form=form,
-            )
-        if rope_types.hf_mrope(config)[0] is not None:
+        ropes = spec_ropes(config)
+        if any(m.mrope_section is not None for m in ropes.values()):
             if form != "half_split":
                 raise ValueError(f"M-RoPE tables are built in the half_split form only, got form={form!r}")
             return cls(MultiAxisRotary.from_hf(config), form=form)
-        return cls(RotaryEmbedding.from_hf(config, layout=layout), form=form)
+        max_len = min(int(getattr(config, "max_position_embeddings", None) or 2048), 8192)
+        if None in ropes:
+            return cls(rotary_from_spec(ropes[None], layout=layout, max_len=max_len), form=form)
+        return cls(
+            {str(t): rotary_from_spec(m, layout=layout, max_len=max_len) for t, m in ropes.items()}, form=form
+        )
 
     def _rope_for(self, layer_type: str | None) -> RotaryEmbedding | MultiAxisRotary:
         if self.ropes is not None:
@@ -171,6 +164,71 @@ class HFRotary(nn.Module):
         if self.form == "pairs":
             return pick(cos).to(x.dtype), pick(sin).to(x.dtype)
         return torch.complex(pick(cos), pick(sin)).to(torch.complex64)
+
+
+def spec_ropes(config: object) -> dict[str | None, ModuleRope]:
+    """The ropes one transformers rotary module of ``config`` must produce, by the layer type it is called
+    with (``None``: called without one), from :func:`posenc.rope_spec.hf_rope_spec`.
+
+    transformers' rotary module serves every rotating layer and sub-module of its model with one table per
+    layer type (DeepSeek-V3.2's indexer and MLA read the same tables, each in its own pair layout), so the
+    rotating modules of one layer type must agree on the frequencies (type, base, rotary dims, parameters,
+    attention factor); they are refused otherwise, naming both. NoPE modules need no table.
+    """
+    out: dict[str | None, ModuleRope] = {}
+    for group in hf_rope_spec(config):
+        for module in group.modules:
+            if not module.rope:
+                continue
+            seen = out.setdefault(module.layer_type, module)
+            if _frequencies(seen) != _frequencies(module):
+                raise ValueError(
+                    f"layers {group.describe_layers()} ({module.module}) rotate with {_frequencies(module)}, "
+                    f"but the rotary module's {module.layer_type or 'one'} table has {_frequencies(seen)}"
+                )
+    if not out:
+        raise ValueError("the config's rope spec gives no layer a rope (every layer NoPE): no table to build")
+    return out
+
+
+def _frequencies(module: ModuleRope) -> tuple[object, ...]:
+    return (
+        module.rope_type,
+        module.head_dim,
+        module.rotary_dim,
+        module.base,
+        sorted(module.parameters.items()),
+        module.attention_factor,
+    )
+
+
+def rotary_from_spec(module: ModuleRope, *, layout: str, max_len: int = 2048) -> RotaryEmbedding:
+    """The :class:`posenc.nn.RotaryEmbedding` of one rotating :class:`posenc.rope_spec.ModuleRope`: its rope
+    type, base, head and rotary dims and resolved parameters, tables in ``layout``. Its attention factor
+    (YaRN's ``0.1·ln(s) + 1``, LongRoPE's, or the config's own) must equal the spec's."""
+    if not module.rope:
+        raise ValueError(f"module {module.module!r} is NoPE in the spec: it has no rotary embedding")
+    options = dict(module.parameters)
+    factor = options.pop("factor", None)
+    scaled = module.rope_type not in (None, "default")
+    assert module.head_dim is not None and module.base is not None
+    rope = RotaryEmbedding(
+        module.head_dim,
+        base=module.base,
+        rotary_dim=module.rotary_dim,
+        layout=layout,
+        scaling=module.rope_type if scaled else None,
+        scaling_factor=factor if scaled else None,
+        scaling_options=options if scaled else None,
+        max_len=max_len,
+    )
+    expected = 1.0 if module.attention_factor is None else module.attention_factor
+    if abs(rope.attention_factor - expected) > 1e-12 * max(1.0, abs(expected)):
+        raise ValueError(
+            f"module {module.module!r}: the rotary built from the spec has attention factor "
+            f"{rope.attention_factor!r}, the spec {expected!r}"
+        )
+    return rope
 
 
 class RotaryMismatch(ValueError):
@@ -326,14 +384,41 @@ def _verify(module: nn.Module, make: Callable[[str], HFRotary]) -> tuple[HFRotar
     return None, reasons
 
 
+def _rope_flag_disagreements(model: nn.Module) -> list[str]:
+    """Attention modules whose own rope flag (``use_rope`` with a ``layer_idx``: Llama 4, SmolLM3, Mistral
+    Large 4) says otherwise than :func:`posenc.rope_spec.hf_rope_spec` of their config for that layer."""
+    out = []
+    specs: dict[int, dict[int, bool]] = {}
+    for name, module in model.named_modules():
+        flag, index, config = (getattr(module, k, None) for k in ("use_rope", "layer_idx", "config"))
+        if flag is None or not isinstance(index, int) or config is None:
+            continue
+        if id(config) not in specs:
+            specs[id(config)] = {
+                i: any(m.rope for m in group.modules) for group in hf_rope_spec(config) for i in group.layers
+            }
+        expected = specs[id(config)].get(index)
+        if expected is not None and bool(flag) != expected:
+            out.append(
+                f"{name} (layer {index}) has use_rope={flag!r}, but its config's rope spec makes layer "
+                f"{index} {'rotate' if expected else 'NoPE'}"
+            )
+    return out
+
+
 def swap_rotary(model: nn.Module) -> list[str]:
     """Replace every transformers rotary module inside ``model`` by a verified :class:`HFRotary`; return their names.
 
     A rotary module is recognised by its class name ending in ``RotaryEmbedding`` and its ``config``
-    (the model config it was built from), from which :meth:`RotaryEmbedding.from_hf` (or
-    :meth:`MultiAxisRotary.from_hf` for M-RoPE) reads the rope type. Before anything is replaced,
-    each module and its posenc replacement are called on the probe positions of the module
-    docstring, in each of the four forms; the first form that agrees everywhere is installed.
+    (the model config it was built from). Its replacement is built from that config's
+    :func:`posenc.rope_spec.hf_rope_spec` (:func:`spec_ropes`: per layer type, rope type, base, rotary
+    dims, scaling parameters and attention factor; :meth:`MultiAxisRotary.from_hf` for M-RoPE). Before
+    anything is replaced, each module and its posenc replacement are called on the probe positions of
+    the module docstring, in each of the four table forms (how transformers' module hands the tables to
+    its attention, which is not the attention's pair layout: GLM's adjacent pairs read half-split
+    tables); the first form that agrees everywhere is installed. An attention module whose ``use_rope``
+    flag disagrees with the spec's rope or NoPE for its layer is refused (the spec and the model would
+    rotate different layers).
     Raises :class:`RotaryMismatch` (a ``ValueError``), naming the model class, the module and the
     first difference, and leaves the model untouched if any module cannot be reproduced (a rotary
     whose forward takes no position ids, a fixed table such as Llama 4's vision rope, is refused); raises
@@ -353,6 +438,7 @@ def swap_rotary(model: nn.Module) -> list[str]:
                 refusals.append(f"{path} ({type(child).__name__}): " + "; ".join(reasons))
             else:
                 plan.append((module, child_name, path, replacement))
+    refusals += _rope_flag_disagreements(model)
     if refusals:
         unreadable = [r for r in refusals if _UNREADABLE in r]
         lead = (
