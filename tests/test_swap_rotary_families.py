@@ -459,3 +459,53 @@ def test_a_spec_attention_factor_the_rotary_does_not_reproduce_is_refused():
         rotary_from_spec(dataclasses.replace(module, attention_factor=2.5), layout="half_split")
     with pytest.raises(ValueError, match=r"'attention' is NoPE"):
         rotary_from_spec(dataclasses.replace(module, rope=False), layout="half_split")
+
+
+def deepseek_v32_with_indexer() -> torch.nn.Module:
+    """DeepSeek-V3.2: MLA rotating adjacent pairs and a sparse indexer (top 8 keys) rotating half-split ones."""
+    torch.manual_seed(0)
+    config = peer_class("DeepseekV32Config")(
+        **{**TEXT, "num_key_value_heads": 4},
+        pad_token_id=0,
+        kv_lora_rank=16,
+        q_lora_rank=16,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=8,
+        v_head_dim=16,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=32,
+        first_k_dense_replace=1,
+        n_group=1,
+        topk_group=1,
+        index_topk=8,
+        index_head_dim=16,
+        index_n_heads=2,
+    )
+    model = peer_class("DeepseekV32ForCausalLM")(config).eval()
+    for parameter in model.parameters():
+        parameter.data.mul_(4.0)
+    return model
+
+
+def test_deepseek_v32_indexer_and_mla_are_served_from_the_specs_one_table():
+    model = deepseek_v32_with_indexer()
+    (group,) = hf_rope_spec(model.config)
+    assert [(m.module, m.layout, m.rotary_dim) for m in group.modules] == [
+        ("attention", "adjacent", 8),
+        ("indexer", "half_split", 8),
+    ]
+    assert_same_outputs(model, lambda m, ids, p: [logits(m, ids, p)])
+
+
+def test_sub_modules_of_one_layer_type_with_different_frequencies_are_refused(monkeypatch):
+    """transformers' one rotary module cannot serve an indexer rotating at another base than its MLA."""
+    import posenc.integrations.hf as hf
+
+    model = deepseek_v32_with_indexer()
+    (group,) = hf_rope_spec(model.config)
+    attention, indexer = group.modules
+    other = dataclasses.replace(group, modules=(attention, dataclasses.replace(indexer, base=5e5)))
+    monkeypatch.setattr(hf, "hf_rope_spec", lambda config: [other])
+    with pytest.raises(RotaryMismatch, match=r"layers 0-1 \(indexer\) rotate with .*500000\.0.*10000\.0"):
+        swap_rotary(model)
