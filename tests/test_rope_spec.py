@@ -180,3 +180,26 @@ def test_a_layer_type_whose_rope_parameters_are_none_is_nope():
     for i, layer_type in enumerate(config.layer_types):
         assert spec[i].modules[0].rope == (config.rope_parameters[layer_type] is not None)
     assert any(not spec[i].modules[0].rope for i in spec) and any(spec[i].modules[0].rope for i in spec)
+
+
+def test_a_dual_chunk_attention_config_is_reported_with_vllms_remapped_positions():
+    """transformers ignores Qwen2.5-1M's dual_chunk_attention_config; the spec says what vLLM rotates instead."""
+    config = transformers.Qwen2Config(
+        **SMALL,
+        num_hidden_layers=2,
+        dual_chunk_attention_config={
+            "chunk_size": 100,
+            "local_size": 10,
+            "original_max_position_embeddings": 64,
+        },
+    )
+    (group,) = rope_spec.hf_rope_spec(config)
+    (note,) = group.modules[0].notes
+    assert "chunk_size 100, local_size 10" in note and "transformers ignores it" in note
+    assert "keys at t mod 90" in note and "min(t mod 90 + 90, 100)" in note and "min(179, 100)" in note
+    assert "t mod 90 + 100" in note
+    (plain,) = rope_spec.hf_rope_spec(transformers.Qwen2Config(**SMALL, num_hidden_layers=2))
+    assert plain.modules[0].notes == ()
+    bad = {**config.to_dict(), "dual_chunk_attention_config": {"chunk_size": 10, "local_size": 10}}
+    (refused,) = rope_spec.hf_rope_spec(bad)
+    assert "local_size=10: not integers with 0 <= local_size < chunk_size" in refused.modules[0].notes[0]

@@ -160,7 +160,29 @@ def _module(config: Any, module: str, layer_type: str | None, layout: str) -> Mo
         ignored_keys=tuple(sorted(reading.ignored)),
         query_scale=query_scale,
         softmax_scale_factor=reading.attention.get("softmax_scale_factor"),
-        notes=reading.notes,
+        notes=(*reading.notes, *_dual_chunk_notes(config)),
+    )
+
+
+def _dual_chunk_notes(config: Any) -> tuple[str, ...]:
+    """What vLLM does with a ``dual_chunk_attention_config`` (Qwen2.5-1M; An et al. 2024, "Training-Free
+    Long-Context Scaling of Large Language Models", dual chunk attention), which transformers ignores."""
+    dual = _getter(config)("dual_chunk_attention_config")
+    if not isinstance(dual, Mapping):
+        return ()
+    size, local = dual.get("chunk_size"), dual.get("local_size")
+    if not (isinstance(size, int) and isinstance(local, int) and 0 <= local < size):
+        return (
+            f"dual_chunk_attention_config chunk_size={size!r}, local_size={local!r}: not integers with "
+            "0 <= local_size < chunk_size; vLLM's dual chunk attention would not run",
+        )
+    length = size - local
+    return (
+        f"dual_chunk_attention_config (chunk_size {size}, local_size {local}): transformers ignores it; vLLM "
+        "then ignores the rope type and its scaling (only rope_theta and partial_rotary_factor) and rotates keys "
+        f"at t mod {length} and queries at t mod {length} (intra-chunk), min(t mod {length} + {length}, {size}) "
+        f"(successive chunk), min({2 * length - 1}, {size}) for every token (inter-chunk), and t mod {length} + "
+        f"{length}, t mod {length} + {size} (their 'critical' variants)",
     )
 
 
