@@ -509,3 +509,12 @@ def test_sub_modules_of_one_layer_type_with_different_frequencies_are_refused(mo
     monkeypatch.setattr(hf, "hf_rope_spec", lambda config: [other])
     with pytest.raises(RotaryMismatch, match=r"layers 0-1 \(indexer\) rotate with .*500000\.0.*10000\.0"):
         swap_rotary(model)
+
+
+def test_a_nope_model_with_an_unreadable_config_is_refused_as_unreadable_not_crashed():
+    model = smollm3_with_nope_layers()
+    model.config.rope_parameters = {"rope_type": "quadratic", "rope_theta": 1e4}
+    with pytest.raises(
+        RotaryMismatch, match=r"SmolLM3ForCausalLM.*posenc cannot read its config.*'quadratic'"
+    ):
+        swap_rotary(model)

@@ -394,9 +394,11 @@ def _rope_flag_disagreements(model: nn.Module) -> list[str]:
         if flag is None or not isinstance(index, int) or config is None:
             continue
         if id(config) not in specs:
-            specs[id(config)] = {
-                i: any(m.rope for m in group.modules) for group in hf_rope_spec(config) for i in group.layers
-            }
+            try:
+                groups = hf_rope_spec(config)
+            except (ValueError, TypeError):  # an unreadable config: its rotary's own check refuses it
+                groups = []
+            specs[id(config)] = {i: any(m.rope for m in g.modules) for g in groups for i in g.layers}
         expected = specs[id(config)].get(index)
         if expected is not None and bool(flag) != expected:
             out.append(
