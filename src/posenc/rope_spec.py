@@ -208,7 +208,8 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     ``no_rope_layers`` / ``no_rope_layer_interval`` (Llama 4, SmolLM3: 1 means the layer *uses* rope, as
     ``self.use_rope = config.no_rope_layers[layer_idx]``); sliding-only rope (:data:`SLIDING_ONLY_ROPE_MODEL_TYPES`);
     the pair layout (:data:`ADJACENT_PAIR_MODEL_TYPES`, ``rope_interleave`` of
-    :data:`ROPE_INTERLEAVE_MODEL_TYPES`, and the attention and indexer of :data:`SUBMODULE_LAYOUTS`).
+    :data:`ROPE_INTERLEAVE_MODEL_TYPES`, and the attention and indexer of :data:`SUBMODULE_LAYOUTS`);
+    a ``dual_chunk_attention_config`` is described in the module's ``notes`` (vLLM's remapped positions).
     """
     config = _text_config(config)
     get = _getter(config)
