@@ -6,11 +6,12 @@ same data (the comparison is paired) and a resumed run ends where an uninterrupt
 
 Per run, under ``ROOT/runs/lengthgen/<task>-L<L>/<encoding>[_<option>_<value>…]/seed<s>/``
 (DESIGN "Conventions"; files written atomically): ``config.json`` (the resolved settings),
-``log.csv`` (loss and tokens/s per logged step), ``checkpoint.pt`` (model, optimiser, step;
+``log.csv`` (loss, tokens/s and any fit check per logged step), ``checkpoint.pt`` (model, optimiser, step;
 rewritten every ``checkpoint_every`` steps, removed when the run ends), ``encoding.pt`` (the trained
 encoding module's ``state_dict``, on the CPU; empty for parameter-free encodings and ``none``: what
 :mod:`~posenc_bench.experiment.lengthgen_analysis` measures) and ``metrics.json`` (exact-match
-accuracy per test length, per passkey depth, and with rotary scaling when asked). A run is done when
+accuracy per test length, per passkey depth, with rotary scaling when asked, and, for a run trained to
+a fit criterion, where it stopped: ``fit``). A run is done when
 ``metrics.json`` and ``encoding.pt`` are both there: a re-run skips finished runs whose config
 matches and resumes the others from their checkpoint.
 
@@ -605,20 +606,33 @@ def _train(
             return None
     if steps is not None:
         steps.close()
-    metrics = evaluate(model, config, plan, device)
-    if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
-        metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
-    metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9),
-                   final_loss=rows[-1]["loss"] if rows else None)  # fmt: skip
-    if config.fit_accuracy is not None:  # the last logged step is where training stopped
-        last = rows[-1]
-        metrics["fit"] = {"accuracy": last["fit_accuracy"], "step": last["step"],
-                          "reached": last["fit_accuracy"] >= config.fit_accuracy}  # fmt: skip
+    metrics = _tested(model, config, plan, device, rows)
+    metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9))
     encoding = model.encoder.encoding
     trained = {} if encoding is None else {k: v.detach().cpu() for k, v in encoding.state_dict().items()}
     _save(folder / ENCODING, trained)
     write_text_atomic(folder / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     checkpoint.unlink(missing_ok=True)  # the metrics and the trained encoding are the record
+    return metrics
+
+
+def _tested(
+    model: torch.nn.Module,
+    config: LengthgenConfig,
+    plan: LengthgenPlan,
+    device: torch.device,
+    rows: list[dict[str, float]],
+) -> dict[str, Any]:
+    """A trained run's metrics: :func:`evaluate`'s, the scaled accuracy when asked, the last logged loss,
+    and where training stopped against the fit criterion (``fit``) when the run has one."""
+    metrics = evaluate(model, config, plan, device)
+    if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
+        metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
+    metrics["final_loss"] = rows[-1]["loss"] if rows else None
+    if config.fit_accuracy is not None:  # the last logged step is where training stopped
+        last = rows[-1]
+        metrics["fit"] = {"accuracy": last["fit_accuracy"], "step": last["step"],
+                          "reached": last["fit_accuracy"] >= config.fit_accuracy}  # fmt: skip
     return metrics
 
 
@@ -915,37 +929,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
     fit = fitted(plan, tables["rows"])
     for t in plan.tasks:
         lengths = plan.test_lengths(t)
-        stops = _steps_taken(tables.get("fit"), t)
-        extra = " steps taken |" if stops else ""
-        lines += [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |" + extra,
-                  "|---|" + "---:|" * len(lengths) + ("---:|" if stops else "")]  # fmt: skip
-        for e in plan.encodings:
-            ok = fit.get((t, e), [])
-            label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
-            cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
-            text = []
-            for n in lengths:
-                r = cells[n]
-                cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
-                if "scaled_mean" in r:
-                    cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
-                text.append(cell)
-            if stops:
-                text.append(stops[e])
-            lines.append(f"| {label} | " + " | ".join(text) + " |")
-        chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
-        blank = " |" if stops else ""
-        lines.append(
-            "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |" + blank
-        )
-        floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
-        lines.append(
-            "| *trivial strategy* | "
-            + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
-            + " |"
-            + blank
-        )
-        lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
+        lines += _accuracy_table(plan, tables, t, fit)
         for ref in REFERENCES:
             pairs = [p for p in tables["paired"] if p["task"] == t and p["reference"] == ref]
             if not pairs:
@@ -973,6 +957,46 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         '"fitted Δ (k)": the mean difference over the k seeds where both runs fit.' + _fit_note(plan)
     )
     return "\n".join(lines) + "\n"
+
+
+def _accuracy_table(
+    plan: LengthgenPlan, tables: dict[str, Any], t: str, fit: dict[tuple[str, str], list[bool]]
+) -> list[str]:
+    """Task ``t``'s section head and accuracy table: mean ± std per encoding and length (``†`` where not
+    every seed fits at ``L``), the steps taken when runs trained to a fit criterion, chance and the floor."""
+    lengths = plan.test_lengths(t)
+    stops = _steps_taken(tables.get("fit"), t)
+    extra = " steps taken |" if stops else ""
+    lines = [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |" + extra,
+             "|---|" + "---:|" * len(lengths) + ("---:|" if stops else "")]  # fmt: skip
+    for e in plan.encodings:
+        ok = fit.get((t, e), [])
+        label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
+        cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
+        text = []
+        for n in lengths:
+            r = cells[n]
+            cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
+            if "scaled_mean" in r:
+                cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
+            text.append(cell)
+        if stops:
+            text.append(stops[e])
+        lines.append(f"| {label} | " + " | ".join(text) + " |")
+    chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
+    blank = " |" if stops else ""
+    lines.append(
+        "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |" + blank
+    )
+    floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
+    lines.append(
+        "| *trivial strategy* | "
+        + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
+        + " |"
+        + blank
+    )
+    lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
+    return lines
 
 
 def _budget(config: LengthgenConfig) -> str:
