@@ -413,11 +413,16 @@ def test_fit_accuracy_trains_each_run_to_the_criterion_and_the_tables_show_the_s
     """``--fit-accuracy 0.5`` with a budget of 6 steps, checked every step: each run's metrics record where
     it stopped; the tables gain a "steps taken" column (and ``rewrite`` re-makes it from the json); the
     † marks use the stated criterion."""
+    import re
     import shutil
 
-    args = [*TINY, "--encodings", "none,rope", "--lengthgen-tasks", "parity", "--fit-accuracy", "0.5"]
+    tiny = [a for a in TINY if a != "--no-progress"]  # each run's progress line says where it stopped
+    args = [*tiny, "--encodings", "none,rope", "--lengthgen-tasks", "parity", "--fit-accuracy", "0.5"]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
+    said = re.findall(
+        r"^\[\d/4\] parity (\w+) seed (\d): .*; (fit|not fit) (\S+) at step (\d+)\)$", out, re.M
+    )
     table = json.loads((tmp_path / "a/lengthgen.json").read_text())
     assert len(table["fit"]) == 2 * 2  # encodings × seeds
     for run in table["fit"]:
@@ -427,6 +432,8 @@ def test_fit_accuracy_trains_each_run_to_the_criterion_and_the_tables_show_the_s
         assert run["reached"] == (run["accuracy"] >= 0.5) and 1 <= run["step"] <= 6
         assert run["reached"] or run["step"] == 6
         assert json.loads((folder / "config.json").read_text())["checkpoint_every"] == 1
+    assert said == [(r["encoding"], str(r["seed"]), "fit" if r["reached"] else "not fit", f"{r['accuracy']:.2f}",
+                     str(r["step"])) for r in table["fit"]]  # fmt: skip
     steps = {e: [r["step"] for r in table["fit"] if r["encoding"] == e] for e in ("none", "rope")}
     reached = {e: sum(r["reached"] for r in table["fit"] if r["encoding"] == e) for e in ("none", "rope")}
     assert "| encoding | n=4 | n=8 | steps taken |" in out and "up to 6 steps" in out

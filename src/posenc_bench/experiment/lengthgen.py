@@ -756,6 +756,9 @@ def run_lengthgen(
             if progress is not None:
                 acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
                 how = f"{time.perf_counter() - t0:.1f}s" if trained else "read back"
+                if "fit" in metrics:
+                    f = metrics["fit"]
+                    how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
                 progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
                          f"{acc} ({how})")  # fmt: skip
     wall = time.perf_counter() - start
