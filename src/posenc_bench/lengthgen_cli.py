@@ -27,6 +27,8 @@ from posenc_bench.flags import csv_list, encoding_names
 DEFAULT_TASKS = "passkey,recall,sort"
 DEFAULT_ENCODINGS = "none,sinusoidal,rope,alibi,fire,kerple"
 DEFAULT_SEEDS = 3
+FIT_CHECKS = 20
+"""With ``--fit-accuracy``, a run measures its fit (and writes its checkpoint) this many times over ``--steps``."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,6 +52,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--vocab", type=int, default=32, help="symbols of the tasks (default 32)")
     g.add_argument("--steps", type=int, default=800, help="training steps per run (default 800)")
+    g.add_argument(
+        "--fit-accuracy",
+        type=float,
+        default=None,
+        metavar="X",
+        help="train each run until its held-out exact match at L reaches X in (0, 1], checked every "
+        f"--steps/{FIT_CHECKS} steps, with --steps as the budget (default: train --steps steps)",
+    )
     g.add_argument("--n-test", type=int, default=64, help="test examples per length and depth (default 64)")
     g.add_argument(
         "--rope-scaling",
@@ -85,7 +95,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         task="copy",
         encoding="none",
         seed=0,
-        checkpoint_every=max(1, args.steps // 4),
+        checkpoint_every=max(1, args.steps // (4 if args.fit_accuracy is None else FIT_CHECKS)),
         **_given(LengthgenConfig, args),
     )
     given = _given(LengthgenPlan, args) | {

@@ -91,6 +91,10 @@ def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
         (["--lengthgen-tasks", ","], "--lengthgen-tasks: no task; valid: copy"),
         (["--passkey-lengths", "1,x"], "--passkey-lengths must be comma-separated numbers, got '1,x'"),
         (["--no-rope-layers", "0.5"], "--no-rope-layers must be comma-separated integers, got '0.5'"),
+        (["--fit-accuracy", "0"], "--fit-accuracy must be a number in (0, 1]; got 0"),
+        (["--fit-accuracy", "1.01"], "--fit-accuracy must be a number in (0, 1]; got 1.01"),
+        (["--fit-accuracy", "nan"], "--fit-accuracy must be a number in (0, 1]; got nan"),
+        (["--fit-accuracy=-inf"], "--fit-accuracy must be a number in (0, 1]; got -inf"),
     ],
 )
 def test_each_field_set_by_a_flag_is_refused_naming_the_flag(tmp_path, capsys, extra, message):
@@ -403,3 +407,40 @@ def test_runs_that_do_not_fit_at_l_are_marked_and_compared_over_fitted_seeds():
     text = lg.markdown(plan, tables, wall_seconds=1.0)
     assert "| none † (2/3 fit at L) |" in text and "| rope | 100.0" in text
     assert "fitted +15.0 (2)" in text
+
+
+def test_fit_accuracy_trains_each_run_to_the_criterion_and_the_tables_show_the_steps(tmp_path, capsys):
+    """``--fit-accuracy 0.5`` with a budget of 6 steps, checked every step: each run's metrics record where
+    it stopped; the tables gain a "steps taken" column (and ``rewrite`` re-makes it from the json); the
+    † marks use the stated criterion."""
+    import re
+    import shutil
+
+    tiny = [a for a in TINY if a != "--no-progress"]  # each run's progress line says where it stopped
+    args = [*tiny, "--encodings", "none,rope", "--lengthgen-tasks", "parity", "--fit-accuracy", "0.5"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    said = re.findall(
+        r"^\[\d/4\] parity (\w+) seed (\d): .*; (fit|not fit) (\S+) at step (\d+)\)$", out, re.M
+    )
+    table = json.loads((tmp_path / "a/lengthgen.json").read_text())
+    assert len(table["fit"]) == 2 * 2  # encodings × seeds
+    for run in table["fit"]:
+        folder = tmp_path / f"a/runs/lengthgen/parity-L4/{run['encoding']}/seed{run['seed']}"
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert metrics["fit"] == {k: run[k] for k in ("accuracy", "step", "reached")}
+        assert run["reached"] == (run["accuracy"] >= 0.5) and 1 <= run["step"] <= 6
+        assert run["reached"] or run["step"] == 6
+        assert json.loads((folder / "config.json").read_text())["checkpoint_every"] == 1
+    assert said == [(r["encoding"], str(r["seed"]), "fit" if r["reached"] else "not fit", f"{r['accuracy']:.2f}",
+                     str(r["step"])) for r in table["fit"]]  # fmt: skip
+    steps = {e: [r["step"] for r in table["fit"] if r["encoding"] == e] for e in ("none", "rope")}
+    reached = {e: sum(r["reached"] for r in table["fit"] if r["encoding"] == e) for e in ("none", "rope")}
+    assert "| encoding | n=4 | n=8 | steps taken |" in out and "up to 6 steps" in out
+    for e in ("none", "rope"):
+        assert f"{', '.join(map(str, steps[e]))} ({reached[e]}/2 reached) |" in out
+    assert "exact match at L ≥ 50%" in out and "Steps taken:" in out
+    (tmp_path / "b").mkdir()
+    shutil.copy(tmp_path / "a/lengthgen.json", tmp_path / "b/lengthgen.json")
+    lg.rewrite(tmp_path / "b")
+    assert (tmp_path / "b/lengthgen.md").read_text() == (tmp_path / "a/lengthgen.md").read_text()

@@ -6,11 +6,12 @@ same data (the comparison is paired) and a resumed run ends where an uninterrupt
 
 Per run, under ``ROOT/runs/lengthgen/<task>-L<L>/<encoding>[_<option>_<value>…]/seed<s>/``
 (DESIGN "Conventions"; files written atomically): ``config.json`` (the resolved settings),
-``log.csv`` (loss and tokens/s per logged step), ``checkpoint.pt`` (model, optimiser, step;
+``log.csv`` (loss, tokens/s and any fit check per logged step), ``checkpoint.pt`` (model, optimiser, step;
 rewritten every ``checkpoint_every`` steps, removed when the run ends), ``encoding.pt`` (the trained
 encoding module's ``state_dict``, on the CPU; empty for parameter-free encodings and ``none``: what
 :mod:`~posenc_bench.experiment.lengthgen_analysis` measures) and ``metrics.json`` (exact-match
-accuracy per test length, per passkey depth, and with rotary scaling when asked). A run is done when
+accuracy per test length, per passkey depth, with rotary scaling when asked, and, for a run trained to
+a fit criterion, where it stopped: ``fit``). A run is done when
 ``metrics.json`` and ``encoding.pt`` are both there: a re-run skips finished runs whose config
 matches and resumes the others from their checkpoint.
 
@@ -81,13 +82,22 @@ REFERENCES: tuple[str, ...] = ("none", "rope")
 """Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
 
 FIT_AT_L = 0.95
-"""A run *fits* at the training length when its exact match at ``L`` is at least this: the stated
-in-distribution criterion; beyond ``L`` an under-fitted run is compared with fitted ones only as marked."""
+"""A run *fits* at the training length when its exact match at ``L`` is at least this (or the run's own
+``fit_accuracy`` when it trained to one): the stated in-distribution criterion; beyond ``L`` an under-fitted
+run is compared with fitted ones only as marked."""
+
+FIT_ACCURACY = Interval(float, 0, 1, closed="right")
+"""``--fit-accuracy``: the held-out exact match at ``L`` that stops training, in ``(0, 1]``."""
 
 
 @dataclass(frozen=True)
 class LengthgenConfig:
     """The settings of one run (its ``config.json``); every field is part of the run's identity.
+
+    ``fit_accuracy``: when set, training stops at the first checkpoint (every ``checkpoint_every``
+    steps) where exact match on a held-out batch at ``L`` (:func:`fit_batch`) reaches it, ``steps`` being
+    the budget; the run's metrics then record ``fit`` (:func:`_train`). Left unset it is left out of
+    :meth:`to_json`, so a run's identity is what it was before the field existed.
 
     Only ``posenc bench --task lengthgen``'s flags set it: each field a flag sets is an
     :func:`~posenc_bench.experiment.constraints.option`, and an error names that flag
@@ -109,6 +119,7 @@ class LengthgenConfig:
     encoding_options: dict[str, Any] = field(default_factory=dict)
     random_positions: int | None = option(None)
     no_rope_layers: tuple[int, ...] = option(())
+    fit_accuracy: float | None = option(None)
     checkpoint_every: int = 100
 
     _parameter_constraints: ClassVar[Constraints] = {
@@ -126,6 +137,7 @@ class LengthgenConfig:
         "weight_decay": WEIGHT_DECAY,
         "encoding_options": Satisfies(check_encoding_options),
         "random_positions": NoneOr(MAX_POSITION),
+        "fit_accuracy": NoneOr(FIT_ACCURACY),
         "checkpoint_every": POSITIVE_INT,
     }
 
@@ -154,6 +166,8 @@ class LengthgenConfig:
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["no_rope_layers"] = list(self.no_rope_layers)
+        if self.fit_accuracy is None:  # the identity of every run trained before the field existed
+            del out["fit_accuracy"]
         return out
 
 
@@ -348,17 +362,19 @@ def evaluate(
     device: torch.device,
     *,
     lengths: list[int] | None = None,
+    split: str = "test",
 ) -> dict[str, Any]:
     """``{"accuracy": {n: acc}, "depths": {n: {depth: acc}}}`` on the test sets of ``config``'s seed
-    (at ``lengths``, default every test length of the plan)."""
+    (at ``lengths``, default every test length of the plan; ``split="fit"``: on the held-out sets of
+    :func:`fit_batch` instead)."""
     task = data.task(config.task)
     accuracy: dict[str, float] = {}
     depths: dict[str, dict[str, float]] = {}
     for n in plan.test_lengths(config.task) if lengths is None else lengths:
         per_depth = {}
         for d in plan.depths if task.uses_depth else (0.5,):
-            batch = test_batch(plan, config.task, config.seed, n, d)
-            key = _rng(config.seed, config.task, "test positions", n, int(round(d * 1000)))
+            batch = test_batch(plan, config.task, config.seed, n, d, split=split)
+            key = _rng(config.seed, config.task, f"{split} positions", n, int(round(d * 1000)))
             positions = _test_positions(config, batch, key)
             per_depth[f"{d:g}"] = exact_match(model, batch, device, positions)
         accuracy[str(n)] = float(np.mean(list(per_depth.values())))
@@ -367,10 +383,25 @@ def evaluate(
     return {"accuracy": accuracy, "depths": depths}
 
 
-def test_batch(plan: LengthgenPlan, task: str, seed: int, n: int, depth: float) -> data.Batch:
-    """The test set of ``(seed, task, length n, depth)``: the same for every encoding of the seed."""
-    rng = _rng(seed, task, "test", n, int(round(depth * 1000)))
+def test_batch(
+    plan: LengthgenPlan, task: str, seed: int, n: int, depth: float, *, split: str = "test"
+) -> data.Batch:
+    """The test set of ``(seed, task, length n, depth)``: the same for every encoding of the seed
+    (``split`` names a set drawn from its own generator: ``"fit"`` for :func:`fit_batch`)."""
+    rng = _rng(seed, task, split, n, int(round(depth * 1000)))
     return data.task(task).batch(rng, plan.n_test, n, plan.base.vocab, depth)
+
+
+def fit_accuracy(
+    model: torch.nn.Module, config: LengthgenConfig, plan: LengthgenPlan, device: torch.device
+) -> float:
+    """Exact match at the training length ``L`` on the held-out in-distribution sets of ``config``'s seed
+    (``n_test`` examples per passkey depth, drawn apart from the training batches and the test sets),
+    averaged over depths as :func:`evaluate` averages; leaves ``model`` in training mode."""
+    n = config.train_length
+    accuracy = evaluate(model, config, plan, device, lengths=[n], split="fit")["accuracy"][str(n)]
+    model.train()
+    return float(accuracy)
 
 
 def trivial_floors(plan: LengthgenPlan) -> list[dict[str, Any]]:
@@ -424,7 +455,8 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 def _log_csv(rows: list[dict[str, float]]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["step", "loss", "tokens_per_s"])
+    fit = ["fit_accuracy"] if rows and "fit_accuracy" in rows[0] else []
+    writer = csv.DictWriter(buffer, fieldnames=["step", "loss", "tokens_per_s", *fit])
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
@@ -477,9 +509,7 @@ def claimed_run(
     with claim(folder, wait=wait) as mine:
         if not mine:
             return None, False
-        settings = {**config.to_json(), "test": _test_settings(plan)}
-        if config.random_positions:  # runs tested at 0 … s − 1 before (a stale protocol) are retrained
-            settings["test"]["positions"] = "randomized"
+        settings = run_identity(config, plan)
         stored = _read_json(folder / "config.json")
         if stored is not None and stored != settings:
             for name in ("metrics.json", CHECKPOINT, "log.csv", ENCODING):
@@ -495,6 +525,15 @@ def claimed_run(
         return _train(config, plan, folder, device=device, stop_after=stop_after, bar=bar), True
 
 
+def run_identity(config: LengthgenConfig, plan: LengthgenPlan) -> dict[str, Any]:
+    """A run's ``config.json``: its settings and how it is tested. A finished run whose stored identity
+    differs is retrained (:func:`claimed_run`)."""
+    settings = {**config.to_json(), "test": _test_settings(plan)}
+    if config.random_positions:  # runs tested at 0 … s − 1 before (a stale protocol) are retrained
+        settings["test"]["positions"] = "randomized"
+    return settings
+
+
 def _train(
     config: LengthgenConfig,
     plan: LengthgenPlan,
@@ -505,7 +544,13 @@ def _train(
     bar: bool = False,
 ) -> dict[str, Any] | None:
     """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint (``bar``: a tqdm
-    bar over the steps)."""
+    bar over the steps).
+
+    With ``config.fit_accuracy`` set, each logged step (every ``checkpoint_every`` and the last) first
+    measures :func:`fit_accuracy`; training stops there once it reaches the criterion, and the metrics
+    gain ``fit = {"accuracy", "step", "reached"}`` (at the budget ``steps`` when never reached). A
+    checkpoint is written only after a check that did not reach it, so a resumed run stops where an
+    uninterrupted one does. The learning rate decays over the budget whether or not training stops early."""
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
     checkpoint = folder / CHECKPOINT
@@ -547,6 +592,11 @@ def _train(
         tokens += batch.tokens.size
         if logged:
             rows.append({"step": step, "loss": float(loss), "tokens_per_s": tokens / max(seconds, 1e-9)})
+            if config.fit_accuracy is not None:
+                rows[-1]["fit_accuracy"] = fit_accuracy(model, config, plan, device)
+                if rows[-1]["fit_accuracy"] >= config.fit_accuracy:
+                    write_text_atomic(folder / "log.csv", _log_csv(rows))
+                    break
             state = {"model": model.state_dict(), "optimiser": optimiser.state_dict(),
                      "schedule": schedule.state_dict(), "step": step, "log": rows,
                      "seconds": seconds, "tokens": tokens}  # fmt: skip
@@ -556,16 +606,33 @@ def _train(
             return None
     if steps is not None:
         steps.close()
-    metrics = evaluate(model, config, plan, device)
-    if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
-        metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
-    metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9),
-                   final_loss=rows[-1]["loss"] if rows else None)  # fmt: skip
+    metrics = _tested(model, config, plan, device, rows)
+    metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9))
     encoding = model.encoder.encoding
     trained = {} if encoding is None else {k: v.detach().cpu() for k, v in encoding.state_dict().items()}
     _save(folder / ENCODING, trained)
     write_text_atomic(folder / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     checkpoint.unlink(missing_ok=True)  # the metrics and the trained encoding are the record
+    return metrics
+
+
+def _tested(
+    model: torch.nn.Module,
+    config: LengthgenConfig,
+    plan: LengthgenPlan,
+    device: torch.device,
+    rows: list[dict[str, float]],
+) -> dict[str, Any]:
+    """A trained run's metrics: :func:`evaluate`'s, the scaled accuracy when asked, the last logged loss,
+    and where training stopped against the fit criterion (``fit``) when the run has one."""
+    metrics = evaluate(model, config, plan, device)
+    if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
+        metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
+    metrics["final_loss"] = rows[-1]["loss"] if rows else None
+    if config.fit_accuracy is not None:  # the last logged step is where training stopped
+        last = rows[-1]
+        metrics["fit"] = {"accuracy": last["fit_accuracy"], "step": last["step"],
+                          "reached": last["fit_accuracy"] >= config.fit_accuracy}  # fmt: skip
     return metrics
 
 
@@ -689,6 +756,9 @@ def run_lengthgen(
             if progress is not None:
                 acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
                 how = f"{time.perf_counter() - t0:.1f}s" if trained else "read back"
+                if "fit" in metrics:
+                    f = metrics["fit"]
+                    how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
                 progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
                          f"{acc} ({how})")  # fmt: skip
     wall = time.perf_counter() - start
@@ -739,6 +809,8 @@ def rewrite(folder: Path) -> dict[str, Path]:
     tables = {"rows": rows, "chance": stored["chance"], "floor": trivial_floors(plan),
               "paired": paired_tests(plan, rows), "train_tokens": stored["train_tokens"],
               "train_seconds": stored["train_seconds"], "criteria": stored["criteria"]}  # fmt: skip
+    if "fit" in stored:
+        tables["fit"] = stored["fit"]
     return _write(plan, tables, folder, stored["wall_seconds"])[1]
 
 
@@ -761,7 +833,8 @@ def plan_from_json(stored: dict[str, Any]) -> LengthgenPlan:
 
 def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
     """Mean ± std per (task, encoding, length), the no-skill line, the trivial-strategy floor
-    (:func:`trivial_floors`), and the paired differences against each reference (:func:`paired_tests`)."""
+    (:func:`trivial_floors`), the paired differences against each reference (:func:`paired_tests`), and,
+    for runs trained to a fit criterion, ``fit``: each run's held-out accuracy, steps and whether it reached it."""
     rows, chance = [], []
     seeds = plan.seed_values()
     for t in plan.tasks:
@@ -779,18 +852,28 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str,
                     row["scaled_mean"] = float(np.mean(scaled))
                 rows.append(row)
     runs = list(results.values())
-    return {"rows": rows, "paired": paired_tests(plan, rows), "chance": chance, "floor": trivial_floors(plan),
-            "train_tokens": int(sum(m["train_tokens"] for m in runs)),
-            "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
+    tables = {"rows": rows, "paired": paired_tests(plan, rows), "chance": chance, "floor": trivial_floors(plan),
+              "train_tokens": int(sum(m["train_tokens"] for m in runs)),
+              "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
+    if plan.base.fit_accuracy is not None:  # per run: where training stopped (``_train``)
+        tables["fit"] = [{"task": t, "encoding": e, "seed": s, **results[(t, e, s)]["fit"]}
+                         for t in plan.tasks for e in plan.encodings for s in seeds]  # fmt: skip
+    return tables
 
 
 def fitted(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[bool]]:
     """Per (task, encoding), for each seed in seed order, whether the run fits at ``L`` (exact match at the
-    training length ≥ :data:`FIT_AT_L`); empty where the grid does not test at ``L``."""
-    at_l = plan.base.train_length
+    training length ≥ :func:`fit_criterion`); empty where the grid does not test at ``L``."""
+    at_l, criterion = plan.base.train_length, fit_criterion(plan)
     return {
-        (r["task"], r["encoding"]): [v >= FIT_AT_L for v in r["seeds"]] for r in rows if r["length"] == at_l
+        (r["task"], r["encoding"]): [v >= criterion for v in r["seeds"]] for r in rows if r["length"] == at_l
     }
+
+
+def fit_criterion(plan: LengthgenPlan) -> float:
+    """The exact match at ``L`` a fitted run reaches: the runs' ``fit_accuracy`` if they trained to one,
+    else :data:`FIT_AT_L`."""
+    return FIT_AT_L if plan.base.fit_accuracy is None else plan.base.fit_accuracy
 
 
 def paired_tests(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -833,7 +916,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
     lines = [
         "# Length generalisation: exact-match accuracy (%) beyond the training length",
         "",
-        f"Causal decoder d_model={b.d_model}, {b.n_heads} heads, {b.n_layers} layers; {b.steps} steps of "
+        f"Causal decoder d_model={b.d_model}, {b.n_heads} heads, {b.n_layers} layers; {_budget(b)} steps of "
         f"{b.batch_size} examples at lengths 1…L={b.train_length}, vocab {b.vocab}, lr {b.lr:g}; "
         f"{plan.seeds} seeds{_seed_range(plan)}; {plan.n_test} test examples per length"
         + (
@@ -849,31 +932,7 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
     fit = fitted(plan, tables["rows"])
     for t in plan.tasks:
         lengths = plan.test_lengths(t)
-        lines += [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
-                  "|---|" + "---:|" * len(lengths)]  # fmt: skip
-        for e in plan.encodings:
-            ok = fit.get((t, e), [])
-            label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
-            cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
-            text = []
-            for n in lengths:
-                r = cells[n]
-                cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
-                if "scaled_mean" in r:
-                    cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
-                text.append(cell)
-            lines.append(f"| {label} | " + " | ".join(text) + " |")
-        chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
-        lines.append(
-            "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |"
-        )
-        floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
-        lines.append(
-            "| *trivial strategy* | "
-            + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
-            + " |"
-        )
-        lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
+        lines += _accuracy_table(plan, tables, t, fit)
         for ref in REFERENCES:
             pairs = [p for p in tables["paired"] if p["task"] == t and p["reference"] == ref]
             if not pairs:
@@ -896,11 +955,82 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
         f"differences; Holm: the sign-flip p adjusted over all {len(tables['paired'])} paired tests of this file. "
         "Trivial strategy: a rule that needs no position information beyond the sequence's start "
         "(`posenc_bench.data.lengthgen`), scored on the same test sets as the runs. "
-        f"† fit at L: exact match at L ≥ {100 * FIT_AT_L:g}% (k of n seeds); beyond L an encoding marked † is "
-        "in part an under-fitted model, and a paired cell whose seeds did not all fit adds "
-        '"fitted Δ (k)": the mean difference over the k seeds where both runs fit.'
+        f"† fit at L: exact match at L ≥ {100 * fit_criterion(plan):g}% (k of n seeds); beyond L an encoding "
+        "marked † is in part an under-fitted model, and a paired cell whose seeds did not all fit adds "
+        '"fitted Δ (k)": the mean difference over the k seeds where both runs fit.' + _fit_note(plan)
     )
     return "\n".join(lines) + "\n"
+
+
+def _accuracy_table(
+    plan: LengthgenPlan, tables: dict[str, Any], t: str, fit: dict[tuple[str, str], list[bool]]
+) -> list[str]:
+    """Task ``t``'s section head and accuracy table: mean ± std per encoding and length (``†`` where not
+    every seed fits at ``L``), the steps taken when runs trained to a fit criterion, chance and the floor."""
+    lengths = plan.test_lengths(t)
+    stops = _steps_taken(tables.get("fit"), t)
+    extra = " steps taken |" if stops else ""
+    lines = [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |" + extra,
+             "|---|" + "---:|" * len(lengths) + ("---:|" if stops else "")]  # fmt: skip
+    for e in plan.encodings:
+        ok = fit.get((t, e), [])
+        label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
+        cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
+        text = []
+        for n in lengths:
+            r = cells[n]
+            cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
+            if "scaled_mean" in r:
+                cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
+            text.append(cell)
+        if stops:
+            text.append(stops[e])
+        lines.append(f"| {label} | " + " | ".join(text) + " |")
+    chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
+    blank = " |" if stops else ""
+    lines.append(
+        "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |" + blank
+    )
+    floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
+    lines.append(
+        "| *trivial strategy* | "
+        + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
+        + " |"
+        + blank
+    )
+    lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
+    return lines
+
+
+def _budget(config: LengthgenConfig) -> str:
+    """``800`` (every run trains that many steps), or ``up to 800`` when runs stop at their fit criterion."""
+    return str(config.steps) if config.fit_accuracy is None else f"up to {config.steps}"
+
+
+def _steps_taken(runs: list[dict[str, Any]] | None, task: str) -> dict[str, str]:
+    """Per encoding of ``task``, the steps each seed's run trained (seed order) and how many reached the fit
+    criterion, as ``"150, 200, 800 (2/3 reached)"``; empty when the runs trained a fixed number of steps."""
+    by_encoding: dict[str, list[dict[str, Any]]] = {}
+    for run in runs or []:
+        if run["task"] == task:
+            by_encoding.setdefault(run["encoding"], []).append(run)
+    return {
+        e: ", ".join(str(r["step"]) for r in mine)
+        + f" ({sum(r['reached'] for r in mine)}/{len(mine)} reached)"
+        for e, mine in by_encoding.items()
+    }
+
+
+def _fit_note(plan: LengthgenPlan) -> str:
+    """What "steps taken" means, for runs trained to a fit criterion (nothing otherwise)."""
+    b = plan.base
+    if b.fit_accuracy is None:
+        return ""
+    return (
+        f" Steps taken: each run trained until its exact match at L on a held-out in-distribution set "
+        f"({plan.n_test} examples per depth, apart from the test sets), measured every {b.checkpoint_every} "
+        f"steps, reached {100 * b.fit_accuracy:g}%, or for the budget of {b.steps} steps (not reached)."
+    )
 
 
 def _fitted(test: dict[str, Any], seeds: int) -> str:

@@ -1,0 +1,130 @@
+"""Training a lengthgen run until a stated in-distribution criterion or its step budget."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from posenc_bench.experiment import lengthgen as lg
+
+RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
+
+
+def _parity(fit_accuracy: float | None, steps: int = 40) -> tuple[lg.LengthgenConfig, lg.LengthgenPlan]:
+    """Rope on parity at L = 4, a fit check every 4 steps: its held-out exact match at L goes
+    0.44, 0.44, 0.44, 0.44, 0.62 at steps 4 … 20 (16 examples)."""
+    base = lg.LengthgenConfig(task="parity", encoding="rope", seed=0, train_length=4, vocab=8, d_model=16,
+                              n_heads=2, n_layers=1, steps=steps, checkpoint_every=4,
+                              fit_accuracy=fit_accuracy)  # fmt: skip
+    plan = lg.LengthgenPlan(base, tasks=("parity",), encodings=("rope",), seeds=1, n_test=16,
+                            test_multiples=(1.0, 2.0))  # fmt: skip
+    return base, plan
+
+
+def _tokens(config: lg.LengthgenConfig, steps: int) -> int:
+    """The tokens of the training batches of steps ``0 … steps − 1``."""
+    return sum(lg.training_batch(config, s).tokens.size for s in range(steps))
+
+
+def _log(config: lg.LengthgenConfig, root: Path) -> list[dict[str, str]]:
+    with open(config.directory(root) / "log.csv", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_training_stops_at_the_first_check_that_reaches_the_criterion(tmp_path):
+    import torch
+
+    config, plan = _parity(0.6)
+    metrics = lg.train_run(config, plan, tmp_path, device=torch.device("cpu"))
+    assert metrics is not None
+    fit = metrics["fit"]
+    assert fit["reached"] is True and fit["step"] < config.steps and fit["accuracy"] >= 0.6
+    log = _log(config, tmp_path)
+    assert [int(r["step"]) for r in log] == list(range(4, fit["step"] + 1, 4))  # a check at each
+    assert [float(r["fit_accuracy"]) >= 0.6 for r in log] == [False] * (len(log) - 1) + [True]
+    assert metrics["train_tokens"] == _tokens(config, fit["step"])  # it trained exactly that far
+    stored = json.loads((config.directory(tmp_path) / "config.json").read_text())
+    assert stored["fit_accuracy"] == 0.6
+    assert not (config.directory(tmp_path) / lg.CHECKPOINT).exists()
+
+
+def test_a_run_that_never_reaches_the_criterion_uses_its_budget(tmp_path):
+    import torch
+
+    config, plan = _parity(1.0, steps=12)
+    metrics = lg.train_run(config, plan, tmp_path, device=torch.device("cpu"))
+    assert metrics is not None
+    assert metrics["fit"] == {"accuracy": pytest.approx(0.4375), "step": 12, "reached": False}
+    assert metrics["train_tokens"] == _tokens(config, 12)
+
+
+def test_an_interrupted_run_with_a_criterion_resumes_to_where_the_uninterrupted_run_stopped(tmp_path):
+    """Interrupted at step 10 (checkpoint of step 8), resumed: it stops at step 20 as the whole run does."""
+    import torch
+
+    cpu = torch.device("cpu")
+    config, plan = _parity(0.6)
+    whole = lg.train_run(config, plan, tmp_path / "a", device=cpu)
+    assert lg.train_run(config, plan, tmp_path / "b", device=cpu, stop_after=10) is None
+    assert (config.directory(tmp_path / "b") / lg.CHECKPOINT).exists()
+    resumed = lg.train_run(config, plan, tmp_path / "b", device=cpu)
+    assert whole is not None and resumed is not None and whole["fit"]["step"] == 20
+    for key in ("fit", "accuracy", "final_loss", "train_tokens"):
+        assert resumed[key] == whole[key], key
+    timeless = [[{k: v for k, v in r.items() if k != "tokens_per_s"} for r in _log(config, tmp_path / x)]
+                for x in ("a", "b")]  # fmt: skip
+    assert timeless[0] == timeless[1]
+
+
+def test_the_fit_set_is_held_out_from_the_test_set_and_the_training_batches():
+    config, plan = _parity(0.6)
+    held_out = lg.test_batch(plan, "parity", 0, 4, 0.5, split="fit").tokens
+    test = lg.test_batch(plan, "parity", 0, 4, 0.5).tokens
+    assert held_out.shape == test.shape and not np.array_equal(held_out, test)
+    assert not np.array_equal(held_out[:, :5], lg.training_batch(config, 0).tokens[:16, :5])
+
+
+def test_the_criterion_is_bounded_naming_its_flag():
+    for bad in (0.0, 1.5, float("nan"), -0.1):
+        with pytest.raises(ValueError, match=r"--fit-accuracy must be a number in \(0, 1\]; got"):
+            _parity(bad)
+    assert _parity(1.0)[0].fit_accuracy == 1.0
+
+
+def test_a_run_without_a_criterion_keeps_its_identity():
+    """Unset, ``fit_accuracy`` is not in the run's ``config.json``; set, it is (and so retrains)."""
+    config, plan = _parity(None)
+    assert "fit_accuracy" not in lg.run_identity(config, plan)
+    assert lg.run_identity(_parity(0.9)[0], plan)["fit_accuracy"] == 0.9
+
+
+#: sha256 (first 16 hex digits) of each committed lengthgen grid's run directories and run identities
+#: (``config.json``: the run's settings and its test settings, as sorted JSON), as written before runs
+#: could train to a fit criterion.
+LENGTHGEN_IDENTITIES = {
+    "lengthgen/5tasks-5seeds": "f50bdc7560399466",
+    "lengthgen/copy-reverse": "67b77f911da676d1",
+    "lengthgen": "e18851452dbfe8f4",
+    "lengthgen/passkey-5seeds": "b346c0f2436eb642",
+    "lengthgen/randomized/nope3": "d927fd211c24ea60",
+    "lengthgen/randomized/rand64": "1c068232c8eee849",
+    "lengthgen/randomized/rand64-tested-consecutive": "1c068232c8eee849",
+}
+
+
+@pytest.mark.parametrize(
+    "path", sorted(RESULTS.glob("lengthgen/**/lengthgen.json")), ids=lambda p: p.parent.name
+)
+def test_every_committed_lengthgen_grid_keeps_its_run_identities_and_directories(path):
+    """Every run folder of a committed grid must still be found finished (its ``config.json`` equal)."""
+    plan = lg.plan_from_json(json.loads(path.read_text(encoding="utf-8"))["plan"])
+    configs = plan.configs()
+    dirs = sorted(c.directory(Path(".")).as_posix() for c in configs)
+    ids = sorted(json.dumps(lg.run_identity(c, plan), sort_keys=True) for c in configs)
+    digest = hashlib.sha256("\n".join(dirs + ids).encode()).hexdigest()[:16]
+    assert digest == LENGTHGEN_IDENTITIES[path.parent.relative_to(RESULTS).as_posix()]
