@@ -229,9 +229,11 @@ CONFIG_FLAGS = {
 
 def flag_names(message: str, args: argparse.Namespace) -> str:
     """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``),
-    and each ``name=value`` as the flag and its value (``--window 30``)."""
+    and each ``name=value`` as the flag and its value (``--window 30``); the --task lengthgen flags are left
+    out ("512 time steps" is no ``--steps``)."""
+    skip = {"func", "dataset", *lengthgen_cli.destinations()}
     names = {
-        **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in ("func", "dataset")},
+        **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in skip},
         **CONFIG_FLAGS,
     }
     pattern = (

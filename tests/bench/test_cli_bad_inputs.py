@@ -81,6 +81,19 @@ CASES = [
     # --window 100000 built 99999 probe sets of 100000 steps (ran for minutes); 10**12 blamed --length, --dim
     (PROBES, ["--window", "100000"], rf"--window 100000.*{MEMORY}.*lower --window"),
     (PROBES, ["--window", BIG], rf"--window 1000000000000.*{MEMORY}"),
+    # the series' "512 time steps" was rewritten as "512 time --steps" (a --task lengthgen flag)
+    (
+        [*CLASSIFY, "--dataset-option", "n_series=2", "--dataset-option", "length=512"],
+        ["--window", "600"],
+        r"--window 600 is longer than series 'synthetic-0' of dataset 'synthetic' \(512 time steps;",
+    ),
+    # a repeated scale policy or detector trained the same runs twice
+    (CLASSIFY, ["--scale", "native,native"], r"--scale must not repeat a policy, got native twice$"),
+    (
+        [*CLASSIFY, "--task", "detect"],
+        ["--detector", "forecast,forecast"],
+        r"--detector must not repeat a name, got forecast twice$",
+    ),
     # values argparse cannot convert printed the whole usage text before the error
     (CLASSIFY, ["--window", "inf"], rf"^posenc bench: error: --window: invalid int value: 'inf'{HELP}"),
     (CLASSIFY, ["--lr", "x"], rf"^posenc bench: error: --lr: invalid float value: 'x'{HELP}"),
