@@ -94,6 +94,12 @@ CASES = [
         ["--detector", "forecast,forecast"],
         r"--detector must not repeat a name, got forecast twice$",
     ),
+    # the dfstrans split named the field anomaly_percent=1e-300, not the flag
+    (
+        CLASSIFY,
+        ["--protocol", "dfstrans", "--anomaly-percent", "1e-300"],
+        r"--anomaly-percent 1e-300: fewer than 2 positive instances .*raise --anomaly-percent",
+    ),
     # values argparse cannot convert printed the whole usage text before the error
     (CLASSIFY, ["--window", "inf"], rf"^posenc bench: error: --window: invalid int value: 'inf'{HELP}"),
     (CLASSIFY, ["--lr", "x"], rf"^posenc bench: error: --lr: invalid float value: 'x'{HELP}"),
