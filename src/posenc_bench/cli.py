@@ -330,11 +330,14 @@ def _data(args: argparse.Namespace, model: ModelAxis) -> DataAxis:
 def _probe_data(data: DataAxis, lags: str | None) -> DataAxis:
     """The probes' data with ``--lags`` as their ``distances``, each ``1 <= k <= max_distance(task, window)``
     (:mod:`posenc_bench.data.probes`), and the probe windows of every distance checked to fit in memory."""
-    from posenc_bench.data.probes import MIN_WINDOW, N_FEATURES, ProbeSuite, max_distance
+    from posenc_bench.data.probes import MIN_WINDOW, N_FEATURES, PROBE_TASKS, ProbeSuite, max_distance
 
     if data.window < MIN_WINDOW:
         raise UsageError(f"--window must be >= {MIN_WINDOW} for --dataset probes, got {data.window}")
     task = data.dataset_options.get("task", ProbeSuite.task)
+    if task not in PROBE_TASKS:  # quoted: "task" alone would be rewritten as the bench's --task
+        allowed = " or ".join(f"'task={t}'" for t in PROBE_TASKS)
+        raise UsageError(f"--dataset-option 'task={task}' must be {allowed}")
     largest = max_distance(task, data.window)
     distances = None if lags is None else _lags(lags, largest, data.window, task)
     count = largest if distances is None else len(distances)  # none given: every k the window holds

@@ -74,6 +74,12 @@ CASES = [
         ["--lags", "31"],
         r"--lags must be distances k with 1 <= k < --window 32 - 1 \(k <= 30\) with --dataset-option 'task=lag', got 31$",
     ),
+    # a bad probe task must not read as --task (the bench's own flag)
+    (
+        PROBES,
+        ["--dataset-option", "task=foo"],
+        r"--dataset-option 'task=foo' must be 'task=order' or 'task=lag'$",
+    ),
     (PROBES, ["--lags", ","], r"--lags must name at least one distance k, got ','$"),
     (PROBES, ["--lags", "3,3"], r"--lags must not repeat a distance, got 3 twice$"),
     # the probe's own check named window, not --window
