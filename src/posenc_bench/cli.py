@@ -229,9 +229,11 @@ CONFIG_FLAGS = {
 
 def flag_names(message: str, args: argparse.Namespace) -> str:
     """``message`` with each option name (``batch_size``, ``n_heads``) written as its flag (``--batch-size``),
-    and each ``name=value`` as the flag and its value (``--window 30``)."""
+    and each ``name=value`` as the flag and its value (``--window 30``); the --task lengthgen flags are left
+    out ("512 time steps" is no ``--steps``)."""
+    skip = {"func", "dataset", *lengthgen_cli.destinations()}
     names = {
-        **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in ("func", "dataset")},
+        **{dest: "--" + dest.replace("_", "-") for dest in vars(args) if dest not in skip},
         **CONFIG_FLAGS,
     }
     pattern = (
@@ -318,15 +320,59 @@ def _data(args: argparse.Namespace, model: ModelAxis) -> DataAxis:
     data = DataAxis(
         dataset=args.dataset, dataset_options=dict(args.dataset_option), window=window, stride=stride
     )
-    if args.lags is None:
-        return data
-    if not data.probes:
+    if data.probes:
+        return _probe_data(data, args.lags)
+    if args.lags is not None:
         raise ValueError(f"--lags applies to --dataset probes only, got --dataset {args.dataset!r}")
-    try:
-        distances = [int(k) for k in csv_list(args.lags)]
-    except ValueError:
-        raise ValueError(f"--lags must be comma-separated integers, got {args.lags!r}") from None
+    return data
+
+
+def _probe_data(data: DataAxis, lags: str | None) -> DataAxis:
+    """The probes' data with ``--lags`` as their ``distances``, each ``1 <= k <= max_distance(task, window)``
+    (:mod:`posenc_bench.data.probes`), and the probe windows of every distance checked to fit in memory."""
+    from posenc_bench.data.probes import MIN_WINDOW, N_FEATURES, PROBE_TASKS, ProbeSuite, max_distance
+
+    if data.window < MIN_WINDOW:
+        raise UsageError(f"--window must be >= {MIN_WINDOW} for --dataset probes, got {data.window}")
+    task = data.dataset_options.get("task", ProbeSuite.task)
+    if task not in PROBE_TASKS:  # quoted: "task" alone would be rewritten as the bench's --task
+        allowed = " or ".join(f"'task={t}'" for t in PROBE_TASKS)
+        raise UsageError(f"--dataset-option 'task={task}' must be {allowed}")
+    largest = max_distance(task, data.window)
+    distances = None if lags is None else _lags(lags, largest, data.window, task)
+    count = largest if distances is None else len(distances)  # none given: every k the window holds
+    windows = count * (
+        data.dataset_options.get("n_train", ProbeSuite.n_train)
+        + 2 * data.dataset_options.get("n_eval", ProbeSuite.n_eval)
+    )
+    validate.fits_in_memory(
+        f"--window {data.window}: {windows} probe windows ({count} distances)",
+        min(4 * N_FEATURES * windows * data.window, 10**300),
+        advice="lower --window or choose fewer --lags",
+    )
+    if distances is None:
+        return data
     return dataclasses.replace(data, dataset_options={**data.dataset_options, "distances": distances})
+
+
+def _lags(text: str, largest: int, window: int, task: str) -> list[int]:
+    """``--lags`` as distinct distances ``1 <= k <= largest`` (the largest the probe ``task`` fits in ``window``)."""
+    try:
+        distances = [int(k) for k in csv_list(text)]
+    except ValueError:
+        raise ValueError(f"--lags must be comma-separated integers, got {text!r}") from None
+    if not distances:
+        raise UsageError(f"--lags must name at least one distance k, got {text!r}")
+    repeated = next((k for k in distances if distances.count(k) > 1), None)
+    if repeated is not None:
+        raise UsageError(f"--lags must not repeat a distance, got {repeated} twice")
+    bad = next((k for k in distances if not 1 <= k <= largest), None)
+    if bad is not None:
+        # 'task=lag' quoted: the flag names of the message are rewritten, and this one is a dataset option
+        need = "" if task == "order" else f" - 1 (k <= {largest}) with --dataset-option 'task={task}'"
+        need = need or f" (k <= {largest})"
+        raise UsageError(f"--lags must be distances k with 1 <= k < --window {window}{need}, got {bad}")
+    return distances
 
 
 def seed_range(text: str) -> tuple[int, int]:

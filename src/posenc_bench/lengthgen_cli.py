@@ -82,6 +82,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def destinations() -> frozenset[str]:
+    """The names (``args.steps``, …) of the lengthgen-only flags: the other tasks' messages never mean them."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return frozenset(action.dest for action in parser._actions)
+
+
 def plan_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~posenc_bench.experiment.lengthgen.LengthgenPlan` of the parsed flags, checked (an
     error names the flag)."""

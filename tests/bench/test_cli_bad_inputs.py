@@ -15,7 +15,11 @@ CLASSIFY = ["bench", "--epochs", "1", "--seeds", "1", "--no-baseline", "--no-pro
 LENGTHGEN = ["bench", "--task", "lengthgen", "--lengthgen-tasks", "parity", "--encodings", "none,rope",
              "--seeds", "1", "--steps", "2", "--train-length", "4", "--vocab", "8", "--d-model", "16",
              "--heads", "2", "--layers", "1", "--n-test", "4", "--test-lengths", "1,2", "--no-progress"]  # fmt: skip
+PROBES = ["bench", "--dataset", "probes", "--window", "32", "--encodings", "none", "--epochs", "1", "--seeds", "1",
+          "--no-progress"]  # fmt: skip
 MEMORY = "would need .* GiB, more than the"
+#: what an option argparse cannot convert ends with: one line, no usage text
+HELP = r"; see posenc bench --help$"
 
 CASES = [
     # --threads 100000 segfaulted (exit 139) in torch.set_num_threads; 10**12 overflowed in it
@@ -60,6 +64,54 @@ CASES = [
     # --vocab and --d-model 10**12 were torch's DefaultCPUAllocator RuntimeError
     (LENGTHGEN, ["--vocab", BIG], rf"--vocab 1000000000000 .*{MEMORY}"),
     (LENGTHGEN, ["--d-model", BIG], rf"--d-model 1000000000000 .*{MEMORY}"),
+    # --lags 0, -5 and 100000 were the probe's own "k must be a positive int" / "k=100000 does not fit",
+    # naming k, not the flag; an empty --lags silently ran every distance, a repeated one trained it twice
+    (PROBES, ["--lags", "0"], r"--lags must be distances k with 1 <= k < --window 32 \(k <= 31\), got 0$"),
+    (PROBES, ["--lags", "-5"], r"--lags must be distances k with 1 <= k < --window 32 \(k <= 31\), got -5$"),
+    (PROBES, ["--lags", "2,100000"], r"--lags must be distances k with 1 <= k < --window 32 .*, got 100000$"),
+    (
+        [*PROBES, "--dataset-option", "task=lag"],
+        ["--lags", "31"],
+        r"--lags must be distances k with 1 <= k < --window 32 - 1 \(k <= 30\) with --dataset-option 'task=lag', got 31$",
+    ),
+    # a bad probe task must not read as --task (the bench's own flag)
+    (
+        PROBES,
+        ["--dataset-option", "task=foo"],
+        r"--dataset-option 'task=foo' must be 'task=order' or 'task=lag'$",
+    ),
+    (PROBES, ["--lags", ","], r"--lags must name at least one distance k, got ','$"),
+    (PROBES, ["--lags", "3,3"], r"--lags must not repeat a distance, got 3 twice$"),
+    # the probe's own check named window, not --window
+    (PROBES, ["--window", "2"], r"--window must be >= 3 for --dataset probes, got 2$"),
+    # --window 100000 built 99999 probe sets of 100000 steps (ran for minutes); 10**12 blamed --length, --dim
+    (PROBES, ["--window", "100000"], rf"--window 100000.*{MEMORY}.*lower --window"),
+    (PROBES, ["--window", BIG], rf"--window 1000000000000.*{MEMORY}"),
+    # the series' "512 time steps" was rewritten as "512 time --steps" (a --task lengthgen flag)
+    (
+        [*CLASSIFY, "--dataset-option", "n_series=2", "--dataset-option", "length=512"],
+        ["--window", "600"],
+        r"--window 600 is longer than series 'synthetic-0' of dataset 'synthetic' \(512 time steps;",
+    ),
+    # a repeated scale policy or detector trained the same runs twice
+    (CLASSIFY, ["--scale", "native,native"], r"--scale must not repeat a policy, got native twice$"),
+    (
+        [*CLASSIFY, "--task", "detect"],
+        ["--detector", "forecast,forecast"],
+        r"--detector must not repeat a name, got forecast twice$",
+    ),
+    # the dfstrans split named the field anomaly_percent=1e-300, not the flag
+    (
+        CLASSIFY,
+        ["--protocol", "dfstrans", "--anomaly-percent", "1e-300"],
+        r"--anomaly-percent 1e-300: fewer than 2 positive instances .*raise --anomaly-percent",
+    ),
+    # values argparse cannot convert printed the whole usage text before the error
+    (CLASSIFY, ["--window", "inf"], rf"^posenc bench: error: --window: invalid int value: 'inf'{HELP}"),
+    (CLASSIFY, ["--lr", "x"], rf"^posenc bench: error: --lr: invalid float value: 'x'{HELP}"),
+    (CLASSIFY, ["--seeds", "abc"], rf"^posenc bench: error: --seeds must be a count N .*got 'abc'{HELP}"),
+    (CLASSIFY, ["--model", "cnn"], rf"^posenc bench: error: --model: invalid choice: 'cnn' .*{HELP}"),
+    (LENGTHGEN, ["--steps", "x"], rf"^posenc bench: error: --steps: invalid int value: 'x'{HELP}"),
 ]
 
 
@@ -71,7 +123,19 @@ def test_a_bad_value_is_one_line_naming_the_option(tmp_path, capsys, base, extra
 
     if base[0] != "bench":  # lengthgen with another task
         base = [*LENGTHGEN, *base]
-    assert main([*base, *extra, "--out", str(tmp_path)]) == 2
+    try:
+        code = main([*base, *extra, "--out", str(tmp_path)])
+    except SystemExit as exc:  # argparse's own errors exit from inside the parser
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and re.search(message, err[0]), err
     assert not (tmp_path / "runs").exists()
+
+
+def test_help_keeps_its_usage_text(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: posenc bench [-h]") and "--lags LAGS" in out

@@ -254,7 +254,7 @@ def test_probe_suite_accuracy_against_lag(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--lags", "1,9"], "k=9 does not fit a window of 8 steps"),
+        (["--lags", "1,9"], "--lags must be distances k with 1 <= k < --window 8 (k <= 7), got 9"),
         (["--splits", "2"], "--splits applies to anomaly datasets"),
         (["--scale", "loud"], "--scale must be one of 'native', 'unit', 'matched', 'learned'; got 'loud'"),
         (["--lags", "1,x"], "--lags must be comma-separated integers"),

@@ -137,7 +137,7 @@ def test_blocked_protocol_with_the_spatiotemporal_model(tmp_path, capsys):
         ),
         (
             ["--protocol", "dfstrans", "--anomaly-percent", "0.5"],
-            r"anomaly_percent=0.5: fewer than 2 positive",
+            r"--anomaly-percent 0.5: fewer than 2 positive",
         ),
         (
             ["--d-model", "9", "--heads", "3", "--window-length", "16", "--window", "64"],

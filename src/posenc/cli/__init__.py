@@ -20,7 +20,9 @@ import argparse
 import importlib
 import linecache
 import os
+import re
 import sys
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,12 +54,25 @@ COMMAND_EXTRAS: dict[str, str] = {"bench": "experiment"}
 _PACKAGE = Path(__file__).resolve().parents[1]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose errors are one line, ``posenc CMD: error: --flag: what is wrong; see posenc CMD --help``
+    (argparse prints its whole usage text first); its sub-parsers are of this class too."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        flag = re.match(r"argument ([^:]+): (.*)", message, flags=re.S)
+        if flag:  # "argument --seeds: --seeds must be …" says the flag once
+            name, rest = flag.groups()
+            name = max(name.split("/"), key=len)  # "-d/--dim": the long name
+            message = rest if rest.startswith(name) else f"{name}: {rest}"
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The top-level parser; only ``command``'s module is imported and registers its full sub-parser.
 
     The other commands get a placeholder sub-parser (name and help) so that they are listed.
     """
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="posenc", description="Positional encodings for Transformers: tables, analysis, benchmark."
     )
     parser.add_argument("--version", action="version", version=f"posenc {__version__}")

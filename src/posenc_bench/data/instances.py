@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from posenc import validate
+from posenc.errors import UsageError
 from posenc_bench.data.containers import SPLIT_NAMES, Dataset, Splits
 from posenc_bench.data.windows import WindowIndex, materialise, window_index
 
@@ -62,8 +63,8 @@ def _events_per_instance(dataset: Dataset, index: WindowIndex, segment: int) -> 
 def _require_positives(
     split: str, n: int, percent: float, segment: int, n_instances: int, n_anomalous: int
 ) -> None:
-    if n < 2:
-        raise ValueError(
+    if n < 2:  # a UsageError: the bench writes the field as its flag
+        raise UsageError(
             f"anomaly_percent={percent:g}: fewer than 2 positive instances for the {split} split ({n}; the dataset "
             f"has {n_anomalous} anomalous of {n_instances} instances of segment={segment} steps); a stratified "
             f"split needs at least 2 per class: raise anomaly_percent or shorten the segment"

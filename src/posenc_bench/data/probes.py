@@ -29,6 +29,8 @@ from posenc_bench.data.containers import SPLIT_NAMES, Splits, WindowSet
 
 PROBE_TASKS = ("order", "lag")
 N_FEATURES = 2
+#: The shortest probe window: the lag task's pair spans k + 1 >= 2 steps and must leave a start.
+MIN_WINDOW = 3
 
 
 def max_distance(task: str, window: int) -> int:
@@ -59,8 +61,8 @@ def make_probe(
     """
     validate.choice("task", task, PROBE_TASKS)
     window = validate.positive_int("window", window)
-    if window < 3:
-        raise ValueError(f"window must be at least 3 for probes, got {window}")
+    if window < MIN_WINDOW:
+        raise ValueError(f"window must be at least {MIN_WINDOW} for probes, got {window}")
     k = _check_k(task, k, window)
     n = validate.positive_int("n", n)
     if n % 2:

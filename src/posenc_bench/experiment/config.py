@@ -209,6 +209,13 @@ class RunConfig:
         return cls(**data)
 
 
+def _check_distinct(name: str, item: str, values: tuple[str, ...]) -> None:
+    """A grid axis names each value once: a repeated one would train the same runs twice."""
+    repeated = next((v for v in values if values.count(v) > 1), None)
+    if repeated is not None:
+        raise ValueError(f"{name} must not repeat {item}, got {repeated} twice")
+
+
 @dataclass(frozen=True)
 class BenchPlan:
     """A benchmark grid: every (encoding, scale, split seed, seed) on one dataset.
@@ -254,6 +261,8 @@ class BenchPlan:
             raise ValueError(f"scales must name at least one policy of {', '.join(SCALE_POLICIES)}")
         for scale in self.scales:
             validate.choice("scale", scale, SCALE_POLICIES)
+        _check_distinct("scales", "a policy", self.scales)
+        _check_distinct("detectors", "a name", self.detectors)
         for name, options in self.encoding_options.items():
             if name not in self.encodings:
                 raise ValueError(
