@@ -77,13 +77,8 @@ class Truth:
         settings = rope_types.hf_settings(config, layer_type=layer_type, multi_axis=True)
         sections, interleaved = rope_types.hf_mrope(config, layer_type=layer_type)
         name = settings["scaling"] or "default"
-        options = dict(settings["scaling_options"] or {})
-        if settings["scaling_factor"] is not None:
-            options["factor"] = settings["scaling_factor"]
         rotary_dim = settings["rotary_dim"]
-        parameters = (
-            rope_types.resolve_parameters(name, options, rotary_dim=rotary_dim) if name != "default" else {}
-        )
+        parameters = rope_types.settings_parameters(name, settings)
         original = parameters.get("original_max_position_embeddings") or parameters.get(
             "max_position_embeddings"
         )

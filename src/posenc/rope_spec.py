@@ -120,13 +120,8 @@ def _module(config: Any, module: str, layer_type: str | None, layout: str) -> Mo
     reading = rope_types.hf_read(config, layer_type=layer_type, multi_axis=True)
     settings = reading.settings
     name = reading.rope_type
-    options = dict(settings["scaling_options"] or {})
-    if settings["scaling_factor"] is not None:
-        options["factor"] = settings["scaling_factor"]
     rotary_dim = settings["rotary_dim"]
-    parameters = (
-        rope_types.resolve_parameters(name, options, rotary_dim=rotary_dim) if name != "default" else {}
-    )
+    parameters = rope_types.settings_parameters(name, settings)
     attention = 1.0
     if name != "default":
         original = parameters.get("original_max_position_embeddings") or parameters.get(

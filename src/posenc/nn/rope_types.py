@@ -110,6 +110,18 @@ def _number(name: str, value: object, *, rope_type: str) -> float:
     return float(value)
 
 
+def settings_parameters(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The resolved parameters (:func:`resolve_parameters`) of rope type ``name`` read from a config's
+    settings (:func:`hf_settings`: its ``scaling_options``, with ``scaling_factor`` as ``factor``);
+    ``{}`` for ``"default"``."""
+    if name == "default":
+        return {}
+    options = dict(settings["scaling_options"] or {})
+    if settings["scaling_factor"] is not None:
+        options["factor"] = settings["scaling_factor"]
+    return resolve_parameters(name, options, rotary_dim=settings["rotary_dim"])
+
+
 def resolve_parameters(name: str, parameters: Mapping[str, Any], *, rotary_dim: int) -> dict[str, Any]:
     """Validate ``parameters`` of the rope type ``name``; return them with defaults filled in.
 
