@@ -206,10 +206,25 @@ def _ntk(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[n
     return _plain(r, _ntk_base(r, base, p["factor"])), 1.0
 
 
+def dynamic_stretch(factor: float, length: Any, original: float) -> Any:
+    """Hugging Face's dynamic NTK stretch ``s = f·L/L₀ − (f − 1)`` for a call reaching ``L ≥ L₀`` positions
+    (``L`` a float, or a float64 tensor for a length followed on the device)."""
+    return factor * length / original - (factor - 1.0)
+
+
+def ntk_frequencies(r: int, base: float, stretch: Any) -> Any:
+    """``θ_i`` under bloc97's NTK-aware base (:func:`_ntk_base`), formed as :func:`posenc.spectrum.geometric`
+    forms them, ``exp(−(2i/r)·ln(ρ·s^(r/(r−2))))``; ``stretch`` a float (a NumPy array back), or a float64
+    tensor (a tensor on its device, by the same operations)."""
+    if isinstance(stretch, numbers.Real):
+        return _plain(r, _ntk_base(r, base, float(stretch)))
+    x = stretch.new_tensor(2.0 * np.arange(spectrum.n_pairs(r), dtype=np.float64) / r)
+    return (-(x * (base * stretch ** (r / (r - 2))).log())).exp()
+
+
 def _dynamic(r: int, base: float, p: Mapping[str, Any], n: float) -> tuple[NDArray[np.float64], float]:
     f, original = p["factor"], p["max_position_embeddings"]
-    n = max(n, original)
-    return _plain(r, _ntk_base(r, base, f * n / original - (f - 1.0))), 1.0
+    return ntk_frequencies(r, base, dynamic_stretch(f, max(n, original), original)), 1.0
 
 
 def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:

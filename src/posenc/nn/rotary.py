@@ -159,6 +159,7 @@ class RotaryEmbedding(RotaryContract):
         )
         self._longest = self._original_length  # dynamic NTK: the longest context seen (Hugging Face's rule)
         self._longest_seen: torch.Tensor | None = None  # the same, on the device, for explicit positions
+        self._longrope_sets: torch.Tensor | None = None  # [2, r/2 + 1], made at the first explicit call
         self._frequencies, self._attention_factor = self._compute_frequencies(self._original_length)
         self._table_dtype: torch.dtype | None = None
         self._kernel_theta: torch.Tensor | None = None  # rotate_qk's float64 [θ_i…, attention factor]
@@ -378,25 +379,22 @@ class RotaryEmbedding(RotaryContract):
             return theta, self._attention_factor
         length = torch.maximum(qp.amax(), kp.amax().to(qp.device)).to(torch.float64) + 1.0
         original = self._original_length
-        with torch.inference_mode(False):
-            short, short_factor = self._compute_frequencies(original)
-        if self.scaling == "dynamic":  # bloc97's NTK base for the longest length seen, as rope_types' dynamic
+        if self.scaling == "dynamic":  # rope_types' dynamic NTK base for the longest length seen
             longest = self._longest_seen
             if longest is None or longest.device != qp.device:
                 longest = torch.tensor(self._longest, dtype=torch.float64, device=qp.device)
             reset = (length < original) & (longest > original)  # back inside: the original frequencies
             longest = self._longest_seen = torch.where(reset, original, torch.maximum(longest, length))
-            f = float(self.scaling_parameters["factor"])
-            stretch = f * longest / original - (f - 1.0)
-            r = self.rotary_dim
-            exponent = torch.arange(0, r, 2, dtype=torch.float64, device=qp.device) / (r - 2)
-            return short.to(qp.device) * stretch ** (-exponent), 1.0
-        with torch.inference_mode(False):
-            long, long_factor = self._compute_frequencies(original + 1.0)  # LongRoPE: constant beyond L
-        beyond = length > original
-        factor = torch.where(beyond, torch.tensor(long_factor, dtype=torch.float64), short_factor)
-        theta = torch.where(beyond, long.to(qp.device), short.to(qp.device))
-        return theta, short_factor if long_factor == short_factor else factor.to(qp.device)
+            stretch = rope_types.dynamic_stretch(float(self.scaling_parameters["factor"]), longest, original)
+            return rope_types.ntk_frequencies(self.rotary_dim, self.base, stretch), 1.0
+        sets = self._longrope_sets  # LongRoPE's θ ‖ factor within L and beyond it (constant there)
+        if sets is None or sets.device != qp.device:  # made once per device: the settings alone decide them
+            with torch.inference_mode(False):
+                made = (self._compute_frequencies(n) for n in (original, original + 1.0))
+                sets = torch.stack([torch.cat([t, torch.tensor([f], dtype=torch.float64)]) for t, f in made])
+            sets = self._longrope_sets = sets.to(qp.device)
+        chosen = torch.where(length > original, sets[1], sets[0])
+        return chosen[:-1], chosen[-1]
 
     def _scaled_tables(
         self,
