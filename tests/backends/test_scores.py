@@ -28,7 +28,7 @@ B, H, S, D, K = 2, 3, 12, 16, 3
 def flex_on_cpu(monkeypatch):
     """FlexAttention's eager path on the CPU, gradients included, and scores' ``flex`` calling it."""
     monkeypatch.setattr(flex_attention, "_validate_device", lambda q, k, v: None)
-    monkeypatch.setattr(scores, "flex_kernel", lambda: scores.flex_attend)
+    monkeypatch.setattr(scores, "_compiled_flex", lambda: scores.flex_attend)
 
 
 def as_cuda(call: ScoreCall, dtype: torch.dtype = torch.float32) -> scores.Backend[ScoreCall]:
@@ -179,3 +179,36 @@ def test_a_score_term_is_slots_or_a_function_of_the_scores():
         ScoreTerm()
     with pytest.raises(ValueError, match="either slots and their index, or from_scores"):
         ScoreTerm(slots=torch.zeros(1, 1, 2, 3), index=torch.zeros(2, 2).long(), from_scores=lambda s: s)
+
+
+def test_flex_is_compiled_once_eagerly_and_inlined_while_tracing():
+    """The compile state is read by ``select()`` alone: eagerly the ``flex`` entry runs FlexAttention compiled
+    once (with the kept causal mask); while ``torch.compile`` traces, the entry that inlines it."""
+    torch.manual_seed(4)
+    t5 = T5RelativeBias(H).double()
+    q, k, v = (torch.randn(B, H, S, D, dtype=F64) for _ in range(3))
+    context = t5.context(S, positions=None, dtype=F64, device=torch.device("cpu"))
+    call = ScoreCall(q, k, v, bias=context.attn_bias, diagonals=context.diagonals, causal=True)
+    eager = dataclasses.replace(Environment.of(q), device="cuda", dtype=torch.float32)
+    tracing = dataclasses.replace(eager, compiling=True)
+    assert select(BACKENDS, call, eager).apply is scores.flex
+    assert select(BACKENDS, call, tracing).apply is scores.flex_traced
+
+
+def test_flex_traced_builds_its_own_block_mask(flex_on_cpu, monkeypatch):
+    """The traced form runs :func:`flex_attend` itself and never reads the eager cache of causal masks."""
+    q, k, v, diagonals, _ = tensors(5)
+    call = ScoreCall(
+        q, k, v, q_scaled=True, bias=torch.zeros(1), diagonals=diagonals, causal=True, may_hide=True
+    )
+
+    def no_cache(s: int, device: torch.device) -> None:
+        raise AssertionError("the traced form read the eager mask cache")
+
+    monkeypatch.setattr(scores, "_causal_block_mask", no_cache)
+    monkeypatch.setattr(
+        scores, "_compiled_flex", lambda: pytest.fail("the traced form compiled FlexAttention")
+    )
+    got = scores.flex_traced(call)
+    want = reference(q, k, v, diagonals=diagonals, causal=True)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

@@ -282,3 +282,30 @@ def test_every_slot_backend_equals_the_reference_through_select(monkeypatch, shi
             assert (a is None) == (b is None)
             if a is not None:
                 torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("change", "loop"),
+    [
+        ({}, True),
+        ({"compiling": True}, False),  # torch.compile traces torch.gather / scatter_add
+        ({"device": "cuda"}, False),
+        ({"native": False}, False),  # not built, or POSENC_NATIVE=0
+        ({"dtype": torch.bfloat16}, False),
+    ],
+)
+def test_the_slot_loop_is_chosen_by_select_alone(change, loop):
+    """Whether the slot terms run in the compiled loop is decided by ``select()`` over the slot backends,
+    from the setting (device, dtype, compile state, loaded kernels) and the index's metadata."""
+    import dataclasses
+
+    from posenc.backends import Environment, select
+    from posenc.nn import _slots
+
+    src, index = torch.zeros(2, 3, 5, 7), torch.zeros(5, 4, dtype=torch.int64)
+    env = dataclasses.replace(Environment.of(src), **{"native": True, **change})
+    assert (select(_slots._BACKENDS, (src, index), env).name == "loop") is loop
+    int32 = (src, index.int())  # the loop reads int64 indices only
+    assert (
+        select(_slots._BACKENDS, int32, dataclasses.replace(Environment.of(src), native=True)).name == "torch"
+    )

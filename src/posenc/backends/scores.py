@@ -15,7 +15,8 @@ and, when causal, keys after the query. Backends, in order of preference:
     torch 2.13 refuses FlexAttention's backward. Chosen where a gradient flows into the bias or the term
     (there SDPA leaves its flash kernel for a mask that needs a gradient), nothing needs the weights or
     dropout, and the heads are at least 16 wide (torch 2.13's CUDA kernels need that); float16,
-    bfloat16 and float32.
+    bfloat16 and float32. Two entries: eagerly FlexAttention compiled once with the causal block mask kept
+    per length, and while ``torch.compile`` traces the same call inlined into the caller's graph.
 ``sdpa``
     ``scaled_dot_product_attention`` with the bias, the term (formed as ``[b, h, s, s]``) and the mask
     merged into one additive mask. Off CUDA only where no gradient flows through that mask (on the CPU the
@@ -200,8 +201,9 @@ def flex_attend(
 ) -> torch.Tensor:
     """``flex_attention`` of ``q`` (already scaled) with :func:`score_mod` over the tables and ``block_mask``.
 
-    Compiled as a whole (:func:`flex_kernel`): its inputs are then tensors and integers only, and the
-    ``score_mod`` closure it builds never reaches the compiler's guards."""
+    Eagerly compiled as a whole (:func:`_compiled_flex`): its inputs are then tensors and integers only, and
+    the ``score_mod`` closure it builds never reaches the compiler's guards; while ``torch.compile`` traces,
+    inlined into the caller's graph."""
     from torch.nn.attention.flex_attention import flex_attention
 
     mod = score_mod(diagonals, slots, band, q.shape[-2])
@@ -215,12 +217,6 @@ def _compiled_flex() -> Callable[..., torch.Tensor]:
     return compiled
 
 
-def flex_kernel() -> Callable[..., torch.Tensor]:
-    """:func:`flex_attend` itself while ``torch.compile`` traces (it inlines it), else compiled once:
-    eagerly FlexAttention forms the scores, its fused kernels come from the compiler."""
-    return flex_attend if torch.compiler.is_compiling() else _compiled_flex()
-
-
 @functools.lru_cache(maxsize=8)
 def _causal_block_mask(s: int, device: torch.device) -> BlockMask:
     """The causal block mask of ``s`` queries and keys, built once per length and device (eager calls)."""
@@ -229,26 +225,39 @@ def _causal_block_mask(s: int, device: torch.device) -> BlockMask:
     return create_block_mask(_mask_mod(None, True), None, None, s, s, device=device)
 
 
-def _block_mask(call: ScoreCall, s: int, device: torch.device) -> BlockMask | None:
-    """FlexAttention's block mask for causality and padding (``None``: every key seen)."""
+def _block_mask(call: ScoreCall, s: int, device: torch.device, *, cached: bool) -> BlockMask | None:
+    """FlexAttention's block mask for causality and padding (``None``: every key seen); the causal mask
+    without padding kept per length and device when ``cached`` (eager calls; a traced graph builds its own)."""
     from torch.nn.attention.flex_attention import create_block_mask
 
     pad = call.key_padding_mask
     if pad is None and not call.causal:
         return None
-    if pad is None and not torch.compiler.is_compiling():
+    if pad is None and cached:
         return _causal_block_mask(s, device)
     batch = None if pad is None else pad.shape[0]
     return create_block_mask(_mask_mod(pad, call.causal), batch, None, s, s, device=device)
 
 
-def flex(call: ScoreCall) -> torch.Tensor:
-    """FlexAttention with a ``score_mod`` reading the small tables (:func:`score_mod`) and a block mask."""
+def _flex(call: ScoreCall, kernel: Callable[..., torch.Tensor], *, cached: bool) -> torch.Tensor:
+    """FlexAttention with a ``score_mod`` reading the small tables (:func:`score_mod`) and a block mask,
+    run by ``kernel`` (:func:`flex_attend` or its compiled form)."""
     q = call.scaled_q
     term = call.term
     slots, band = (None, None) if term is None else (term.slots, term.band)
-    block_mask = _block_mask(call, q.shape[-2], q.device)
-    return flex_kernel()(q, call.k.contiguous(), call.v.contiguous(), call.diagonals, slots, band, block_mask)
+    block_mask = _block_mask(call, q.shape[-2], q.device, cached=cached)
+    return kernel(q, call.k.contiguous(), call.v.contiguous(), call.diagonals, slots, band, block_mask)
+
+
+def flex(call: ScoreCall) -> torch.Tensor:
+    """:func:`_flex` eagerly: :func:`flex_attend` compiled once (eagerly FlexAttention forms the scores; its
+    fused kernels come from the compiler), the causal block mask kept per length."""
+    return _flex(call, _compiled_flex(), cached=True)
+
+
+def flex_traced(call: ScoreCall) -> torch.Tensor:
+    """:func:`_flex` while ``torch.compile`` traces: :func:`flex_attend` inlined, the block mask built in the graph."""
+    return _flex(call, flex_attend, cached=False)
 
 
 _FLEX_MIN_HEAD_DIM = 16  # torch 2.13's CUDA FlexAttention kernels: "embedding dimension … at least 16"
@@ -279,19 +288,23 @@ def _sdpa_without_mask_grad(call: ScoreCall) -> bool:
 
 
 _EVERY_DEVICE = frozenset({"cpu", "cuda", "mps", "xpu", "hpu", "meta"})
+_CUDA = frozenset({"cuda"})
+_FLEX_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32})
 
 BACKENDS: tuple[Backend[ScoreCall], ...] = (
+    Backend("flex", flex, devices=_CUDA, dtypes=_FLEX_DTYPES, supports=_flex_supports),
     Backend(
         "flex",
-        flex,
-        devices=frozenset({"cuda"}),
-        dtypes=frozenset({torch.float16, torch.bfloat16, torch.float32}),
+        flex_traced,
+        devices=_CUDA,
+        dtypes=_FLEX_DTYPES,
+        eager=False,
         compiled=True,
         supports=_flex_supports,
     ),
     # the fused kernels return a mask's gradient on CUDA; on the CPU SDPA would leave its fused kernel for
     # its general unfused one, slower than the reference, so there it serves masks without a gradient only
-    Backend("sdpa", sdpa, devices=frozenset({"cuda"}), compiled=True, exported=True, supports=_sdpa_supports),
+    Backend("sdpa", sdpa, devices=_CUDA, compiled=True, exported=True, supports=_sdpa_supports),
     Backend(
         "sdpa", sdpa, devices=_EVERY_DEVICE, compiled=True, exported=True, supports=_sdpa_without_mask_grad
     ),

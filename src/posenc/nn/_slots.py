@@ -16,11 +16,13 @@ weights' gradient ``g·vᵀ + (g·w^Vᵀ)[index]`` is formed in one buffer. Else
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
 from posenc import _native
+from posenc.backends import Backend, Environment, select
+from posenc.backends.rotate import CPU
 
 
 def _per_head(index: torch.Tensor) -> torch.Tensor:
@@ -28,19 +30,11 @@ def _per_head(index: torch.Tensor) -> torch.Tensor:
     return index.unsqueeze(1) if index.dim() == 3 else index
 
 
-def _native_shape(src: torch.Tensor, index: torch.Tensor) -> tuple[int, int] | None:
-    """``(nb, g)`` for the compiled loop, rows ``(ib·g + h)·s_q + i`` reading index row ``(ib, i)``, or
-    ``None`` where the loop does not apply (not built, not the CPU, dtype, index not shared as the
-    loop expects, under ``torch.compile``)."""
-    if (
-        _native.kernels is None
-        or torch.compiler.is_compiling()
-        or src.device.type != "cpu"
-        or index.device.type != "cpu"
-        or index.dtype != torch.int64
-        or _native.dtype_code(src.dtype, "slots") is None
-        or src.dim() < 2
-    ):
+def _loop_rows(call: tuple[torch.Tensor, torch.Tensor]) -> tuple[int, int] | None:
+    """``(nb, g)`` for the compiled loop on ``(src, index)``, rows ``(ib·g + h)·s_q + i`` reading index row
+    ``(ib, i)``, or ``None`` where the index is not shared as the loop expects (read from metadata only)."""
+    src, index = call
+    if index.device != src.device or index.dtype != torch.int64 or src.dim() < 2:
         return None
     rows = src.shape[:-2].numel()
     if index.dim() == 2:
@@ -48,6 +42,21 @@ def _native_shape(src: torch.Tensor, index: torch.Tensor) -> tuple[int, int] | N
     if src.dim() == 4 and index.dim() == 3 and src.shape[0] == index.shape[0]:
         return index.shape[0], src.shape[1]
     return None
+
+
+_BACKENDS: tuple[Backend[tuple[torch.Tensor, torch.Tensor]], ...] = (
+    Backend("loop", _loop_rows, devices=CPU, dtypes=frozenset({torch.float32, torch.float64}), needs="native",
+            supports=lambda call: _loop_rows(call) is not None),
+    Backend("torch", lambda call: None, compiled=True, exported=True, differentiable=True),
+)  # fmt: skip
+"""Where the compiled loop serves (its ``apply`` gives its row layout), else ``torch.gather``/``scatter_add``."""
+
+
+def _native_shape(src: torch.Tensor, index: torch.Tensor) -> tuple[int, int] | None:
+    """The loop's ``(nb, g)`` (:func:`_loop_rows`) where :func:`posenc.backends.select` chooses it, else ``None``
+    (not built or switched off, not the CPU, another dtype, under ``torch.compile``, an index it cannot share)."""
+    chosen = select(_BACKENDS, (src, index), Environment.of(src))
+    return cast("tuple[int, int] | None", chosen.apply((src, index)))
 
 
 _GATHER, _SUM, _GATHER_ADD = "gather", "sum", "gather_add"  # the modes of posenc._native.slots
