@@ -18,6 +18,7 @@ from posenc.nn.contracts import (
     ScoreBiasContract,
     ScoreTerm,
 )
+from posenc.nn.fope import FourierRotary
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.multiaxis import MultiAxisRotary
 from posenc.nn.prope import PartialRotary
@@ -32,6 +33,7 @@ __all__ = [
     "DFTEncoding",
     "EncodingContract",
     "FIREBias",
+    "FourierRotary",
     "InputContract",
     "KerpleBias",
     "KerplePowerBias",
