@@ -378,3 +378,22 @@ def test_a_dump_of_every_layer_names_the_layer_that_disagrees(tmp_path, capsys):
     assert main(["check", str(path), "--against", str(dump), "--json"]) == 1
     against = json.loads(capsys.readouterr().out)["against"]
     assert against["layer"] == [0, 1, 2, 3] and [d["layer"] for d in against["disagreements"]] == [3]
+
+
+def test_a_fope_config_is_reported_as_vllm_serves_it(tmp_path, capsys):
+    config = {
+        "head_dim": 16, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+        "rope_scaling": {"rope_type": "default", "rope_theta": 100.0, "fope_sep_head": True, "fope_init_factor": 0.1},
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match="fope_init_factor, fope_sep_head: ignored, as transformers ignores"):
+        assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    # θ_j = 100^(−j/8) > 2π/64 ≈ 0.0982 ⇔ j < 8·ln(64/2π)/ln 100 ≈ 4.03: j = 0 … 4, 5 of the 8 pairs
+    assert "FoPE (vLLM's; transformers ignores its keys): 5 of 8 frequencies kept (θ_j > 2π/64)" in out
+    assert "cos_coef/sin_coef [2, 5, 5]" in out and "cos 1/sin 0 on the other 3 pairs" in out
+    with pytest.warns(UserWarning):
+        assert main(["check", str(path), "--json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["layer_groups"]
+    assert group["modules"][0]["fope"]["kept_frequencies"] == 5

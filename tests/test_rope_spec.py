@@ -203,3 +203,48 @@ def test_a_dual_chunk_attention_config_is_reported_with_vllms_remapped_positions
     bad = {**config.to_dict(), "dual_chunk_attention_config": {"chunk_size": 10, "local_size": 10}}
     (refused,) = rope_spec.hf_rope_spec(bad)
     assert "local_size=10: not integers with 0 <= local_size < chunk_size" in refused.modules[0].notes[0]
+
+
+def test_vllms_fope_keys_are_reported_with_the_tables_vllm_builds():
+    """No transformers 5.24 model reads FoPE's keys (it warns and ignores them); the spec reports what vLLM's
+    InternS1-Pro builds from them (``vllm/model_executor/models/interns1_pro.py``, read, not run): the
+    frequencies θ_j = ρ^(−2j/d_h) with θ_j > 2π/L, and [kv_heads, F, F] coefficient tables per KV head."""
+    import math
+
+    from posenc.nn import FourierRotary
+
+    parameters = {"rope_type": "default", "rope_theta": 5e6, "fope_init_factor": 0.5, "fope_sep_head": True}
+    config = transformers.Qwen3MoeConfig(
+        **{**SMALL, "num_key_value_heads": 1}, head_dim=128, num_hidden_layers=2,
+        max_position_embeddings=262144, rope_parameters=parameters,
+    )  # fmt: skip
+    (group,) = rope_spec.hf_rope_spec(config)
+    module = group.modules[0]
+    kept = sum(5e6 ** (-2 * j / 128) > 2 * math.pi / 262144 for j in range(64))
+    assert module.fope == {
+        "head_dim": 128,
+        "base": 5e6,
+        "max_position_embeddings": 262144,
+        "kv_heads": 1,
+        "separate_heads": True,
+        "num_inv_freq": None,
+        "init_factor": 0.5,
+        "kept_frequencies": kept,
+        "table_heads": 1,
+    }
+    assert set(module.ignored_keys) == {"fope_init_factor", "fope_sep_head"}  # as transformers ignores them
+    built = FourierRotary(**rope_spec.fope_settings(config))
+    assert built.cos_coef.shape == (1, kept, kept)
+    # vLLM's rule: any FoPE key not None turns it on; num_inv_freq alone keeps the first ones, one shared table
+    only = {
+        **config.to_dict(),
+        "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": 7},
+        "num_key_value_heads": 2,
+    }
+    (group,) = rope_spec.hf_rope_spec(only)
+    assert group.modules[0].fope["kept_frequencies"] == 7 and group.modules[0].fope["table_heads"] == 1
+    off = {**config.to_dict(), "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": None}}
+    assert rope_spec.hf_rope_spec(off)[0].modules[0].fope is None
+    bad = {**config.to_dict(), "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": 65}}
+    with pytest.raises(ValueError, match=r"num_inv_freq must be in 1…64 .*got 65"):
+        rope_spec.hf_rope_spec(bad)

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from posenc.nn import rope_types
+from posenc.nn import fope, rope_types
 
 ADJACENT_PAIR_MODEL_TYPES: tuple[str, ...] = (
     "blt",
@@ -54,6 +54,10 @@ SUBMODULE_LAYOUTS: dict[str, dict[str, str]] = {
 """Models with a sparse-attention indexer: the pair layout of the attention and of the indexer (they
 differ in DeepSeek-V3.2 and AXK2, where the indexer rotates half-split pairs and the MLA adjacent ones)."""
 
+FOPE_KEYS: tuple[str, ...] = ("fope_init_factor", "fope_sep_head", "num_inv_freq")
+"""The rope parameters that make vLLM serve FoPE (any of them not ``None``; ``use_fope`` of
+``vllm/model_executor/models/interns1_pro.py``), which no transformers 5.24 model reads."""
+
 SLIDING_ONLY_ROPE_MODEL_TYPES: tuple[str, ...] = ("cohere2", "cohere2_moe")
 """Models whose rotary applies only on sliding-window layers (the full-attention layers are NoPE)."""
 
@@ -67,7 +71,8 @@ class ModuleRope:
     one rope for every layer). ``layout`` is
     ``half_split`` or ``adjacent``; ``parameters`` are the rope type's resolved parameters;
     ``query_scale`` describes a position-dependent factor on the queries outside the rotary;
-    ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²).
+    ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²); ``fope`` what vLLM serves
+    for a FoPE config (:func:`fope_settings`), which transformers ignores.
     """
 
     module: str
@@ -85,6 +90,7 @@ class ModuleRope:
     ignored_keys: tuple[str, ...] = ()
     query_scale: str | None = None
     softmax_scale_factor: float | None = None
+    fope: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -155,8 +161,48 @@ def _module(config: Any, module: str, layer_type: str | None, layout: str) -> Mo
         ignored_keys=tuple(sorted(reading.ignored)),
         query_scale=query_scale,
         softmax_scale_factor=reading.attention.get("softmax_scale_factor"),
+        fope=_fope_spec(config, layer_type),
         notes=(*reading.notes, *_dual_chunk_notes(config)),
     )
+
+
+def fope_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any] | None:
+    """The :class:`posenc.nn.FourierRotary` arguments vLLM builds for a config with FoPE keys
+    (:data:`FOPE_KEYS`), ``None`` without them. Read as ``vllm/model_executor/models/interns1_pro.py`` and
+    ``get_rope`` read it: ``head_dim`` (else ``hidden_size // num_attention_heads``) with every dimension's
+    frequency formed (vLLM passes no ``partial_rotary_factor``), ``rope_theta``, ``max_position_embeddings``
+    (8192 when absent), ``num_key_value_heads`` (before tensor-parallel splitting), ``fope_sep_head``
+    (``None`` = one shared table), ``num_inv_freq``, ``fope_init_factor``."""
+    get = _getter(config)
+    parameters = get("rope_parameters") or get("rope_scaling") or {}
+    if layer_type is not None and isinstance(parameters.get(layer_type), Mapping):
+        parameters = parameters[layer_type]
+    if not any(parameters.get(key) is not None for key in FOPE_KEYS):
+        return None
+    head_dim = get("head_dim") or int(get("hidden_size")) // int(get("num_attention_heads"))
+    settings = {
+        "head_dim": int(head_dim),
+        "base": float(parameters.get("rope_theta", get("rope_theta")) or 10000.0),
+        "max_position_embeddings": get("max_position_embeddings") or 8192,
+        "kv_heads": get("num_key_value_heads") or get("num_attention_heads"),
+        "separate_heads": bool(parameters.get("fope_sep_head")),
+        "num_inv_freq": parameters.get("num_inv_freq"),
+        "init_factor": parameters.get("fope_init_factor") or 0.0,
+    }
+    return settings
+
+
+def _fope_spec(config: Any, layer_type: str | None) -> dict[str, Any] | None:
+    """:func:`fope_settings` with ``kept_frequencies`` (``F``) and ``table_heads`` (``H_c``) of the
+    ``[H_c, F, F]`` coefficients."""
+    settings = fope_settings(config, layer_type=layer_type)
+    if settings is None:
+        return None
+    kept = fope.kept_frequencies(
+        settings["head_dim"], settings["base"], settings["max_position_embeddings"], settings["num_inv_freq"]
+    )
+    heads = settings["kv_heads"] if settings["separate_heads"] else 1
+    return {**settings, "kept_frequencies": int(kept.size), "table_heads": heads}
 
 
 def _dual_chunk_notes(config: Any) -> tuple[str, ...]:
@@ -204,7 +250,8 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     ``self.use_rope = config.no_rope_layers[layer_idx]``); sliding-only rope (:data:`SLIDING_ONLY_ROPE_MODEL_TYPES`);
     the pair layout (:data:`ADJACENT_PAIR_MODEL_TYPES`, ``rope_interleave`` of
     :data:`ROPE_INTERLEAVE_MODEL_TYPES`, and the attention and indexer of :data:`SUBMODULE_LAYOUTS`);
-    a ``dual_chunk_attention_config`` is described in the module's ``notes`` (vLLM's remapped positions).
+    a ``dual_chunk_attention_config`` is described in the module's ``notes`` (vLLM's remapped positions), and
+    vLLM's FoPE keys in the module's ``fope`` (:func:`fope_settings`).
     """
     config = _text_config(config)
     get = _getter(config)

@@ -230,6 +230,15 @@ def _print_group(group: rope_spec.LayerGroup) -> None:
             print(
                 f"    ignored (as transformers ignores them for this rope type): {', '.join(m.ignored_keys)}"
             )
+        if m.fope:
+            f, half = m.fope["kept_frequencies"], m.fope["head_dim"] // 2
+            print(
+                f"    FoPE (vLLM's; transformers ignores its keys): {f} of {half} frequencies kept "
+                + (f"(the first num_inv_freq={m.fope['num_inv_freq']})" if m.fope["num_inv_freq"] is not None
+                   else f"(θ_j > 2π/{m.fope['max_position_embeddings']})")
+                + f", tables from the checkpoint's cos_coef/sin_coef [{m.fope['table_heads']}, {f}, {f}], "
+                f"cos 1/sin 0 on the other {half - f} pairs; posenc.nn.FourierRotary(**posenc.rope_spec.fope_settings(config)) computes it"
+            )  # fmt: skip
         for note in m.notes:
             print(f"    note: {note}")
 

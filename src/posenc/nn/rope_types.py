@@ -470,6 +470,10 @@ HF_ROPE_KEYS: dict[str, str] = {
     "extrapolation_factor": "vLLM's deepseek_yarn: a factor on the ramp's extrapolated share",
     "llama_4_scaling_beta": "Ministral 3 / Mistral 4 (yarn): the attention scales the rotated queries by "
     "1 + beta*ln(1 + floor(t/L)), outside the rotary",
+    "fope_init_factor": "vLLM's FoPE (InternS1-Pro): the coefficients' initialisation noise; transformers "
+    "ignores it (posenc.nn.FourierRotary computes FoPE)",
+    "fope_sep_head": "vLLM's FoPE: one coefficient pair per KV head; transformers ignores it",
+    "num_inv_freq": "vLLM's FoPE: keep the first num_inv_freq frequencies; transformers ignores it",
 }
 """Every ``rope_parameters`` key besides :data:`_HF_GLOBAL_KEYS` that ``transformers.modeling_rope_utils``
 (5.x) defines or one of its model files reads, and what reads it. A key a rope type does not read is
