@@ -223,7 +223,8 @@ def _dual_chunk_notes(config: Any) -> tuple[str, ...]:
         "then ignores the rope type and its scaling (only rope_theta and partial_rotary_factor) and rotates keys "
         f"at t mod {length} and queries at t mod {length} (intra-chunk), min(t mod {length} + {length}, {size}) "
         f"(successive chunk), min({2 * length - 1}, {size}) for every token (inter-chunk), and t mod {length} + "
-        f"{length}, t mod {length} + {size} (their 'critical' variants)",
+        f"{length}, t mod {length} + {size} (their 'critical' variants; posenc.nn.dual_chunk_positions gives them "
+        "for RotaryEmbedding's q_positions/k_positions)",
     )
 
 

@@ -18,6 +18,7 @@ from posenc.nn.contracts import (
     ScoreBiasContract,
     ScoreTerm,
 )
+from posenc.nn.dual_chunk import DualChunkPositions, dual_chunk_positions
 from posenc.nn.fope import FourierRotary
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.multiaxis import MultiAxisRotary
@@ -31,6 +32,7 @@ __all__ = [
     "CoPE",
     "ContextualContract",
     "DFTEncoding",
+    "DualChunkPositions",
     "EncodingContract",
     "FIREBias",
     "FourierRotary",
@@ -59,6 +61,7 @@ __all__ = [
     "apply_rotary",
     "available_encodings",
     "build_encoding",
+    "dual_chunk_positions",
     "permute_rotary_weights",
     "randomized_positions",
 ]
