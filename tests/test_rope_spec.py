@@ -131,15 +131,17 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
-    """Every model type whose file defines a rotary class, from its default config (no download): the count
-    read is a floor (178 of the 196 with a default config on transformers 5.24)."""
+    """Every model type whose file defines a rotary class, from its default config (no download): the counts
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 178 of them, and
+    hf_rope_submodels 186, counting a composite config read when one of its sub-models is, and 159 with every
+    sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
         p.parent.name
         for p in MODELS.glob("*/modeling_*.py")
         if p.name == f"modeling_{p.parent.name}.py" and re.search(r"class \w*RotaryEmbedding", p.read_text())
     )
-    read = 0
+    spec = submodels = every = 0
     for model_type in with_rope:
         try:
             config = AutoConfig.for_model(model_type)
@@ -149,10 +151,25 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
             warnings.simplefilter("ignore")
             try:
                 rope_spec.hf_rope_spec(config)
+                spec += 1
+            except Exception:
+                pass
+            try:
+                found = rope_spec.hf_rope_submodels(config)
             except Exception:
                 continue
-        read += 1
-    assert read >= 178
+        submodels += 1
+        every += all(s.unread is None for s in found)
+    assert spec >= 178 and submodels >= 186 and every >= 159, (spec, submodels, every)
+
+
+def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
+    config = transformers.LlamaConfig(**SMALL, num_hidden_layers=2)
+    assert rope_spec.hf_rope_submodels(config) == [
+        rope_spec.SubmodelRope("", tuple(rope_spec.hf_rope_spec(config)))
+    ]
+    with pytest.raises(ValueError, match="config needs head_dim, or hidden_size and num_attention_heads"):
+        rope_spec.hf_rope_submodels({"rope_parameters": {"rope_type": "default"}})
 
 
 def test_gemma4_layer_types_read_their_own_head_dim_and_rope():
@@ -248,3 +265,86 @@ def test_vllms_fope_keys_are_reported_with_the_tables_vllm_builds():
     bad = {**config.to_dict(), "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": 65}}
     with pytest.raises(ValueError, match=r"num_inv_freq must be in 1…64 .*got 65"):
         rope_spec.hf_rope_spec(bad)
+
+
+SUBMODEL_ROTARIES = {
+    "qwen2_5_omni": {
+        "thinker_config": ("Qwen2_5OmniRotaryEmbedding", "thinker_config.text_config"),
+        "talker_config": ("Qwen2_5OmniRotaryEmbedding", "talker_config"),
+        "token2wav_config.dit_config": ("Qwen2_5OmniDiTRotaryEmbedding", "token2wav_config.dit_config"),
+    },
+    "qwen3_omni_moe": {
+        "talker_config": ("Qwen3OmniMoeTalkerRotaryEmbedding", "talker_config.text_config"),
+        "talker_config.code_predictor_config": (
+            "Qwen3OmniMoeRotaryEmbedding",
+            "talker_config.code_predictor_config",
+        ),
+        "code2wav_config": ("Qwen3OmniMoeRotaryEmbedding", "code2wav_config"),
+    },
+    "t5gemma": {
+        "encoder": ("T5GemmaRotaryEmbedding", "encoder"),
+        "decoder": ("T5GemmaRotaryEmbedding", "decoder"),
+    },
+    "t5gemma2": {
+        "encoder": ("T5Gemma2RotaryEmbedding", "encoder.text_config"),
+        "decoder": ("T5Gemma2RotaryEmbedding", "decoder"),
+    },
+    "blt": {
+        name: ("BltRotaryEmbedding", name)
+        for name in ("patcher_config", "encoder_config", "decoder_config", "global_config")
+    },
+    "dia": {
+        "encoder_config": ("DiaRotaryEmbedding", "encoder_config"),
+        "decoder_config": ("DiaRotaryEmbedding", "decoder_config"),
+    },
+    "nemotron3_diarization": {"audio_config": ("Nemotron3DiarizationRotaryEmbedding", "audio_config")},
+}
+"""Per composite model type, each sub-config the spec reads → transformers' rotary class built from it (in the
+model file: ``self.rotary_emb = <class>(config)`` of the sub-model holding that config) and that config."""
+
+UNREAD = {
+    "qwen2_5_omni": {"thinker_config.vision_config": "got 'axial'"},
+    "qwen3_omni_moe": {
+        "thinker_config.vision_config": "got 'axial'",
+        "thinker_config.text_config": "73 × 1.0 → 73",  # hidden 2048 / 28 heads: an odd head_dim by default
+    },
+}
+"""Sub-configs of the default configs that the spec lists as unread, and a part of the reason."""
+
+
+@pytest.mark.parametrize("model_type", sorted(SUBMODEL_ROTARIES))
+def test_composite_configs_are_read_per_sub_config_as_their_rotaries(model_type):
+    """Each sub-config's spec gives the frequencies of transformers' own rotary module of that sub-model
+    (float32 inv_freq against posenc's float64 ones); sub-configs with a vision rope are listed as unread."""
+    from posenc.integrations.hf import rotary_from_spec
+
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        config = AutoConfig.for_model(model_type)
+        modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    except Exception as error:  # pragma: no cover - depends on the installed transformers
+        pytest.skip(f"transformers cannot build {model_type} here: {error}")
+    with pytest.raises(ValueError, match="hf_rope_submodels"):
+        rope_spec.hf_rope_spec(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = rope_spec.hf_rope_submodels(config)
+    read = {s.path: s for s in found if s.unread is None}
+    assert set(read) == set(SUBMODEL_ROTARIES[model_type])
+    unread = {s.path: s.unread for s in found if s.unread is not None}
+    assert unread.keys() == UNREAD.get(model_type, {}).keys()
+    for path, reason in unread.items():
+        assert UNREAD[model_type][path] in reason
+    for path, (class_name, config_path) in SUBMODEL_ROTARIES[model_type].items():
+        sub_config = config
+        for name in config_path.split("."):
+            sub_config = getattr(sub_config, name)
+        hf_rotary = getattr(modeling, class_name)(sub_config)
+        for group in read[path].groups:
+            for module in group.modules:
+                if not module.rope:
+                    continue
+                name = "inv_freq" if module.layer_type is None else f"{module.layer_type}_inv_freq"
+                want = getattr(hf_rotary, name).double()
+                ours = rotary_from_spec(module, layout="half_split").frequencies
+                torch.testing.assert_close(ours, want, rtol=4 * 2.0**-24, atol=0)

@@ -255,6 +255,19 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     vLLM's FoPE keys in the module's ``fope`` (:func:`fope_settings`).
     """
     config = _text_config(config)
+    held = [name for name, c in _children(config) if _holds_rope(c) or _holds_rope(_text_config(c))]
+    try:
+        return _spec(config)
+    except (ValueError, TypeError) as error:
+        if not held:
+            raise
+        raise type(error)(
+            f"{error} (config {_getter(config)('model_type')!r} keeps ropes in sub-configs {', '.join(held)}: "
+            "read them with posenc.rope_spec.hf_rope_submodels(config), or hf_rope_spec on one of them)"
+        ) from None
+
+
+def _spec(config: Any) -> list[LayerGroup]:
     get = _getter(config)
     model_type = get("model_type")
     layers = get("num_hidden_layers")
@@ -304,3 +317,60 @@ def _text_config(config: Any) -> Any:
     if text is not None and get("rope_parameters") is None and get("rope_scaling") is None:
         return text
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmodelRope:
+    """The rope of one sub-config of a composite config (``path``: dotted attribute names, ``""`` the config
+    itself): its :class:`LayerGroup` s, or ``unread``, why :func:`hf_rope_spec` cannot read it."""
+
+    path: str
+    groups: tuple[LayerGroup, ...] = ()
+    unread: str | None = None
+
+
+def _children(config: Any) -> list[tuple[str, Any]]:
+    """Sub-configs: attributes or keys named ``*_config``, ``encoder`` or ``decoder`` holding a config."""
+    items = config.items() if isinstance(config, Mapping) else vars(config).items()
+    return [
+        (str(name), value)
+        for name, value in items
+        if (str(name).endswith("_config") or name in ("encoder", "decoder"))
+        and (isinstance(value, Mapping) or hasattr(value, "to_dict"))
+        and name != "dual_chunk_attention_config"
+    ]
+
+
+def _holds_rope(config: Any) -> bool:
+    get = _getter(config)
+    return get("rope_parameters") is not None or get("rope_scaling") is not None
+
+
+def hf_rope_submodels(config: Any) -> list[SubmodelRope]:
+    """The rope of every sub-model of a Hugging Face config, read with :func:`hf_rope_spec`: the config itself
+    where that reads it (directly or in its ``text_config``), and every sub-config that holds a rope, depth
+    first (Qwen2.5-Omni's ``thinker_config``, ``talker_config``, ``token2wav_config.dit_config``; T5Gemma's
+    ``encoder`` and ``decoder``; BLT's four transformers, whose top-level rope parameters are defaults for
+    them). A sub-config whose rope cannot be read (a vision rope such as Qwen2.5-Omni's ``axial``) is listed
+    with ``unread``, the reason; a ``text_config`` read through its parent is not listed again. Raises
+    :func:`hf_rope_spec`'s error when no part of the config holds a readable rope."""
+    found: list[SubmodelRope] = []
+
+    def walk(node: Any, path: str) -> None:
+        read_text = False
+        if not path or _holds_rope(node) or _getter(node)("text_config") is not None:
+            try:
+                found.append(SubmodelRope(path, tuple(_spec(_text_config(node)))))
+                read_text = _text_config(node) is not node
+            except (ValueError, TypeError) as error:
+                if _holds_rope(node) and not any(_holds_rope(c) for _, c in _children(node)):
+                    found.append(SubmodelRope(path, unread=str(error)))
+        for name, child in _children(node):
+            if not (read_text and name == "text_config"):
+                walk(child, f"{path}.{name}" if path else name)
+
+    walk(config, "")
+    if not any(s.unread is None for s in found):
+        hf_rope_spec(config)  # raises its own error
+        raise ValueError("config holds no rope parameters that posenc.rope_spec.hf_rope_spec can read")
+    return found
