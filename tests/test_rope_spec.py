@@ -132,8 +132,8 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the counts
-    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 178 of them, and
-    hf_rope_submodels 186, counting a composite config read when one of its sub-models is, and 159 with every
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 180 of them, and
+    hf_rope_submodels 188, counting a composite config read when one of its sub-models is, and 160 with every
     sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
@@ -160,7 +160,7 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
                 continue
         submodels += 1
         every += all(s.unread is None for s in found)
-    assert spec >= 178 and submodels >= 186 and every >= 159, (spec, submodels, every)
+    assert spec >= 180 and submodels >= 188 and every >= 160, (spec, submodels, every)
 
 
 def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
@@ -348,3 +348,47 @@ def test_composite_configs_are_read_per_sub_config_as_their_rotaries(model_type)
                 want = getattr(hf_rotary, name).double()
                 ours = rotary_from_spec(module, layout="half_split").frequencies
                 torch.testing.assert_close(ours, want, rtol=4 * 2.0**-24, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "head_dim", "fraction"), [("glm4_moe", 42, 0.5), ("glm4_moe", 64, 0.3)]
+)
+def test_an_odd_partial_rotary_dimension_is_read_as_transformers_rounds_it(model_type, head_dim, fraction):
+    """transformers' default rope forms ⌈r/2⌉ frequencies ρ^(−2i/r) for an odd r = int(head_dim·fraction) and its
+    tables rotate r + 1 columns (GLM-4-MoE's default 42 × 0.5 → 21: 11 pairs over 22 columns). The spec, and
+    RotaryEmbedding.from_hf, rotate q exactly as transformers' own rotary module and apply_rotary_pos_emb do."""
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    config = AutoConfig.for_model(
+        model_type, **SMALL, head_dim=head_dim, num_hidden_layers=2, partial_rotary_factor=fraction,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": fraction},
+    )  # fmt: skip
+    odd = int(head_dim * fraction)
+    assert odd % 2 == 1
+    (group,) = rope_spec.hf_rope_spec(config)
+    module = group.modules[0]
+    assert module.rotary_dim == odd + 1 and module.base == pytest.approx(1e4 ** ((odd + 1) / odd), rel=1e-15)
+    assert any("is odd: transformers forms" in note for note in module.notes)
+    rotary_class = next(
+        c for n, c in vars(modeling).items() if n.endswith("RotaryEmbedding") and "Vision" not in n
+    )
+    hf_rotary = rotary_class(config)
+    theta = torch.tensor([1e4 ** (-2 * i / odd) for i in range((odd + 1) // 2)], dtype=torch.float64)
+    # float32 exponents 2i/r (odd r: not exact) carry 2^-24 relative error, times ln ρ ≈ 9.2 in ρ^(−2i/r)
+    torch.testing.assert_close(hf_rotary.inv_freq.double(), theta, rtol=16 * 2.0**-24, atol=0)
+    ours = RotaryEmbedding.from_hf(config)
+    torch.testing.assert_close(ours.frequencies, theta, rtol=1e-14, atol=0)
+    # transformers' own application in float64, on its float32 inv_freq: agreement to float32 rounding
+    q = torch.randn(1, 2, 40, head_dim, dtype=torch.float64)
+    positions = torch.arange(40)[None]
+    freqs = positions[..., None].double() * hf_rotary.inv_freq.double()
+    cos, sin = torch.cat((freqs, freqs), -1).cos(), torch.cat((freqs, freqs), -1).sin()
+    want, _ = modeling.apply_rotary_pos_emb(q, q, cos, sin)
+    got, _ = ours(q, q)
+    torch.testing.assert_close(got, want, rtol=0, atol=40 * 2.0**-22)
+    torch.testing.assert_close(got[..., odd + 1 :], q[..., odd + 1 :], rtol=0, atol=0)
+    # r + 1 columns must fit in the head, and scaled ropes (whose formulas read r) keep refusing an odd r
+    with pytest.raises(ValueError, match=r"an odd one below head_dim.*got 41 × 1.0 → 41"):
+        RotaryEmbedding.from_hf({"head_dim": 41, "rope_parameters": {"rope_type": "default"}})
+    linear = {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": fraction}
+    with pytest.raises(ValueError, match=f"got {head_dim} × {fraction} → {odd}"):
+        RotaryEmbedding.from_hf({"head_dim": head_dim, "rope_parameters": linear})

@@ -753,10 +753,22 @@ def hf_read(config: Any, *, layer_type: str | None = None, multi_axis: bool = Fa
     if name == "ntk_alpha":  # transformers' Hunyuan rotary turns the whole head
         fraction = 1.0
     rotary_dim = int(head_dim * fraction)
+    if rotary_dim % 2 and name == "default" and rotary_dim < head_dim:
+        # transformers' default rope: inv_freq = base^(−arange(0, r, 2)/r), ⌈r/2⌉ frequencies whose cat(freqs,
+        # freqs) tables rotate the first r + 1 columns (GLM-4-MoE: int(42 × 0.5) = 21 → 11 pairs over 22 columns);
+        # the same frequencies are base'^(−2i/(r + 1)) with base' = base^((r + 1)/r)
+        notes.append(
+            f"head_dim × partial_rotary_factor = {head_dim} × {fraction!r} → {rotary_dim} is odd: transformers forms "
+            f"{(rotary_dim + 1) // 2} frequencies rope_theta^(−2i/{rotary_dim}) over the first {rotary_dim + 1} "
+            f"columns, read as base rope_theta^({rotary_dim + 1}/{rotary_dim}) = {theta ** ((rotary_dim + 1) / rotary_dim):.6g} "
+            f"over rotary_dim {rotary_dim + 1}"
+        )
+        theta = theta ** ((rotary_dim + 1) / rotary_dim)
+        rotary_dim += 1
     if rotary_dim < 2 or rotary_dim % 2:
         raise ValueError(
-            f"config head_dim × partial_rotary_factor must give an even rotary dimension >= 2, got "
-            f"{head_dim} × {fraction!r} → {rotary_dim}"
+            f"config head_dim × partial_rotary_factor must give an even rotary dimension >= 2 (or, for the default "
+            f"rope, an odd one below head_dim, as transformers rounds it up), got {head_dim} × {fraction!r} → {rotary_dim}"
         )
     if get("model_type") in SOFTMAX_MSCALE_MODEL_TYPES and name != "default":
         all_dim = options.get("mscale_all_dim") or 0.0
