@@ -13,7 +13,7 @@ import torch
 from peers import import_peer
 
 from posenc import rope_spec
-from posenc.nn import RotaryEmbedding
+from posenc.nn import RotaryEmbedding, rope_types
 
 transformers = import_peer("transformers", "transformers is the peer these tests compare against")
 from transformers import AutoConfig, Cohere2Config, Gemma3TextConfig, Llama4TextConfig  # noqa: E402
@@ -392,3 +392,42 @@ def test_an_odd_partial_rotary_dimension_is_read_as_transformers_rounds_it(model
     linear = {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": fraction}
     with pytest.raises(ValueError, match=f"got {head_dim} × {fraction} → {odd}"):
         RotaryEmbedding.from_hf({"head_dim": head_dim, "rope_parameters": linear})
+
+
+def test_the_full_head_default_rope_list_is_the_model_files():
+    """The model types whose own compute_default_rope_parameters never reads partial_rotary_factor."""
+    found = set()
+    for path in MODELS.glob("*/modeling_*.py"):
+        if path.name != f"modeling_{path.parent.name}.py":
+            continue
+        bodies = re.findall(
+            r"def compute_default_rope_parameters\((?:.|\n)*?return inv_freq", path.read_text()
+        )
+        if bodies and all("partial_rotary_factor" not in body for body in bodies):
+            found.add(path.parent.name)
+    assert found == set(rope_types.DEFAULT_ROPE_FULL_HEAD_MODEL_TYPES)
+    assert "llama" in found and "stablelm" not in found  # the grep sees what it should
+
+
+@pytest.mark.parametrize(("model_type", "full_head"), [("llama", True), ("qwen2", True), ("stablelm", False)])
+def test_partial_rotary_factor_is_read_only_where_the_model_files_default_rope_reads_it(
+    model_type, full_head
+):
+    """Llama's default rope turns the whole head whatever partial_rotary_factor says (dim = head_dim); StableLM's
+    reads it. The spec's frequencies are transformers' own rotary module's, and the key is listed as ignored."""
+    from posenc.integrations.hf import rotary_from_spec
+
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    parameters = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}
+    config = AutoConfig.for_model(model_type, **SMALL, num_hidden_layers=1, rope_parameters=parameters)
+    rotary_class = next(c for n, c in vars(modeling).items() if n.endswith("RotaryEmbedding"))
+    want = rotary_class(config).inv_freq.double()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (group,) = rope_spec.hf_rope_spec(config)
+    module = group.modules[0]
+    assert module.rotary_dim == (16 if full_head else 8)
+    assert ("partial_rotary_factor" in module.ignored_keys) == full_head
+    torch.testing.assert_close(
+        rotary_from_spec(module, layout="half_split").frequencies, want, rtol=4 * 2.0**-24, atol=0
+    )
