@@ -426,3 +426,22 @@ def test_a_composite_config_is_checked_per_sub_config(tmp_path, capsys):
     assert report["submodels"][1]["ropes"][0]["resolved"]["rope_type"] == "linear"
     assert main(["check", str(path), "--against", str(tmp_path / "dump.npz")]) == 2
     assert "--against: CONFIG" in capsys.readouterr().err
+
+
+def test_a_2d_vision_rope_is_printed_without_a_1d_budget(tmp_path, capsys):
+    config = {
+        "model_type": "pixtral",
+        "head_dim": 16,
+        "num_hidden_layers": 2,
+        "rope_parameters": {"rope_type": "axial", "rope_theta": 1e4},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "rope_type axial" in out
+        and "2 position axes (no 1-D float32 budget" in out
+        and "Pixtral's 2-D rope" in out
+    )
+    assert "max |error|" not in out

@@ -132,8 +132,8 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the counts
-    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 180 of them, and
-    hf_rope_submodels 188, counting a composite config read when one of its sub-models is, and 160 with every
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 181 of them, and
+    hf_rope_submodels 189, counting a composite config read when one of its sub-models is, and 162 with every
     sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
@@ -160,7 +160,7 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
                 continue
         submodels += 1
         every += all(s.unread is None for s in found)
-    assert spec >= 180 and submodels >= 188 and every >= 160, (spec, submodels, every)
+    assert spec >= 181 and submodels >= 189 and every >= 162, (spec, submodels, every)
 
 
 def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
@@ -431,3 +431,41 @@ def test_partial_rotary_factor_is_read_only_where_the_model_files_default_rope_r
     torch.testing.assert_close(
         rotary_from_spec(module, layout="half_split").frequencies, want, rtol=4 * 2.0**-24, atol=0
     )
+
+
+def test_pixtrals_2d_rope_is_read_as_its_rotary_module_computes_it():
+    """Pixtral's vision rope (rope_type 'axial') from the spec's axis_frequencies: MultiAxisRotary's tables at
+    positions (h, w) equal transformers' PixtralVisionRotaryEmbedding's, and its rotation transformers'
+    apply_rotary_pos_emb (float64 application of transformers' own tables)."""
+    from transformers import PixtralVisionConfig
+    from transformers.models.pixtral import modeling_pixtral
+
+    from posenc.integrations.hf import rotary_from_spec
+    from posenc.nn import MultiAxisRotary
+
+    config = PixtralVisionConfig(hidden_size=64, num_attention_heads=2, num_hidden_layers=3, head_dim=32)
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == (0, 1, 2) and module.rope_type == "axial" and module.axis_frequencies is not None
+    rope = MultiAxisRotary(module.head_dim, module.axis_frequencies, layout=module.layout)
+    h, w = torch.meshgrid(torch.arange(24), torch.arange(24), indexing="ij")
+    position_ids = torch.stack(
+        [h.flatten(), w.flatten()], dim=-1
+    )  # [n, 2], as PixtralTransformer builds them
+    hf_rotary = modeling_pixtral.PixtralVisionRotaryEmbedding(config)
+    x = torch.zeros(1, position_ids.shape[0], 64)
+    want_cos, want_sin = hf_rotary(x, position_ids)
+    cos, sin = rope.cos_sin(position_ids.T, dtype=torch.float64)
+    torch.testing.assert_close(cos, want_cos.double(), rtol=0, atol=24 * 2.0**-23)
+    torch.testing.assert_close(sin, want_sin.double(), rtol=0, atol=24 * 2.0**-23)
+    q = torch.randn(1, 2, position_ids.shape[0], 32, dtype=torch.float64)
+    freqs = (
+        position_ids[..., None].double() * hf_rotary.inv_freq.double()
+    )  # transformers' forward, in float64
+    table_cos = hf_rotary.recomposition_frequencies(freqs.cos())
+    table_sin = hf_rotary.recomposition_frequencies(freqs.sin())
+    want, _ = modeling_pixtral.apply_rotary_pos_emb(q, q, table_cos, table_sin, unsqueeze_dim=0)
+    got = rope.rotate(q, cos, sin)
+    torch.testing.assert_close(got, want, rtol=0, atol=24 * 2.0**-22)
+    with pytest.raises(ValueError, match="2-axis axial rope: build posenc.nn.MultiAxisRotary"):
+        rotary_from_spec(module, layout="half_split")

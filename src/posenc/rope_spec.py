@@ -18,6 +18,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
+from posenc import spectrum
 from posenc.nn import fope, rope_types
 
 ADJACENT_PAIR_MODEL_TYPES: tuple[str, ...] = (
@@ -72,7 +76,9 @@ class ModuleRope:
     ``half_split`` or ``adjacent``; ``parameters`` are the rope type's resolved parameters;
     ``query_scale`` describes a position-dependent factor on the queries outside the rotary;
     ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²); ``fope`` what vLLM serves
-    for a FoPE config (:func:`fope_settings`), which transformers ignores.
+    for a FoPE config (:func:`fope_settings`), which transformers ignores; ``axis_frequencies`` the
+    ``[axes, r/2]`` frequency matrix of a 2-D vision rope (:func:`pixtral_axis_frequencies`), whose pairs turn
+    with patch coordinates (:class:`posenc.nn.MultiAxisRotary` computes it).
     """
 
     module: str
@@ -87,6 +93,7 @@ class ModuleRope:
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     mrope_section: list[int] | None = None
     mrope_interleaved: bool = False
+    axis_frequencies: list[list[float]] | None = None
     ignored_keys: tuple[str, ...] = ()
     query_scale: str | None = None
     softmax_scale_factor: float | None = None
@@ -267,9 +274,53 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
         ) from None
 
 
+def pixtral_axis_frequencies(head_dim: int, base: float) -> NDArray[np.float64]:
+    """Pixtral's 2-D rope as an ``[2, head_dim/2]`` frequency matrix of :class:`posenc.nn.MultiAxisRotary`
+    (axis 0 the patch row ``h``, axis 1 the column ``w``; half-split pairs): with ``θ_i = base^(−2i/d)``,
+    pair ``j < d/4`` turns by ``h·θ_(2j)`` and pair ``d/4 + j`` by ``w·θ_(2j+1)`` (transformers 5.24
+    ``PixtralVisionRotaryEmbedding``: ``cat(θ[0::2], θ[1::2])``, then the row angles of the first half and the
+    column angles of the second, doubled for ``rotate_half``)."""
+    theta = spectrum.geometric(head_dim, base)
+    quarter = theta.size // 2
+    matrix = np.zeros((2, theta.size))
+    matrix[0, :quarter] = theta[0::2][:quarter]
+    matrix[1, quarter:] = theta[1::2][: theta.size - quarter]
+    return matrix
+
+
+def _pixtral(config: Any) -> list[LayerGroup]:
+    """The one rope of Pixtral's vision encoder (:func:`pixtral_axis_frequencies`), for every layer."""
+    get = _getter(config)
+    parameters = get("rope_parameters") or {}
+    base = float(parameters.get("rope_theta", get("rope_theta")) or 10000.0)
+    head_dim = get("head_dim") or int(get("hidden_size")) // int(get("num_attention_heads"))
+    if head_dim % 4:
+        raise ValueError(f"config head_dim must be a multiple of 4 for Pixtral's 2-D rope, got {head_dim}")
+    module = ModuleRope(
+        module="attention",
+        rope=True,
+        rope_type="axial",
+        head_dim=int(head_dim),
+        rotary_dim=int(head_dim),
+        base=base,
+        layout="half_split",
+        attention_factor=1.0,
+        axis_frequencies=pixtral_axis_frequencies(int(head_dim), base).tolist(),
+        notes=(
+            "Pixtral's 2-D rope: positions are the patch's (row h, column w); pairs j < head_dim/4 turn by "
+            "h·θ_2j, the others by w·θ_(2j+1) (axis_frequencies; posenc.nn.MultiAxisRotary(head_dim, "
+            "axis_frequencies) rotates so)",
+        ),
+    )
+    layers = get("num_hidden_layers")
+    return [LayerGroup(tuple(range(layers)) if isinstance(layers, int) else (), None, (module,))]
+
+
 def _spec(config: Any) -> list[LayerGroup]:
     get = _getter(config)
     model_type = get("model_type")
+    if model_type == "pixtral" and (get("rope_parameters") or {}).get("rope_type") == "axial":
+        return _pixtral(config)
     layers = get("num_hidden_layers")
     count = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0 else 0
     layer_types = get("layer_types")

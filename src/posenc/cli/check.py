@@ -216,6 +216,8 @@ def _budgets(
     ropes = []
     seen: set[str | None] = set()
     for group in groups:
+        if any(m.axis_frequencies is not None for m in group.modules):  # a 2-D vision rope: no 1-D budget
+            continue
         if (
             not any(m.rope for m in group.modules)
             or (group.layer_type in seen and nested)
@@ -280,6 +282,8 @@ def _print_group(group: rope_spec.LayerGroup) -> None:
         for key, value in m.parameters.items():
             shown = value if not isinstance(value, list) else f"[{', '.join(f'{v:.6g}' for v in value)}]"
             print(f"    {key}: {shown}")
+        if m.axis_frequencies is not None:
+            print(f"    {len(m.axis_frequencies)} position axes (no 1-D float32 budget for it below)")
         if m.mrope_section:
             print(
                 f"    mrope_section: {m.mrope_section} ({'interleaved' if m.mrope_interleaved else 'contiguous'} axes t, h, w)"
