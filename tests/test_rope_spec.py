@@ -132,8 +132,8 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the counts
-    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 181 of them, and
-    hf_rope_submodels 189, counting a composite config read when one of its sub-models is, and 162 with every
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 182 of them, and
+    hf_rope_submodels 190, counting a composite config read when one of its sub-models is, and 163 with every
     sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
@@ -160,7 +160,7 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
                 continue
         submodels += 1
         every += all(s.unread is None for s in found)
-    assert spec >= 181 and submodels >= 189 and every >= 162, (spec, submodels, every)
+    assert spec >= 182 and submodels >= 190 and every >= 163, (spec, submodels, every)
 
 
 def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
@@ -469,3 +469,42 @@ def test_pixtrals_2d_rope_is_read_as_its_rotary_module_computes_it():
     torch.testing.assert_close(got, want, rtol=0, atol=24 * 2.0**-22)
     with pytest.raises(ValueError, match="2-axis axial rope: build posenc.nn.MultiAxisRotary"):
         rotary_from_spec(module, layout="half_split")
+
+
+def test_the_per_layer_type_rope_config_list_is_the_model_files():
+    found = {
+        path.parent.name
+        for path in MODELS.glob("*/modeling_*.py")
+        if path.name == f"modeling_{path.parent.name}.py"
+        and "rope_config = config.per_layer_config[layer_type]" in path.read_text()
+    }
+    assert found == {t.removesuffix("_text") for t in rope_spec.PER_LAYER_TYPE_ROPE_MODEL_TYPES}
+    assert "gemma4" in found and "neomme" not in found
+
+
+@pytest.mark.parametrize("model_type", ["neomme", "step3p7"])
+def test_a_per_layer_config_the_rotary_does_not_read_is_not_read(model_type):
+    """NeoMME and Step-3.7 keep a per_layer_config (sliding windows) that their rotary ignores: each layer type's
+    frequencies are the rotary module's ``{layer_type}_inv_freq`` from the config itself."""
+    from posenc.integrations.hf import rotary_from_spec
+
+    config = AutoConfig.for_model(model_type)
+    config = getattr(config, "text_config", None) or config
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    rotary_class = next(
+        c for n, c in vars(modeling).items() if n.endswith("RotaryEmbedding") and "Vision" not in n
+    )
+    hf_rotary = rotary_class(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        groups = rope_spec.hf_rope_spec(config)
+    checked = 0
+    for group in groups:
+        for module in group.modules:
+            if module.rope:
+                name = "inv_freq" if module.layer_type is None else f"{module.layer_type}_inv_freq"
+                want = getattr(hf_rotary, name).double()
+                ours = rotary_from_spec(module, layout="half_split").frequencies
+                torch.testing.assert_close(ours, want, rtol=16 * 2.0**-24, atol=0)
+                checked += 1
+    assert checked

@@ -62,6 +62,14 @@ FOPE_KEYS: tuple[str, ...] = ("fope_init_factor", "fope_sep_head", "num_inv_freq
 """The rope parameters that make vLLM serve FoPE (any of them not ``None``; ``use_fope`` of
 ``vllm/model_executor/models/interns1_pro.py``), which no transformers 5.24 model reads."""
 
+PER_LAYER_TYPE_ROPE_MODEL_TYPES: tuple[str, ...] = tuple(
+    f"{name}{suffix}"
+    for name in ("diffusion_gemma", "dots3_note", "embedding_gemma2", "gemma4", "gemma4_unified")
+    for suffix in ("", "_text")
+)
+"""Models whose rotary reads each layer type's own config (``rope_config = config.per_layer_config[layer_type]``,
+its ``head_dim`` and rope parameters); NeoMME and Step-3.7 keep a ``per_layer_config`` their rotary does not read."""
+
 SLIDING_ONLY_ROPE_MODEL_TYPES: tuple[str, ...] = ("cohere2", "cohere2_moe")
 """Models whose rotary applies only on sliding-window layers (the full-attention layers are NoPE)."""
 
@@ -253,7 +261,8 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     config's ``text_config`` is read when the top level holds no rope), in order of their first layer.
 
     Reads: ``num_hidden_layers``; ``layer_types`` and per-layer-type ``rope_parameters`` (Gemma 3/4);
-    a per-layer-type config where the config keeps one (Gemma 4's ``per_layer_config``, its own ``head_dim``);
+    a per-layer-type config where the model's rotary reads one (:data:`PER_LAYER_TYPE_ROPE_MODEL_TYPES`: Gemma 4's
+    ``per_layer_config``, its own ``head_dim``);
     ``no_rope_layers`` / ``no_rope_layer_interval`` (Llama 4, SmolLM3: 1 means the layer *uses* rope, as
     ``self.use_rope = config.no_rope_layers[layer_idx]``); sliding-only rope (:data:`SLIDING_ONLY_ROPE_MODEL_TYPES`);
     the pair layout (:data:`ADJACENT_PAIR_MODEL_TYPES`, ``rope_interleave`` of
@@ -349,7 +358,7 @@ def _spec(config: Any) -> list[LayerGroup]:
             modules: tuple[ModuleRope, ...] = ()
         elif not rope or (nested and parameters[layer_type] is None):  # transformers: None, a NoPE layer type
             modules = (_nope(config, "attention"),)
-        elif getattr(config, "per_layer_config", None) is not None and which is not None:  # Gemma 4: per type
+        elif model_type in PER_LAYER_TYPE_ROPE_MODEL_TYPES and which is not None:  # Gemma 4: per layer type
             modules = (_module(config.per_layer_config[which], "attention", which, layout),)
         elif model_type in SUBMODULE_LAYOUTS:
             modules = tuple(
