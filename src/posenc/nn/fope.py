@@ -109,14 +109,17 @@ class FourierRotary(nn.Module):
         )
         self.kv_heads = validate.positive_int("kv_heads", kv_heads)
         self.separate_heads = validate.boolean("separate_heads", separate_heads)
-        if isinstance(init_factor, bool) or not isinstance(init_factor, numbers.Real) or not init_factor >= 0:
-            raise ValueError(f"init_factor must be a real number >= 0, got {init_factor!r}")
+        if (
+            isinstance(init_factor, bool)
+            or not isinstance(init_factor, numbers.Real)
+            or not 0 <= init_factor < math.inf
+        ):
+            raise ValueError(f"init_factor must be a finite real number >= 0, got {init_factor!r}")
         self.init_factor: float = float(init_factor)
         theta = kept_frequencies(self.rotary_dim, self.base, self.max_position_embeddings, num_inv_freq)
         self.num_inv_freq = num_inv_freq
-        self._frequencies: torch.Tensor = torch.from_numpy(
-            theta
-        )  # not a buffer: Module.float() would round it
+        # a plain attribute, not a buffer: Module.float() would round it
+        self._frequencies: torch.Tensor = torch.from_numpy(theta)
         shape = (self.kv_heads if self.separate_heads else 1, theta.size, theta.size)
         self.cos_coef: nn.Parameter = nn.Parameter(torch.empty(shape))
         self.sin_coef: nn.Parameter = nn.Parameter(torch.empty(shape))
