@@ -378,3 +378,70 @@ def test_a_dump_of_every_layer_names_the_layer_that_disagrees(tmp_path, capsys):
     assert main(["check", str(path), "--against", str(dump), "--json"]) == 1
     against = json.loads(capsys.readouterr().out)["against"]
     assert against["layer"] == [0, 1, 2, 3] and [d["layer"] for d in against["disagreements"]] == [3]
+
+
+def test_a_fope_config_is_reported_as_vllm_serves_it(tmp_path, capsys):
+    config = {
+        "head_dim": 16, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 64,
+        "rope_scaling": {"rope_type": "default", "rope_theta": 100.0, "fope_sep_head": True, "fope_init_factor": 0.1},
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.warns(UserWarning, match="fope_init_factor, fope_sep_head: ignored, as transformers ignores"):
+        assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    # θ_j = 100^(−j/8) > 2π/64 ≈ 0.0982 ⇔ j < 8·ln(64/2π)/ln 100 ≈ 4.03: j = 0 … 4, 5 of the 8 pairs
+    assert "FoPE (vLLM's; transformers ignores its keys): 5 of 8 frequencies kept (θ_j > 2π/64)" in out
+    assert "cos_coef/sin_coef [2, 5, 5]" in out and "cos 1/sin 0 on the other 3 pairs" in out
+    with pytest.warns(UserWarning):
+        assert main(["check", str(path), "--json"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["layer_groups"]
+    assert group["modules"][0]["fope"]["kept_frequencies"] == 5
+
+
+def test_a_composite_config_is_checked_per_sub_config(tmp_path, capsys):
+    """An encoder-decoder or Omni config keeps its ropes in sub-configs: each is printed and budgeted in turn; one
+    whose rope posenc does not read (a vision rope) is named with the reason."""
+    encoder = {
+        "head_dim": 16,
+        "num_hidden_layers": 2,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500.0},
+    }
+    decoder = {**encoder, "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}}
+    vision = {"head_dim": 16, "rope_parameters": {"rope_type": "axial", "rope_theta": 1e4}}
+    config = {"model_type": "t5gemma", "encoder": encoder, "decoder": decoder, "vision_config": vision}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["check", str(path), "--max-position", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "(sub-configs: encoder, decoder, vision_config)" in out
+    encoder_part, decoder_part = out.split("sub-config decoder:")
+    assert "sub-config encoder:" in encoder_part and "base 500" in encoder_part
+    assert "rope_type linear" in decoder_part and "factor: 2" in decoder_part
+    assert "sub-config vision_config: not read (config rope_type must be" in out and "got 'axial'" in out
+    assert out.count("max |error| against float64 angles") == 2
+    assert main(["check", str(path), "--json", "--max-position", "1000"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [s["path"] for s in report["submodels"]] == ["encoder", "decoder", "vision_config"]
+    assert report["submodels"][1]["ropes"][0]["resolved"]["rope_type"] == "linear"
+    assert main(["check", str(path), "--against", str(tmp_path / "dump.npz")]) == 2
+    assert "--against: CONFIG" in capsys.readouterr().err
+
+
+def test_a_2d_vision_rope_is_printed_without_a_1d_budget(tmp_path, capsys):
+    config = {
+        "model_type": "pixtral",
+        "head_dim": 16,
+        "num_hidden_layers": 2,
+        "rope_parameters": {"rope_type": "axial", "rope_theta": 1e4},
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "rope_type axial" in out
+        and "2 position axes (no 1-D float32 budget" in out
+        and "Pixtral's 2-D rope" in out
+    )
+    assert "max |error|" not in out

@@ -13,7 +13,7 @@ import torch
 from peers import import_peer
 
 from posenc import rope_spec
-from posenc.nn import RotaryEmbedding
+from posenc.nn import RotaryEmbedding, rope_types
 
 transformers = import_peer("transformers", "transformers is the peer these tests compare against")
 from transformers import AutoConfig, Cohere2Config, Gemma3TextConfig, Llama4TextConfig  # noqa: E402
@@ -131,15 +131,17 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
-    """Every model type whose file defines a rotary class, from its default config (no download): the count
-    read is a floor (178 of the 196 with a default config on transformers 5.24)."""
+    """Every model type whose file defines a rotary class, from its default config (no download): the counts
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 182 of them, and
+    hf_rope_submodels 190, counting a composite config read when one of its sub-models is, and 163 with every
+    sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
         p.parent.name
         for p in MODELS.glob("*/modeling_*.py")
         if p.name == f"modeling_{p.parent.name}.py" and re.search(r"class \w*RotaryEmbedding", p.read_text())
     )
-    read = 0
+    spec = submodels = every = 0
     for model_type in with_rope:
         try:
             config = AutoConfig.for_model(model_type)
@@ -149,10 +151,25 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
             warnings.simplefilter("ignore")
             try:
                 rope_spec.hf_rope_spec(config)
+                spec += 1
+            except Exception:
+                pass
+            try:
+                found = rope_spec.hf_rope_submodels(config)
             except Exception:
                 continue
-        read += 1
-    assert read >= 178
+        submodels += 1
+        every += all(s.unread is None for s in found)
+    assert spec >= 182 and submodels >= 190 and every >= 163, (spec, submodels, every)
+
+
+def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
+    config = transformers.LlamaConfig(**SMALL, num_hidden_layers=2)
+    assert rope_spec.hf_rope_submodels(config) == [
+        rope_spec.SubmodelRope("", tuple(rope_spec.hf_rope_spec(config)))
+    ]
+    with pytest.raises(ValueError, match="config needs head_dim, or hidden_size and num_attention_heads"):
+        rope_spec.hf_rope_submodels({"rope_parameters": {"rope_type": "default"}})
 
 
 def test_gemma4_layer_types_read_their_own_head_dim_and_rope():
@@ -203,3 +220,291 @@ def test_a_dual_chunk_attention_config_is_reported_with_vllms_remapped_positions
     bad = {**config.to_dict(), "dual_chunk_attention_config": {"chunk_size": 10, "local_size": 10}}
     (refused,) = rope_spec.hf_rope_spec(bad)
     assert "local_size=10: not integers with 0 <= local_size < chunk_size" in refused.modules[0].notes[0]
+
+
+def test_vllms_fope_keys_are_reported_with_the_tables_vllm_builds():
+    """No transformers 5.24 model reads FoPE's keys (it warns and ignores them); the spec reports what vLLM's
+    InternS1-Pro builds from them (``vllm/model_executor/models/interns1_pro.py``, read, not run): the
+    frequencies θ_j = ρ^(−2j/d_h) with θ_j > 2π/L, and [kv_heads, F, F] coefficient tables per KV head."""
+    import math
+
+    from posenc.nn import FourierRotary
+
+    parameters = {"rope_type": "default", "rope_theta": 5e6, "fope_init_factor": 0.5, "fope_sep_head": True}
+    config = transformers.Qwen3MoeConfig(
+        **{**SMALL, "num_key_value_heads": 1}, head_dim=128, num_hidden_layers=2,
+        max_position_embeddings=262144, rope_parameters=parameters,
+    )  # fmt: skip
+    (group,) = rope_spec.hf_rope_spec(config)
+    module = group.modules[0]
+    kept = sum(5e6 ** (-2 * j / 128) > 2 * math.pi / 262144 for j in range(64))
+    assert module.fope == {
+        "head_dim": 128,
+        "base": 5e6,
+        "max_position_embeddings": 262144,
+        "kv_heads": 1,
+        "separate_heads": True,
+        "num_inv_freq": None,
+        "init_factor": 0.5,
+        "kept_frequencies": kept,
+        "table_heads": 1,
+    }
+    assert set(module.ignored_keys) == {"fope_init_factor", "fope_sep_head"}  # as transformers ignores them
+    built = FourierRotary(**rope_spec.fope_settings(config))
+    assert built.cos_coef.shape == (1, kept, kept)
+    # vLLM's rule: any FoPE key not None turns it on; num_inv_freq alone keeps the first ones, one shared table
+    only = {
+        **config.to_dict(),
+        "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": 7},
+        "num_key_value_heads": 2,
+    }
+    (group,) = rope_spec.hf_rope_spec(only)
+    assert group.modules[0].fope["kept_frequencies"] == 7 and group.modules[0].fope["table_heads"] == 1
+    off = {**config.to_dict(), "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": None}}
+    assert rope_spec.hf_rope_spec(off)[0].modules[0].fope is None
+    bad = {**config.to_dict(), "rope_parameters": {"rope_theta": 1e4, "num_inv_freq": 65}}
+    with pytest.raises(ValueError, match=r"num_inv_freq must be in 1…64 .*got 65"):
+        rope_spec.hf_rope_spec(bad)
+
+
+SUBMODEL_ROTARIES = {
+    "qwen2_5_omni": {
+        "thinker_config": ("Qwen2_5OmniRotaryEmbedding", "thinker_config.text_config"),
+        "talker_config": ("Qwen2_5OmniRotaryEmbedding", "talker_config"),
+        "token2wav_config.dit_config": ("Qwen2_5OmniDiTRotaryEmbedding", "token2wav_config.dit_config"),
+    },
+    "qwen3_omni_moe": {
+        "talker_config": ("Qwen3OmniMoeTalkerRotaryEmbedding", "talker_config.text_config"),
+        "talker_config.code_predictor_config": (
+            "Qwen3OmniMoeRotaryEmbedding",
+            "talker_config.code_predictor_config",
+        ),
+        "code2wav_config": ("Qwen3OmniMoeRotaryEmbedding", "code2wav_config"),
+    },
+    "t5gemma": {
+        "encoder": ("T5GemmaRotaryEmbedding", "encoder"),
+        "decoder": ("T5GemmaRotaryEmbedding", "decoder"),
+    },
+    "t5gemma2": {
+        "encoder": ("T5Gemma2RotaryEmbedding", "encoder.text_config"),
+        "decoder": ("T5Gemma2RotaryEmbedding", "decoder"),
+    },
+    "blt": {
+        name: ("BltRotaryEmbedding", name)
+        for name in ("patcher_config", "encoder_config", "decoder_config", "global_config")
+    },
+    "dia": {
+        "encoder_config": ("DiaRotaryEmbedding", "encoder_config"),
+        "decoder_config": ("DiaRotaryEmbedding", "decoder_config"),
+    },
+    "nemotron3_diarization": {"audio_config": ("Nemotron3DiarizationRotaryEmbedding", "audio_config")},
+}
+"""Per composite model type, each sub-config the spec reads → transformers' rotary class built from it (in the
+model file: ``self.rotary_emb = <class>(config)`` of the sub-model holding that config) and that config."""
+
+UNREAD = {
+    "qwen2_5_omni": {"thinker_config.vision_config": "got 'axial'"},
+    "qwen3_omni_moe": {
+        "thinker_config.vision_config": "got 'axial'",
+        "thinker_config.text_config": "73 × 1.0 → 73",  # hidden 2048 / 28 heads: an odd head_dim by default
+    },
+}
+"""Sub-configs of the default configs that the spec lists as unread, and a part of the reason."""
+
+
+@pytest.mark.parametrize("model_type", sorted(SUBMODEL_ROTARIES))
+def test_composite_configs_are_read_per_sub_config_as_their_rotaries(model_type):
+    """Each sub-config's spec gives the frequencies of transformers' own rotary module of that sub-model
+    (float32 inv_freq against posenc's float64 ones); sub-configs with a vision rope are listed as unread."""
+    from posenc.integrations.hf import rotary_from_spec
+
+    transformers.utils.logging.set_verbosity_error()
+    try:
+        config = AutoConfig.for_model(model_type)
+        modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    except Exception as error:  # pragma: no cover - depends on the installed transformers
+        pytest.skip(f"transformers cannot build {model_type} here: {error}")
+    with pytest.raises(ValueError, match="hf_rope_submodels"):
+        rope_spec.hf_rope_spec(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = rope_spec.hf_rope_submodels(config)
+    read = {s.path: s for s in found if s.unread is None}
+    assert set(read) == set(SUBMODEL_ROTARIES[model_type])
+    unread = {s.path: s.unread for s in found if s.unread is not None}
+    assert unread.keys() == UNREAD.get(model_type, {}).keys()
+    for path, reason in unread.items():
+        assert UNREAD[model_type][path] in reason
+    for path, (class_name, config_path) in SUBMODEL_ROTARIES[model_type].items():
+        sub_config = config
+        for name in config_path.split("."):
+            sub_config = getattr(sub_config, name)
+        hf_rotary = getattr(modeling, class_name)(sub_config)
+        for group in read[path].groups:
+            for module in group.modules:
+                if not module.rope:
+                    continue
+                name = "inv_freq" if module.layer_type is None else f"{module.layer_type}_inv_freq"
+                want = getattr(hf_rotary, name).double()
+                ours = rotary_from_spec(module, layout="half_split").frequencies
+                torch.testing.assert_close(ours, want, rtol=4 * 2.0**-24, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "head_dim", "fraction"), [("glm4_moe", 42, 0.5), ("glm4_moe", 64, 0.3)]
+)
+def test_an_odd_partial_rotary_dimension_is_read_as_transformers_rounds_it(model_type, head_dim, fraction):
+    """transformers' default rope forms ⌈r/2⌉ frequencies ρ^(−2i/r) for an odd r = int(head_dim·fraction) and its
+    tables rotate r + 1 columns (GLM-4-MoE's default 42 × 0.5 → 21: 11 pairs over 22 columns). The spec, and
+    RotaryEmbedding.from_hf, rotate q exactly as transformers' own rotary module and apply_rotary_pos_emb do."""
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    config = AutoConfig.for_model(
+        model_type, **SMALL, head_dim=head_dim, num_hidden_layers=2, partial_rotary_factor=fraction,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": fraction},
+    )  # fmt: skip
+    odd = int(head_dim * fraction)
+    assert odd % 2 == 1
+    (group,) = rope_spec.hf_rope_spec(config)
+    module = group.modules[0]
+    assert module.rotary_dim == odd + 1 and module.base == pytest.approx(1e4 ** ((odd + 1) / odd), rel=1e-15)
+    assert any("is odd: transformers forms" in note for note in module.notes)
+    rotary_class = next(
+        c for n, c in vars(modeling).items() if n.endswith("RotaryEmbedding") and "Vision" not in n
+    )
+    hf_rotary = rotary_class(config)
+    theta = torch.tensor([1e4 ** (-2 * i / odd) for i in range((odd + 1) // 2)], dtype=torch.float64)
+    # float32 exponents 2i/r (odd r: not exact) carry 2^-24 relative error, times ln ρ ≈ 9.2 in ρ^(−2i/r)
+    torch.testing.assert_close(hf_rotary.inv_freq.double(), theta, rtol=16 * 2.0**-24, atol=0)
+    ours = RotaryEmbedding.from_hf(config)
+    torch.testing.assert_close(ours.frequencies, theta, rtol=1e-14, atol=0)
+    # transformers' own application in float64, on its float32 inv_freq: agreement to float32 rounding
+    q = torch.randn(1, 2, 40, head_dim, dtype=torch.float64)
+    positions = torch.arange(40)[None]
+    freqs = positions[..., None].double() * hf_rotary.inv_freq.double()
+    cos, sin = torch.cat((freqs, freqs), -1).cos(), torch.cat((freqs, freqs), -1).sin()
+    want, _ = modeling.apply_rotary_pos_emb(q, q, cos, sin)
+    got, _ = ours(q, q)
+    torch.testing.assert_close(got, want, rtol=0, atol=40 * 2.0**-22)
+    torch.testing.assert_close(got[..., odd + 1 :], q[..., odd + 1 :], rtol=0, atol=0)
+    # r + 1 columns must fit in the head, and scaled ropes (whose formulas read r) keep refusing an odd r
+    with pytest.raises(ValueError, match=r"an odd one below head_dim.*got 41 × 1.0 → 41"):
+        RotaryEmbedding.from_hf({"head_dim": 41, "rope_parameters": {"rope_type": "default"}})
+    linear = {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": fraction}
+    with pytest.raises(ValueError, match=f"got {head_dim} × {fraction} → {odd}"):
+        RotaryEmbedding.from_hf({"head_dim": head_dim, "rope_parameters": linear})
+
+
+def test_the_full_head_default_rope_list_is_the_model_files():
+    """The model types whose own compute_default_rope_parameters never reads partial_rotary_factor."""
+    found = set()
+    for path in MODELS.glob("*/modeling_*.py"):
+        if path.name != f"modeling_{path.parent.name}.py":
+            continue
+        bodies = re.findall(
+            r"def compute_default_rope_parameters\((?:.|\n)*?return inv_freq", path.read_text()
+        )
+        if bodies and all("partial_rotary_factor" not in body for body in bodies):
+            found.add(path.parent.name)
+    assert found == set(rope_types.DEFAULT_ROPE_FULL_HEAD_MODEL_TYPES)
+    assert "llama" in found and "stablelm" not in found  # the grep sees what it should
+
+
+@pytest.mark.parametrize(("model_type", "full_head"), [("llama", True), ("qwen2", True), ("stablelm", False)])
+def test_partial_rotary_factor_is_read_only_where_the_model_files_default_rope_reads_it(
+    model_type, full_head
+):
+    """Llama's default rope turns the whole head whatever partial_rotary_factor says (dim = head_dim); StableLM's
+    reads it. The spec's frequencies are transformers' own rotary module's, and the key is listed as ignored."""
+    from posenc.integrations.hf import rotary_from_spec
+
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    parameters = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}
+    config = AutoConfig.for_model(model_type, **SMALL, num_hidden_layers=1, rope_parameters=parameters)
+    rotary_class = next(c for n, c in vars(modeling).items() if n.endswith("RotaryEmbedding"))
+    want = rotary_class(config).inv_freq.double()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (group,) = rope_spec.hf_rope_spec(config)
+    module = group.modules[0]
+    assert module.rotary_dim == (16 if full_head else 8)
+    assert ("partial_rotary_factor" in module.ignored_keys) == full_head
+    torch.testing.assert_close(
+        rotary_from_spec(module, layout="half_split").frequencies, want, rtol=4 * 2.0**-24, atol=0
+    )
+
+
+def test_pixtrals_2d_rope_is_read_as_its_rotary_module_computes_it():
+    """Pixtral's vision rope (rope_type 'axial') from the spec's axis_frequencies: MultiAxisRotary's tables at
+    positions (h, w) equal transformers' PixtralVisionRotaryEmbedding's, and its rotation transformers'
+    apply_rotary_pos_emb (float64 application of transformers' own tables)."""
+    from transformers import PixtralVisionConfig
+    from transformers.models.pixtral import modeling_pixtral
+
+    from posenc.integrations.hf import rotary_from_spec
+    from posenc.nn import MultiAxisRotary
+
+    config = PixtralVisionConfig(hidden_size=64, num_attention_heads=2, num_hidden_layers=3, head_dim=32)
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == (0, 1, 2) and module.rope_type == "axial" and module.axis_frequencies is not None
+    rope = MultiAxisRotary(module.head_dim, module.axis_frequencies, layout=module.layout)
+    h, w = torch.meshgrid(torch.arange(24), torch.arange(24), indexing="ij")
+    position_ids = torch.stack(
+        [h.flatten(), w.flatten()], dim=-1
+    )  # [n, 2], as PixtralTransformer builds them
+    hf_rotary = modeling_pixtral.PixtralVisionRotaryEmbedding(config)
+    x = torch.zeros(1, position_ids.shape[0], 64)
+    want_cos, want_sin = hf_rotary(x, position_ids)
+    cos, sin = rope.cos_sin(position_ids.T, dtype=torch.float64)
+    torch.testing.assert_close(cos, want_cos.double(), rtol=0, atol=24 * 2.0**-23)
+    torch.testing.assert_close(sin, want_sin.double(), rtol=0, atol=24 * 2.0**-23)
+    q = torch.randn(1, 2, position_ids.shape[0], 32, dtype=torch.float64)
+    freqs = (
+        position_ids[..., None].double() * hf_rotary.inv_freq.double()
+    )  # transformers' forward, in float64
+    table_cos = hf_rotary.recomposition_frequencies(freqs.cos())
+    table_sin = hf_rotary.recomposition_frequencies(freqs.sin())
+    want, _ = modeling_pixtral.apply_rotary_pos_emb(q, q, table_cos, table_sin, unsqueeze_dim=0)
+    got = rope.rotate(q, cos, sin)
+    torch.testing.assert_close(got, want, rtol=0, atol=24 * 2.0**-22)
+    with pytest.raises(ValueError, match="2-axis axial rope: build posenc.nn.MultiAxisRotary"):
+        rotary_from_spec(module, layout="half_split")
+
+
+def test_the_per_layer_type_rope_config_list_is_the_model_files():
+    found = {
+        path.parent.name
+        for path in MODELS.glob("*/modeling_*.py")
+        if path.name == f"modeling_{path.parent.name}.py"
+        and "rope_config = config.per_layer_config[layer_type]" in path.read_text()
+    }
+    assert found == {t.removesuffix("_text") for t in rope_spec.PER_LAYER_TYPE_ROPE_MODEL_TYPES}
+    assert "gemma4" in found and "neomme" not in found
+
+
+@pytest.mark.parametrize("model_type", ["neomme", "step3p7"])
+def test_a_per_layer_config_the_rotary_does_not_read_is_not_read(model_type):
+    """NeoMME and Step-3.7 keep a per_layer_config (sliding windows) that their rotary ignores: each layer type's
+    frequencies are the rotary module's ``{layer_type}_inv_freq`` from the config itself."""
+    from posenc.integrations.hf import rotary_from_spec
+
+    config = AutoConfig.for_model(model_type)
+    config = getattr(config, "text_config", None) or config
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    rotary_class = next(
+        c for n, c in vars(modeling).items() if n.endswith("RotaryEmbedding") and "Vision" not in n
+    )
+    hf_rotary = rotary_class(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        groups = rope_spec.hf_rope_spec(config)
+    checked = 0
+    for group in groups:
+        for module in group.modules:
+            if module.rope:
+                name = "inv_freq" if module.layer_type is None else f"{module.layer_type}_inv_freq"
+                want = getattr(hf_rotary, name).double()
+                ours = rotary_from_spec(module, layout="half_split").frequencies
+                torch.testing.assert_close(ours, want, rtol=16 * 2.0**-24, atol=0)
+                checked += 1
+    assert checked

@@ -18,7 +18,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from posenc.nn import rope_types
+import numpy as np
+from numpy.typing import NDArray
+
+from posenc import spectrum
+from posenc.nn import fope, rope_types
 
 ADJACENT_PAIR_MODEL_TYPES: tuple[str, ...] = (
     "blt",
@@ -54,6 +58,18 @@ SUBMODULE_LAYOUTS: dict[str, dict[str, str]] = {
 """Models with a sparse-attention indexer: the pair layout of the attention and of the indexer (they
 differ in DeepSeek-V3.2 and AXK2, where the indexer rotates half-split pairs and the MLA adjacent ones)."""
 
+FOPE_KEYS: tuple[str, ...] = ("fope_init_factor", "fope_sep_head", "num_inv_freq")
+"""The rope parameters that make vLLM serve FoPE (any of them not ``None``; ``use_fope`` of
+``vllm/model_executor/models/interns1_pro.py``), which no transformers 5.24 model reads."""
+
+PER_LAYER_TYPE_ROPE_MODEL_TYPES: tuple[str, ...] = tuple(
+    f"{name}{suffix}"
+    for name in ("diffusion_gemma", "dots3_note", "embedding_gemma2", "gemma4", "gemma4_unified")
+    for suffix in ("", "_text")
+)
+"""Models whose rotary reads each layer type's own config (``rope_config = config.per_layer_config[layer_type]``,
+its ``head_dim`` and rope parameters); NeoMME and Step-3.7 keep a ``per_layer_config`` their rotary does not read."""
+
 SLIDING_ONLY_ROPE_MODEL_TYPES: tuple[str, ...] = ("cohere2", "cohere2_moe")
 """Models whose rotary applies only on sliding-window layers (the full-attention layers are NoPE)."""
 
@@ -67,7 +83,10 @@ class ModuleRope:
     one rope for every layer). ``layout`` is
     ``half_split`` or ``adjacent``; ``parameters`` are the rope type's resolved parameters;
     ``query_scale`` describes a position-dependent factor on the queries outside the rotary;
-    ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²).
+    ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²); ``fope`` what vLLM serves
+    for a FoPE config (:func:`fope_settings`), which transformers ignores; ``axis_frequencies`` the
+    ``[axes, r/2]`` frequency matrix of a 2-D vision rope (:func:`pixtral_axis_frequencies`), whose pairs turn
+    with patch coordinates (:class:`posenc.nn.MultiAxisRotary` computes it).
     """
 
     module: str
@@ -82,9 +101,11 @@ class ModuleRope:
     parameters: dict[str, Any] = dataclasses.field(default_factory=dict)
     mrope_section: list[int] | None = None
     mrope_interleaved: bool = False
+    axis_frequencies: list[list[float]] | None = None
     ignored_keys: tuple[str, ...] = ()
     query_scale: str | None = None
     softmax_scale_factor: float | None = None
+    fope: dict[str, Any] | None = None
     notes: tuple[str, ...] = ()
 
 
@@ -155,8 +176,48 @@ def _module(config: Any, module: str, layer_type: str | None, layout: str) -> Mo
         ignored_keys=tuple(sorted(reading.ignored)),
         query_scale=query_scale,
         softmax_scale_factor=reading.attention.get("softmax_scale_factor"),
+        fope=_fope_spec(config, layer_type),
         notes=(*reading.notes, *_dual_chunk_notes(config)),
     )
+
+
+def fope_settings(config: Any, *, layer_type: str | None = None) -> dict[str, Any] | None:
+    """The :class:`posenc.nn.FourierRotary` arguments vLLM builds for a config with FoPE keys
+    (:data:`FOPE_KEYS`), ``None`` without them. Read as ``vllm/model_executor/models/interns1_pro.py`` and
+    ``get_rope`` read it: ``head_dim`` (else ``hidden_size // num_attention_heads``) with every dimension's
+    frequency formed (vLLM passes no ``partial_rotary_factor``), ``rope_theta``, ``max_position_embeddings``
+    (8192 when absent), ``num_key_value_heads`` (before tensor-parallel splitting), ``fope_sep_head``
+    (``None`` = one shared table), ``num_inv_freq``, ``fope_init_factor``."""
+    get = _getter(config)
+    parameters = get("rope_parameters") or get("rope_scaling") or {}
+    if layer_type is not None and isinstance(parameters.get(layer_type), Mapping):
+        parameters = parameters[layer_type]
+    if not any(parameters.get(key) is not None for key in FOPE_KEYS):
+        return None
+    head_dim = get("head_dim") or int(get("hidden_size")) // int(get("num_attention_heads"))
+    settings = {
+        "head_dim": int(head_dim),
+        "base": float(parameters.get("rope_theta", get("rope_theta")) or 10000.0),
+        "max_position_embeddings": get("max_position_embeddings") or 8192,
+        "kv_heads": get("num_key_value_heads") or get("num_attention_heads"),
+        "separate_heads": bool(parameters.get("fope_sep_head")),
+        "num_inv_freq": parameters.get("num_inv_freq"),
+        "init_factor": parameters.get("fope_init_factor") or 0.0,
+    }
+    return settings
+
+
+def _fope_spec(config: Any, layer_type: str | None) -> dict[str, Any] | None:
+    """:func:`fope_settings` with ``kept_frequencies`` (``F``) and ``table_heads`` (``H_c``) of the
+    ``[H_c, F, F]`` coefficients."""
+    settings = fope_settings(config, layer_type=layer_type)
+    if settings is None:
+        return None
+    kept = fope.kept_frequencies(
+        settings["head_dim"], settings["base"], settings["max_position_embeddings"], settings["num_inv_freq"]
+    )
+    heads = settings["kv_heads"] if settings["separate_heads"] else 1
+    return {**settings, "kept_frequencies": int(kept.size), "table_heads": heads}
 
 
 def _dual_chunk_notes(config: Any) -> tuple[str, ...]:
@@ -177,7 +238,8 @@ def _dual_chunk_notes(config: Any) -> tuple[str, ...]:
         "then ignores the rope type and its scaling (only rope_theta and partial_rotary_factor) and rotates keys "
         f"at t mod {length} and queries at t mod {length} (intra-chunk), min(t mod {length} + {length}, {size}) "
         f"(successive chunk), min({2 * length - 1}, {size}) for every token (inter-chunk), and t mod {length} + "
-        f"{length}, t mod {length} + {size} (their 'critical' variants)",
+        f"{length}, t mod {length} + {size} (their 'critical' variants; posenc.nn.dual_chunk_positions gives them "
+        "for RotaryEmbedding's q_positions/k_positions)",
     )
 
 
@@ -199,16 +261,75 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
     config's ``text_config`` is read when the top level holds no rope), in order of their first layer.
 
     Reads: ``num_hidden_layers``; ``layer_types`` and per-layer-type ``rope_parameters`` (Gemma 3/4);
-    a per-layer-type config where the config keeps one (Gemma 4's ``per_layer_config``, its own ``head_dim``);
+    a per-layer-type config where the model's rotary reads one (:data:`PER_LAYER_TYPE_ROPE_MODEL_TYPES`: Gemma 4's
+    ``per_layer_config``, its own ``head_dim``);
     ``no_rope_layers`` / ``no_rope_layer_interval`` (Llama 4, SmolLM3: 1 means the layer *uses* rope, as
     ``self.use_rope = config.no_rope_layers[layer_idx]``); sliding-only rope (:data:`SLIDING_ONLY_ROPE_MODEL_TYPES`);
     the pair layout (:data:`ADJACENT_PAIR_MODEL_TYPES`, ``rope_interleave`` of
     :data:`ROPE_INTERLEAVE_MODEL_TYPES`, and the attention and indexer of :data:`SUBMODULE_LAYOUTS`);
-    a ``dual_chunk_attention_config`` is described in the module's ``notes`` (vLLM's remapped positions).
+    a ``dual_chunk_attention_config`` is described in the module's ``notes`` (vLLM's remapped positions), and
+    vLLM's FoPE keys in the module's ``fope`` (:func:`fope_settings`).
     """
     config = _text_config(config)
+    held = [name for name, c in _children(config) if _holds_rope(c) or _holds_rope(_text_config(c))]
+    try:
+        return _spec(config)
+    except (ValueError, TypeError) as error:
+        if not held:
+            raise
+        raise type(error)(
+            f"{error} (config {_getter(config)('model_type')!r} keeps ropes in sub-configs {', '.join(held)}: "
+            "read them with posenc.rope_spec.hf_rope_submodels(config), or hf_rope_spec on one of them)"
+        ) from None
+
+
+def pixtral_axis_frequencies(head_dim: int, base: float) -> NDArray[np.float64]:
+    """Pixtral's 2-D rope as an ``[2, head_dim/2]`` frequency matrix of :class:`posenc.nn.MultiAxisRotary`
+    (axis 0 the patch row ``h``, axis 1 the column ``w``; half-split pairs): with ``θ_i = base^(−2i/d)``,
+    pair ``j < d/4`` turns by ``h·θ_(2j)`` and pair ``d/4 + j`` by ``w·θ_(2j+1)`` (transformers 5.24
+    ``PixtralVisionRotaryEmbedding``: ``cat(θ[0::2], θ[1::2])``, then the row angles of the first half and the
+    column angles of the second, doubled for ``rotate_half``)."""
+    theta = spectrum.geometric(head_dim, base)
+    quarter = theta.size // 2
+    matrix = np.zeros((2, theta.size))
+    matrix[0, :quarter] = theta[0::2][:quarter]
+    matrix[1, quarter:] = theta[1::2][: theta.size - quarter]
+    return matrix
+
+
+def _pixtral(config: Any) -> list[LayerGroup]:
+    """The one rope of Pixtral's vision encoder (:func:`pixtral_axis_frequencies`), for every layer."""
+    get = _getter(config)
+    parameters = get("rope_parameters") or {}
+    base = float(parameters.get("rope_theta", get("rope_theta")) or 10000.0)
+    head_dim = get("head_dim") or int(get("hidden_size")) // int(get("num_attention_heads"))
+    if head_dim % 4:
+        raise ValueError(f"config head_dim must be a multiple of 4 for Pixtral's 2-D rope, got {head_dim}")
+    module = ModuleRope(
+        module="attention",
+        rope=True,
+        rope_type="axial",
+        head_dim=int(head_dim),
+        rotary_dim=int(head_dim),
+        base=base,
+        layout="half_split",
+        attention_factor=1.0,
+        axis_frequencies=pixtral_axis_frequencies(int(head_dim), base).tolist(),
+        notes=(
+            "Pixtral's 2-D rope: positions are the patch's (row h, column w); pairs j < head_dim/4 turn by "
+            "h·θ_2j, the others by w·θ_(2j+1) (axis_frequencies; posenc.nn.MultiAxisRotary(head_dim, "
+            "axis_frequencies) rotates so)",
+        ),
+    )
+    layers = get("num_hidden_layers")
+    return [LayerGroup(tuple(range(layers)) if isinstance(layers, int) else (), None, (module,))]
+
+
+def _spec(config: Any) -> list[LayerGroup]:
     get = _getter(config)
     model_type = get("model_type")
+    if model_type == "pixtral" and (get("rope_parameters") or {}).get("rope_type") == "axial":
+        return _pixtral(config)
     layers = get("num_hidden_layers")
     count = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0 else 0
     layer_types = get("layer_types")
@@ -237,7 +358,7 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
             modules: tuple[ModuleRope, ...] = ()
         elif not rope or (nested and parameters[layer_type] is None):  # transformers: None, a NoPE layer type
             modules = (_nope(config, "attention"),)
-        elif getattr(config, "per_layer_config", None) is not None and which is not None:  # Gemma 4: per type
+        elif model_type in PER_LAYER_TYPE_ROPE_MODEL_TYPES and which is not None:  # Gemma 4: per layer type
             modules = (_module(config.per_layer_config[which], "attention", which, layout),)
         elif model_type in SUBMODULE_LAYOUTS:
             modules = tuple(
@@ -256,3 +377,60 @@ def _text_config(config: Any) -> Any:
     if text is not None and get("rope_parameters") is None and get("rope_scaling") is None:
         return text
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmodelRope:
+    """The rope of one sub-config of a composite config (``path``: dotted attribute names, ``""`` the config
+    itself): its :class:`LayerGroup` s, or ``unread``, why :func:`hf_rope_spec` cannot read it."""
+
+    path: str
+    groups: tuple[LayerGroup, ...] = ()
+    unread: str | None = None
+
+
+def _children(config: Any) -> list[tuple[str, Any]]:
+    """Sub-configs: attributes or keys named ``*_config``, ``encoder`` or ``decoder`` holding a config."""
+    items = config.items() if isinstance(config, Mapping) else vars(config).items()
+    return [
+        (str(name), value)
+        for name, value in items
+        if (str(name).endswith("_config") or name in ("encoder", "decoder"))
+        and (isinstance(value, Mapping) or hasattr(value, "to_dict"))
+        and name != "dual_chunk_attention_config"
+    ]
+
+
+def _holds_rope(config: Any) -> bool:
+    get = _getter(config)
+    return get("rope_parameters") is not None or get("rope_scaling") is not None
+
+
+def hf_rope_submodels(config: Any) -> list[SubmodelRope]:
+    """The rope of every sub-model of a Hugging Face config, read with :func:`hf_rope_spec`: the config itself
+    where that reads it (directly or in its ``text_config``), and every sub-config that holds a rope, depth
+    first (Qwen2.5-Omni's ``thinker_config``, ``talker_config``, ``token2wav_config.dit_config``; T5Gemma's
+    ``encoder`` and ``decoder``; BLT's four transformers, whose top-level rope parameters are defaults for
+    them). A sub-config whose rope cannot be read (a vision rope such as Qwen2.5-Omni's ``axial``) is listed
+    with ``unread``, the reason; a ``text_config`` read through its parent is not listed again. Raises
+    :func:`hf_rope_spec`'s error when no part of the config holds a readable rope."""
+    found: list[SubmodelRope] = []
+
+    def walk(node: Any, path: str) -> None:
+        read_text = False
+        if not path or _holds_rope(node) or _getter(node)("text_config") is not None:
+            try:
+                found.append(SubmodelRope(path, tuple(_spec(_text_config(node)))))
+                read_text = _text_config(node) is not node
+            except (ValueError, TypeError) as error:
+                if _holds_rope(node) and not any(_holds_rope(c) for _, c in _children(node)):
+                    found.append(SubmodelRope(path, unread=str(error)))
+        for name, child in _children(node):
+            if not (read_text and name == "text_config"):
+                walk(child, f"{path}.{name}" if path else name)
+
+    walk(config, "")
+    if not any(s.unread is None for s in found):
+        hf_rope_spec(config)  # raises its own error
+        raise ValueError("config holds no rope parameters that posenc.rope_spec.hf_rope_spec can read")
+    return found

@@ -131,7 +131,15 @@ def run(args: argparse.Namespace) -> int:
             f"CONFIG {args.config}: rope_parameters (or rope_scaling) must be an object such as "
             f'{{"rope_type": "linear", "factor": 2.0}}, got {raw_rope!r}'
         )
-    groups = _read(args.config, rope_spec.hf_rope_spec, config)
+    try:
+        groups = rope_spec.hf_rope_spec(config)
+    except UsageError:
+        raise
+    except (ValueError, TypeError, RecursionError) as error:
+        submodels = _submodels(config)
+        if submodels is None:
+            raise _config_error(args.config, error) from None
+        return _run_submodels(args, config, submodels)
     if args.layer_type is not None:
         chosen = [g for g in groups if g.layer_type == args.layer_type]
         if not chosen:
@@ -146,10 +154,70 @@ def run(args: argparse.Namespace) -> int:
             _print_group(group)
     if args.against is not None:
         return _against(args, full, groups, tolerance, report)
+    report["ropes"] = _budgets(args, config, groups)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+def _submodels(config: dict[str, Any]) -> list[rope_spec.SubmodelRope] | None:
+    """The sub-configs of a composite config (Qwen2.5-Omni, T5Gemma, BLT …), or ``None`` for a config that
+    is not one (no sub-config holds a rope posenc reads)."""
+    try:
+        found = rope_spec.hf_rope_submodels(config)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return found if all(s.path for s in found) else None
+
+
+def _run_submodels(
+    args: argparse.Namespace, config: dict[str, Any], found: list[rope_spec.SubmodelRope]
+) -> int:
+    """``posenc check`` of each sub-config that holds a rope, in turn (``--against`` and ``--layer-type`` need
+    one model: pass that sub-config's JSON)."""
+    paths = ", ".join(s.path for s in found)
+    for flag, value in (("--against", args.against), ("--layer-type", args.layer_type)):
+        if value is not None:
+            raise UsageError(
+                f"{flag}: CONFIG {args.config} keeps its ropes in sub-configs ({paths}); write the one to check "
+                "to its own JSON file and pass that"
+            )
+    report: dict[str, Any] = {"config": str(args.config), "submodels": []}
+    if not args.json:
+        print(f"posenc check {args.config} (sub-configs: {paths})")
+    for sub in found:
+        if sub.unread is not None:
+            report["submodels"].append({"path": sub.path, "unread": sub.unread})
+            if not args.json:
+                print(f"\nsub-config {sub.path}: not read ({sub.unread})")
+            continue
+        node: Any = config
+        for name in sub.path.split("."):
+            node = node[name]
+        if not args.json:
+            print(f"\nsub-config {sub.path}:")
+            for group in sub.groups:
+                _print_group(group)
+        entry = {"path": sub.path, "layer_groups": [_group_json(g) for g in sub.groups]}
+        entry["ropes"] = _budgets(args, _text_config(node), list(sub.groups))
+        report["submodels"].append(entry)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    return 0
+
+
+def _budgets(
+    args: argparse.Namespace, config: dict[str, Any], groups: list[rope_spec.LayerGroup]
+) -> list[Any]:
+    """The float32 error budget of each distinct rope of ``groups`` (one per layer type where the config keys
+    its rope parameters by layer type), printed unless ``--json``."""
+    raw_rope = config.get("rope_parameters") or config.get("rope_scaling")
     nested = isinstance(raw_rope, dict) and any(isinstance(v, dict) for v in raw_rope.values())
-    report["ropes"] = []
+    ropes = []
     seen: set[str | None] = set()
     for group in groups:
+        if any(m.axis_frequencies is not None for m in group.modules):  # a 2-D vision rope: no 1-D budget
+            continue
         if (
             not any(m.rope for m in group.modules)
             or (group.layer_type in seen and nested)
@@ -165,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         )
         rows = conformance.decade_errors(truth, max_position=args.max_position)
         merges = conformance.merge_positions(truth)
-        report["ropes"].append(
+        ropes.append(
             {
                 "layer_type": group.layer_type if nested else None,
                 "resolved": _jsonable(truth.resolved()),
@@ -175,9 +243,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if not args.json:
             _print_budget(group.layer_type if nested else None, truth, rows, merges)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    return 0
+    return ropes
 
 
 def _jsonable(value: Any) -> Any:
@@ -216,6 +282,8 @@ def _print_group(group: rope_spec.LayerGroup) -> None:
         for key, value in m.parameters.items():
             shown = value if not isinstance(value, list) else f"[{', '.join(f'{v:.6g}' for v in value)}]"
             print(f"    {key}: {shown}")
+        if m.axis_frequencies is not None:
+            print(f"    {len(m.axis_frequencies)} position axes (no 1-D float32 budget for it below)")
         if m.mrope_section:
             print(
                 f"    mrope_section: {m.mrope_section} ({'interleaved' if m.mrope_interleaved else 'contiguous'} axes t, h, w)"
@@ -230,6 +298,15 @@ def _print_group(group: rope_spec.LayerGroup) -> None:
             print(
                 f"    ignored (as transformers ignores them for this rope type): {', '.join(m.ignored_keys)}"
             )
+        if m.fope:
+            f, half = m.fope["kept_frequencies"], m.fope["head_dim"] // 2
+            print(
+                f"    FoPE (vLLM's; transformers ignores its keys): {f} of {half} frequencies kept "
+                + (f"(the first num_inv_freq={m.fope['num_inv_freq']})" if m.fope["num_inv_freq"] is not None
+                   else f"(θ_j > 2π/{m.fope['max_position_embeddings']})")
+                + f", tables from the checkpoint's cos_coef/sin_coef [{m.fope['table_heads']}, {f}, {f}], "
+                f"cos 1/sin 0 on the other {half - f} pairs; posenc.nn.FourierRotary(**posenc.rope_spec.fope_settings(config)) computes it"
+            )  # fmt: skip
         for note in m.notes:
             print(f"    note: {note}")
 

@@ -208,6 +208,11 @@ def rotary_from_spec(module: ModuleRope, *, layout: str, max_len: int = 2048) ->
     (YaRN's ``0.1·ln(s) + 1``, LongRoPE's, or the config's own) must equal the spec's."""
     if not module.rope:
         raise ValueError(f"module {module.module!r} is NoPE in the spec: it has no rotary embedding")
+    if module.axis_frequencies is not None:
+        raise ValueError(
+            f"module {module.module!r} has a {len(module.axis_frequencies)}-axis {module.rope_type} rope: build "
+            "posenc.nn.MultiAxisRotary(head_dim, axis_frequencies) for it"
+        )
     options = dict(module.parameters)
     factor = options.pop("factor", None)
     scaled = module.rope_type not in (None, "default")

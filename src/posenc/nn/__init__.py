@@ -18,6 +18,8 @@ from posenc.nn.contracts import (
     ScoreBiasContract,
     ScoreTerm,
 )
+from posenc.nn.dual_chunk import DualChunkPositions, dual_chunk_positions
+from posenc.nn.fope import FourierRotary
 from posenc.nn.input import DFTEncoding, LearnableFrequencyEncoding, LearnedEncoding, SinusoidalEncoding
 from posenc.nn.multiaxis import MultiAxisRotary
 from posenc.nn.prope import PartialRotary
@@ -30,8 +32,10 @@ __all__ = [
     "CoPE",
     "ContextualContract",
     "DFTEncoding",
+    "DualChunkPositions",
     "EncodingContract",
     "FIREBias",
+    "FourierRotary",
     "InputContract",
     "KerpleBias",
     "KerplePowerBias",
@@ -57,6 +61,7 @@ __all__ = [
     "apply_rotary",
     "available_encodings",
     "build_encoding",
+    "dual_chunk_positions",
     "permute_rotary_weights",
     "randomized_positions",
 ]

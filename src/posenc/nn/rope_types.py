@@ -470,6 +470,10 @@ HF_ROPE_KEYS: dict[str, str] = {
     "extrapolation_factor": "vLLM's deepseek_yarn: a factor on the ramp's extrapolated share",
     "llama_4_scaling_beta": "Ministral 3 / Mistral 4 (yarn): the attention scales the rotated queries by "
     "1 + beta*ln(1 + floor(t/L)), outside the rotary",
+    "fope_init_factor": "vLLM's FoPE (InternS1-Pro): the coefficients' initialisation noise; transformers "
+    "ignores it (posenc.nn.FourierRotary computes FoPE)",
+    "fope_sep_head": "vLLM's FoPE: one coefficient pair per KV head; transformers ignores it",
+    "num_inv_freq": "vLLM's FoPE: keep the first num_inv_freq frequencies; transformers ignores it",
 }
 """Every ``rope_parameters`` key besides :data:`_HF_GLOBAL_KEYS` that ``transformers.modeling_rope_utils``
 (5.x) defines or one of its model files reads, and what reads it. A key a rope type does not read is
@@ -530,6 +534,158 @@ def _positive_count(value: object) -> bool:
         and float(value) > 0
     )
 
+
+DEFAULT_ROPE_FULL_HEAD_MODEL_TYPES: tuple[str, ...] = tuple(
+    [
+        "afmoe",
+        "apertus",
+        "apertus1p5",
+        "arcee",
+        "aria",
+        "axk1",
+        "axk2",
+        "bailing_hybrid",
+        "beam",
+        "bitnet",
+        "blt",
+        "chameleon",
+        "cohere",
+        "cohere2",
+        "cohere2_moe",
+        "cohere_compass",
+        "cosmos3_edge",
+        "csm",
+        "cwm",
+        "dbrx",
+        "deepseek_ocr2",
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "dia",
+        "diffllama",
+        "doge",
+        "dory",
+        "dots1",
+        "embedding_gemma2",
+        "emu3",
+        "eomt_dinov3",
+        "ernie4_5",
+        "ernie4_5_moe",
+        "ernie4_5_vl_moe",
+        "esm",
+        "esmc",
+        "eurobert",
+        "evolla",
+        "exaone4",
+        "exaone_moe",
+        "falcon",
+        "falcon_h1",
+        "flex_olmo",
+        "flint",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3n",
+        "gemma4",
+        "gemma4_unified",
+        "glm_moe_dsa",
+        "gpt_oss",
+        "gradium_phonon_tts",
+        "granite",
+        "granite4_vision",
+        "granite_docling",
+        "granite_swa",
+        "granitemoe",
+        "granitemoe_swa",
+        "granitemoehybrid",
+        "granitemoeshared",
+        "gte",
+        "helium",
+        "higgs_audio_v2",
+        "hrm_text",
+        "hunyuan_v1_dense",
+        "hunyuan_v1_moe",
+        "hunyuan_vl",
+        "hy_v3",
+        "hy_v4",
+        "hy_v4_vl",
+        "hyperclovax",
+        "idefics",
+        "jais2",
+        "jetmoe",
+        "jina_embeddings_v3",
+        "kolibri1",
+        "kyutai_speech_to_text",
+        "lara_mini",
+        "lasr",
+        "lfm2",
+        "lfm2_moe",
+        "lfm3",
+        "llama",
+        "llama4",
+        "longcat_flash",
+        "mimi",
+        "minicpm3",
+        "minimax",
+        "ministral",
+        "ministral3",
+        "mistral",
+        "mistral4",
+        "mistral_large4",
+        "mixtral",
+        "mllama",
+        "modernbert",
+        "modernbert_decoder",
+        "molmo2",
+        "moshi",
+        "muse_glimmer",
+        "muse_glimmer_assistant",
+        "muse_spark",
+        "nanochat",
+        "neucodec",
+        "nomic_bert",
+        "olmo",
+        "olmo2",
+        "olmo3",
+        "olmo_hybrid",
+        "olmoe",
+        "openai_privacy_filter",
+        "paddleocr_vl",
+        "pe_audio",
+        "pe_audio_video",
+        "pe_video",
+        "phimoe",
+        "pocket_tts",
+        "pocket_tts_audio_tokenizer",
+        "pp_doclayout_v2",
+        "qwen2",
+        "qwen2_5_omni",
+        "qwen2_5_vl",
+        "qwen2_moe",
+        "qwen2_vl",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_omni_moe",
+        "qwen3_vl",
+        "qwen3_vl_moe",
+        "seed_oss",
+        "smollm3",
+        "starcoder2",
+        "t5gemma",
+        "t5gemma2",
+        "timesfm2_5",
+        "ultrabert",
+        "unlimited_ocr",
+        "vaultgemma",
+        "voxtral_realtime",
+        "xcodec2",
+        "youtu",
+        "zamba2",
+    ]
+)
+"""Model types whose default rope (``compute_default_rope_parameters`` of their transformers 5.24 model file)
+turns the whole head, ignoring ``partial_rotary_factor`` (``dim = head_dim``, Llama's rule); the other files'
+default rope, and every scaled rope type of ``modeling_rope_utils``, read it."""
 
 ALWAYS_INTERLEAVED_MROPE_MODEL_TYPES: tuple[str, ...] = ("qwen3_omni_moe_text",)
 """Models whose text rotary assigns M-RoPE pairs interleaved whatever the config says (transformers'
@@ -748,11 +904,29 @@ def hf_read(config: Any, *, layer_type: str | None = None, multi_axis: bool = Fa
         options["partial_rotary_factor"], fraction = fraction, 1.0
     if name == "ntk_alpha":  # transformers' Hunyuan rotary turns the whole head
         fraction = 1.0
+    if name == "default" and fraction != 1.0 and get("model_type") in DEFAULT_ROPE_FULL_HEAD_MODEL_TYPES:
+        ignored["partial_rotary_factor"] = (
+            f"{get('model_type')}'s default rope turns the whole head (its compute_default_rope_parameters "
+            "does not read partial_rotary_factor)"
+        )
+        fraction = 1.0
     rotary_dim = int(head_dim * fraction)
+    if rotary_dim % 2 and name == "default" and rotary_dim < head_dim:
+        # transformers' default rope: inv_freq = base^(−arange(0, r, 2)/r), ⌈r/2⌉ frequencies whose cat(freqs,
+        # freqs) tables rotate the first r + 1 columns (GLM-4-MoE: int(42 × 0.5) = 21 → 11 pairs over 22 columns);
+        # the same frequencies are base'^(−2i/(r + 1)) with base' = base^((r + 1)/r)
+        notes.append(
+            f"head_dim × partial_rotary_factor = {head_dim} × {fraction!r} → {rotary_dim} is odd: transformers forms "
+            f"{(rotary_dim + 1) // 2} frequencies rope_theta^(−2i/{rotary_dim}) over the first {rotary_dim + 1} "
+            f"columns, read as base rope_theta^({rotary_dim + 1}/{rotary_dim}) = {theta ** ((rotary_dim + 1) / rotary_dim):.6g} "
+            f"over rotary_dim {rotary_dim + 1}"
+        )
+        theta = theta ** ((rotary_dim + 1) / rotary_dim)
+        rotary_dim += 1
     if rotary_dim < 2 or rotary_dim % 2:
         raise ValueError(
-            f"config head_dim × partial_rotary_factor must give an even rotary dimension >= 2, got "
-            f"{head_dim} × {fraction!r} → {rotary_dim}"
+            f"config head_dim × partial_rotary_factor must give an even rotary dimension >= 2 (or, for the default "
+            f"rope, an odd one below head_dim, as transformers rounds it up), got {head_dim} × {fraction!r} → {rotary_dim}"
         )
     if get("model_type") in SOFTMAX_MSCALE_MODEL_TYPES and name != "default":
         all_dim = options.get("mscale_all_dim") or 0.0
