@@ -267,17 +267,19 @@ class RotaryEmbedding(RotaryContract):
         dtype, device or frequencies (from float64 angles, outside inference mode), doubled when a call runs
         past their end; a window beyond twice their length (one decoding step at 10^6) is computed directly."""
         end, cached = start + length, self._cos.shape[0]
-        self._tables_in(dtype, device)
+        self._tables_in(dtype, device, end)
         if end > 2 * cached:
             return self._range(length, dtype=dtype, device=device, offset=start)
-        if end > cached:
-            self._build(2 * cached, dtype, device)
         return self._cos[start:end], self._sin[start:end]
 
-    def _tables_in(self, dtype: torch.dtype, device: torch.device) -> None:
-        """The cached tables rebuilt, as long as they are, where their dtype, device or frequencies changed."""
+    def _tables_in(self, dtype: torch.dtype, device: torch.device, end: int = 0) -> None:
+        """The cached tables rebuilt where their dtype, device or frequencies changed, and doubled where a call
+        runs to ``end`` past their end but not beyond twice their length (:meth:`_cached`)."""
+        cached = self._cos.shape[0]
         if self._table_dtype != dtype or self._cos.dtype != dtype or self._cos.device != device:
-            self._build(self._cos.shape[0], dtype, device)
+            self._build(cached, dtype, device)
+        if cached < end <= 2 * cached:
+            self._build(2 * cached, dtype, device)
 
     def _build(self, length: int, dtype: torch.dtype, device: torch.device) -> None:
         with torch.inference_mode(False):
@@ -485,7 +487,7 @@ class RotaryEmbedding(RotaryContract):
         q_pos = k_pos = None
         if q_positions is None or k_positions is None:
             offsets = _positions.default_starts(q.shape[-2], k.shape[-2], offset)
-            self._cached(offsets[1], k.shape[-2], work, q.device)  # grows the cache to cover the call
+            self._tables_in(work, q.device, offsets[1] + k.shape[-2])  # grows the cache to cover the call
         else:
             self._tables_in(work, q.device)
             _positions.batch_of(q_positions, k_positions, q, k)
