@@ -141,7 +141,8 @@ def _loop_ok(call: QK) -> bool:
                 isinstance(qp, torch.Tensor)
                 and isinstance(kp, torch.Tensor)
                 and qp.dtype == kp.dtype == torch.int64
-                and qp.device == kp.device == q.device
+                and qp.is_cpu
+                and kp.is_cpu  # beside q: the loop runs on the CPU only
             )
         )
     )
@@ -168,11 +169,11 @@ def _loop(
     k = k if k.stride(-1) == 1 else k.contiguous()
     q_out, k_out = torch.empty_like(q), torch.empty_like(k)
     positions = None if q_pos is None or k_pos is None else (q_pos, k_pos)
-    tensors = (q, k, q_out, k_out, cos, sin, theta, *(positions or ()))
+    inputs = (q, k, cos, sin, theta, *(positions or ()))  # the outputs: fresh, as q and k, their strides
     key = (
-        layout,
-        *[(t.shape, t.stride(), t.dtype, t.storage_offset(), t.untyped_storage().nbytes()) for t in tensors],
-    )
+        layout, q_out.stride(), k_out.stride(),
+        *[(t.shape, t.stride(), t.dtype, t.storage_offset(), t.untyped_storage().nbytes()) for t in inputs],
+    )  # fmt: skip
     if key in _CHECKED:
         _native.rotate_qk_trusted(
             q, k, q_out, k_out, positions, (q_offset, k_offset), cos, sin, theta, layout, inverse

@@ -491,7 +491,8 @@ class RotaryEmbedding(RotaryContract):
         else:
             self._tables_in(work, q.device)
             _positions.batch_of(q_positions, k_positions, q, k)
-            q_pos, k_pos = (p if p.dim() == 2 else p.view(1, -1) for p in (q_positions, k_positions))
+            q_pos = q_positions if q_positions.dim() == 2 else q_positions.view(1, -1)
+            k_pos = k_positions if k_positions.dim() == 2 else k_positions.view(1, -1)
             if q_pos.dtype != k_pos.dtype:
                 q_pos, k_pos = q_pos.long(), k_pos.long()
             offsets = (0, 0)
