@@ -9,6 +9,12 @@
  *            and the tables are paired with 16 | r/2, else in portable integer code), float64 in float64.
  *            The tables are float32 or float64 as the work, or bfloat16 beside bfloat16 x (widened
  *            exactly as they are read: half the table traffic).
+ * rotate_qk  queries q [b, h, s_q, d] and keys k [b, h_k, s_k, d] rotated as `rotate` does (its row functions,
+ *            paired tables) in one call, at int64 positions [b or 1, s] or at an offset per side: per (side,
+ *            batch, token) the table row is found once (the row t of the cache [n, r/2] for 0 ≤ t < n, else
+ *            a·cos(t·θ_i), a·sin(t·θ_i) from float64 angles, rounded once to the tables' dtype; sines negated
+ *            for Rᵀ), then the rows of all heads are rotated by it. Positions with |t| ≥ 2^53 are refused
+ *            before anything is written (the first one is returned).
  * slots      Shaw et al. (2018) relative positions: gather_slots out[r, j] = table[r, idx[i, j]] reads one of
  *            n slots per (row, key), or adds it to out in place (scores += the key term, one pass);
  *            sum_slots, its adjoint, sums w[r, j] into slot idx[i, j] of row r.
@@ -308,6 +314,127 @@ static void rotate_rows(const rotate_args a) {
         (a.tdtype == BF16 ? rotate_bf16t_rows : rotate_bf16_rows)(a);
 }
 
+/* ---- rotate_qk ---------------------------------------------------------------------------- */
+
+/* One side (queries or keys) of rotate_qk: x, out [b, h, s, d] (strides in elements, unit last stride) at
+ * positions pos [pb, s] (pb = 1 broadcasts; strides ps0, ps1) or, where pos is NULL, offset + 0 … s−1. */
+typedef struct {
+    const char *x;
+    char *out;
+    const int64_t *pos;
+    Py_ssize_t h, s, pb, ps0, ps1, xs0, xs1, xs2, os0, os1, os2;
+    int64_t offset;
+} qk_side;
+
+typedef struct {
+    qk_side side[2];
+    const char *cos, *sin; /* the cache [n, r/2] of per-pair values, row stride ts */
+    const double *theta;   /* [r/2 + 1]: the frequencies, then the tables' attention factor */
+    int dtype, tdtype, layout, inverse;
+    Py_ssize_t b, d, r, n, ts;
+} qk_args;
+
+#define POSITION_LIMIT 9007199254740992LL /* 2^53: float64 holds every integer below it */
+
+/* The first position of side 0, then side 1, with |t| ≥ 2^53 (in the order of their elements), its side
+ * in *which; 0 and *which = -1 if none. */
+static int64_t qk_first_bad(const qk_args *a, int *which) {
+    for (int w = 0; w < 2; w++) {
+        const qk_side *q = &a->side[w];
+        if (!q->pos) continue;
+        for (Py_ssize_t i = 0; i < q->pb; i++)
+            for (Py_ssize_t j = 0; j < q->s; j++) {
+                const int64_t t = q->pos[i * q->ps0 + j * q->ps1];
+                if (t >= POSITION_LIMIT || t <= -POSITION_LIMIT) return *which = w, t;
+            }
+    }
+    return *which = -1, 0;
+}
+
+/* double → bfloat16 rounded once, to nearest even: to float32 rounded to odd (the float32 below |v| with its
+ * last bit set where inexact), then to bfloat16, which has 16 fewer bits (Boldo & Melquiond 2008). */
+static inline uint16_t f64_to_bf16(double v) {
+    float f = (float)v;
+    if ((double)f != v && v == v) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if (fabs((double)f) > fabs(v)) u -= 1; /* rounded away from zero: the float32 toward it */
+        u |= 1;
+        memcpy(&f, &u, 4);
+    }
+    return f32_to_bf16(f);
+}
+static inline float f64_to_f32(double v) { return (float)v; }
+static inline uint16_t neg_bf16(uint16_t v) { return v ^ 0x8000u; }
+static inline float neg_f32(float v) { return -v; }
+static inline double neg_f64(double v) { return -v; }
+
+/* NAME##_qk: every (side, batch, token) row: its per-pair table row (the cache row at t for 0 ≤ t < n, else
+ * a·cos(t·θ_i), a·sin(t·θ_i) in float64 rounded once by TO_TT; the sines negated by NEG for the inverse)
+ * once, then the rows of all heads rotated by ROW's paired half/adjacent functions (ROTATE_ROW_FNS). */
+#define QK_ROWS(NAME, ROW, T, TT, TO_TT, NEG)                                                      \
+    static inline __attribute__((always_inline)) void NAME##_h(const qk_args a, TT *restrict sc,   \
+                                                                TT *restrict ss, Py_ssize_t h) {    \
+        const double *theta = a.theta, factor = a.theta[a.r / 2];                                 \
+        for (int w = 0; w < 2; w++) {                                                              \
+            const qk_side q = a.side[w];                                                           \
+            for (Py_ssize_t ib = 0; ib < a.b; ib++)                                                \
+                for (Py_ssize_t j = 0; j < q.s; j++) {                                             \
+                    const int64_t t = q.pos ? q.pos[(q.pb > 1 ? ib * q.ps0 : 0) + j * q.ps1] : q.offset + j; \
+                    const TT *c = sc, *sn = ss;                                                    \
+                    if (t >= 0 && t < a.n) {                                                       \
+                        c = (const TT *)a.cos + t * a.ts, sn = (const TT *)a.sin + t * a.ts;      \
+                        if (a.inverse) {                                                           \
+                            for (Py_ssize_t i = 0; i < h; i++) ss[i] = NEG(sn[i]);                 \
+                            sn = ss;                                                               \
+                        }                                                                          \
+                    } else {                                                                       \
+                        for (Py_ssize_t i = 0; i < h; i++) {                                       \
+                            const double angle = (double)t * theta[i];                             \
+                            sc[i] = TO_TT(cos(angle) * factor);                                    \
+                            ss[i] = TO_TT(a.inverse ? -(sin(angle) * factor) : sin(angle) * factor); \
+                        }                                                                          \
+                    }                                                                              \
+                    for (Py_ssize_t hh = 0; hh < q.h; hh++) {                                      \
+                        const T *x = (const T *)q.x + ib * q.xs0 + hh * q.xs1 + j * q.xs2;         \
+                        T *o = (T *)q.out + ib * q.os0 + hh * q.os1 + j * q.os2;                   \
+                        if (a.layout == HALF_SPLIT)                                                \
+                            ROW##_half(x, o, c, sn, h, 1);                                         \
+                        else                                                                       \
+                            ROW##_adjacent(x, o, c, sn, h, 1);                                     \
+                        if (a.r < a.d) memcpy(o + a.r, x + a.r, (size_t)(a.d - a.r) * sizeof(T));  \
+                    }                                                                              \
+                }                                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    CLONES static void NAME##_qk(const qk_args a, TT *sc, TT *ss) { WITH_PAIRS(a.r / 2, NAME##_h, a, sc, ss); }
+
+QK_ROWS(qk_f32, rotate_f32, float, float, f64_to_f32, neg_f32)
+QK_ROWS(qk_f64, rotate_f64, double, double, SAME, neg_f64)
+QK_ROWS(qk_bf16, rotate_bf16, uint16_t, float, f64_to_f32, neg_f32)
+QK_ROWS(qk_bf16t, rotate_bf16t, uint16_t, uint16_t, f64_to_bf16, neg_bf16)
+
+/* Returns 0, -1 if a position is out of range (nothing written then; the value in *bad, its side in
+ * *which), -2 when out of memory. */
+static int qk_run(const qk_args a, int64_t *bad, int *which) {
+    *bad = qk_first_bad(&a, which);
+    if (*which >= 0) return -1;
+    const size_t item = a.tdtype == F64 ? 8 : a.tdtype == F32 ? 4 : 2;
+    char *scratch = (char *)malloc(2 * (size_t)(a.r / 2 + 1) * item); /* a far or inverse table row */
+    if (!scratch) return -2;
+    char *sc = scratch, *ss = scratch + (size_t)(a.r / 2 + 1) * item;
+    if (a.dtype == F32)
+        qk_f32_qk(a, (float *)sc, (float *)ss);
+    else if (a.dtype == F64)
+        qk_f64_qk(a, (double *)sc, (double *)ss);
+    else if (a.tdtype == BF16)
+        qk_bf16t_qk(a, (uint16_t *)sc, (uint16_t *)ss);
+    else
+        qk_bf16_qk(a, (float *)sc, (float *)ss);
+    free(scratch);
+    return 0;
+}
+
 /* ---- expi_rows --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -594,6 +721,43 @@ static PyObject *py_rotate(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
+static PyObject *py_rotate_qk(PyObject *self, PyObject *args) {
+    unsigned long long q, k, qo, ko, qp, kp, cos, sin, theta;
+    int dtype, tdtype, layout, inverse, has_pos, status, which = -1;
+    long long q_off, k_off;
+    int64_t bad = 0;
+    Py_ssize_t b, d, r, n, ts, hq, sq, qpb, qps0, qps1, hk, sk, kpb, kps0, kps1;
+    Py_ssize_t qs[3], qos[3], ks[3], kos[3];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "KKKKKKKKKiiiiinnnnnnnnnnLnnnnnnnnnnnLnnnnnn", &q, &k, &qo, &ko, &qp, &kp,
+                          &cos, &sin, &theta, &dtype, &tdtype, &layout, &inverse, &has_pos, &b, &d, &r, &n,
+                          &ts, &hq, &sq, &qpb, &qps0, &qps1, &q_off, &qs[0], &qs[1], &qs[2], &qos[0],
+                          &qos[1], &qos[2], &hk, &sk, &kpb, &kps0, &kps1, &k_off, &ks[0], &ks[1], &ks[2],
+                          &kos[0], &kos[1], &kos[2]))
+        return NULL;
+    const int tables_ok = tdtype == (dtype == F64 ? F64 : F32) || (dtype == BF16 && tdtype == BF16);
+    if (dtype < F32 || dtype > BF16 || !tables_ok || layout < ADJACENT || layout > HALF_SPLIT || r < 0 ||
+        r > d || r % 2 || b < 0 || hq < 0 || sq < 0 || hk < 0 || sk < 0 || n < 0 || (n > 1 && ts < r / 2) ||
+        (inverse != 0 && inverse != 1) || (has_pos != 0 && has_pos != 1) ||
+        (has_pos && (qpb < 0 || kpb < 0 || (qpb != 1 && qpb != b) || (kpb != 1 && kpb != b))) ||
+        (!has_pos && (q_off < 0 || k_off < 0 || q_off > POSITION_LIMIT - sq || k_off > POSITION_LIMIT - sk))) {
+        PyErr_SetString(PyExc_ValueError, "rotate_qk: invalid dtype, table dtype, layout, sizes or offsets");
+        return NULL;
+    }
+    const int64_t *q_pos = has_pos ? (const int64_t *)as_ptr(qp) : NULL;
+    const int64_t *k_pos = has_pos ? (const int64_t *)as_ptr(kp) : NULL;
+    qk_args a = {{{(const char *)as_ptr(q), (char *)as_ptr(qo), q_pos, hq, sq, qpb, qps0, qps1, qs[0], qs[1],
+                   qs[2], qos[0], qos[1], qos[2], (int64_t)q_off},
+                  {(const char *)as_ptr(k), (char *)as_ptr(ko), k_pos, hk, sk, kpb, kps0, kps1, ks[0], ks[1],
+                   ks[2], kos[0], kos[1], kos[2], (int64_t)k_off}},
+                 (const char *)as_ptr(cos), (const char *)as_ptr(sin), (const double *)as_ptr(theta),
+                 dtype, tdtype, layout, inverse, b, d, r, n, ts};
+    Py_BEGIN_ALLOW_THREADS status = qk_run(a, &bad, &which);
+    Py_END_ALLOW_THREADS if (status == -2) return PyErr_NoMemory();
+    if (status) return Py_BuildValue("iL", which, (long long)bad);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_expi_rows(PyObject *self, PyObject *args) {
     unsigned long long out, w;
     int dtype, layout, stream, status;
@@ -642,6 +806,10 @@ static PyObject *py_slots(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"rotate", py_rotate, METH_VARARGS,
      "rotate(x, out, cos, sin, dtype, tdtype, layout, n0, n1, s, d, r, xs0, xs1, xs2, os0, os1, os2, ts, paired)"},
+    {"rotate_qk", py_rotate_qk, METH_VARARGS,
+     "rotate_qk(q, k, q_out, k_out, q_pos, k_pos, cos, sin, theta, dtype, tdtype, layout, inverse, has_pos, b, d, "
+     "r, n, ts, h_q, s_q, pb_q, ps0_q, ps1_q, offset_q, qs0, qs1, qs2, qos0, qos1, qos2, h_k, s_k, pb_k, ps0_k, ps1_k, "
+     "offset_k, ks0, ks1, ks2, kos0, kos1, kos2) -> None, or (side, first position |t| >= 2^53)"},
     {"slots", py_slots, METH_VARARGS, "slots(src, dst, index, dtype, mode, nb, g, sq, k, n)"},
     {"expi_rows", py_expi_rows, METH_VARARGS, "expi_rows(out, dtype, layout, n, b, f, ld, w, start, step, stream)"},
     {NULL, NULL, 0, NULL}};

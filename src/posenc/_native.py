@@ -4,10 +4,12 @@ The extension is built at install time when a C compiler is available. Where it 
 when the environment variable ``POSENC_NATIVE=0`` is set, :data:`kernels` is ``None`` and posenc runs
 its pure NumPy/PyTorch code, which computes the same values (the tests compare the two).
 
-Its three loops (each a single pass over its output; see ``_kernels.c``), called only through the
+Its four loops (each a single pass over its output; see ``_kernels.c``), called only through the
 wrappers here:
 
 * :func:`rotate`: rotary pairs (Su et al. 2021, eq. 34), the first backend of :mod:`posenc.backends.rotate`;
+* :func:`rotate_qk`: queries and keys rotated in one call by cached tables gathered at their positions
+  (float64 angles beyond the cache), the CPU backend of :mod:`posenc.backends.rotate_qk`;
 * :func:`slots`: Shaw et al.'s (2018) relative positions, a gather from ``n`` slots per row by an index
   shared over heads (written, or added to ``dst``), or its adjoint (a sum into the slots); used by
   :mod:`posenc.nn._slots`;
@@ -33,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from posenc._buffers import buffer, require_disjoint
+from posenc import validate
+from posenc._buffers import Buffer, buffer, require_disjoint
 
 if TYPE_CHECKING:
     import torch
@@ -160,6 +163,151 @@ def rotate_trusted(
         n0, n1, s, d, 2 * cols if paired else cols, *x.stride()[:3], *out.stride()[:3], cos.stride(0),
         int(paired),
     )  # fmt: skip
+
+
+def rotate_qk(
+    q: Array,
+    k: Array,
+    q_out: Array,
+    k_out: Array,
+    positions: tuple[Array, Array] | None,
+    offsets: tuple[int, int],
+    cos: Array,
+    sin: Array,
+    theta: Array,
+    layout: str,
+    inverse: bool,
+) -> None:
+    """``q_out = R q``, ``k_out = R k`` (``Rᵀ`` when ``inverse``; Su et al. 2021, eq. 34) in one call, for
+    ``q`` ``[b, h, s_q, d]`` and ``k`` ``[b, h_k, s_k, d]`` of one dtype (float32, float64, bfloat16; any
+    strides between rows, unit last stride) into outputs of their shapes and dtype (no element twice, apart
+    from every input and from each other).
+
+    Positions: ``(q_pos, k_pos)``, int64 ``[b or 1, s_q]`` and ``[b or 1, s_k]`` (a row of 1 broadcasts;
+    any strides), or ``None`` for ``offsets[0] + 0 … s_q − 1`` and ``offsets[1] + 0 … s_k − 1``. The table
+    row of position ``t`` is row ``t`` of the cache ``cos``/``sin`` ``[n, r/2]`` (per-pair values, unit
+    last stride, equal row strides; the work dtype as for :func:`rotate`, or bfloat16 beside bfloat16 ``q``)
+    for ``0 ≤ t < n``, else ``a·cos(t·θ_i)``, ``a·sin(t·θ_i)`` from float64 angles rounded once to the
+    tables' dtype, ``θ = theta[:r/2]``, ``a = theta[r/2]`` (``theta`` float64, contiguous). A position of
+    magnitude ``≥ 2^53`` is a ``ValueError`` naming ``q_positions`` or ``k_positions`` and the first such
+    value, found before anything is written. Requires :data:`kernels`."""
+    loop = _loaded()
+    code = _choice("layout", layout, ROTARY_LAYOUTS)
+    qb, kb, qo, ko = buffer("q", q), buffer("k", k), buffer("q_out", q_out), buffer("k_out", k_out)
+    cb, sb, tb = buffer("cos", cos), buffer("sin", sin), buffer("theta", theta)
+    qb.require_ndim(4, "[b, h, s_q, d]")
+    qb.require_dtype(tuple(_DTYPES["rotate"]))
+    kb.require_ndim(4, "[b, h_k, s_k, d]")
+    kb.require_dtype((qb.dtype,))
+    b, d = qb.shape[0], qb.shape[3]
+    if kb.shape[0] != b or kb.shape[3] != d:
+        raise ValueError(f"k: shape {kb.shape}, expected [b = {b}, h_k, s_k, d = {d}] like q {qb.shape}")
+    qo.require_shape(qb.shape, "q's shape")
+    ko.require_shape(kb.shape, "k's shape")
+    for out in (qo, ko):
+        out.require_dtype((qb.dtype,))
+    work = "float64" if qb.dtype == "float64" else "float32"
+    cb.require_ndim(2, "[n, r/2]")
+    cb.require_dtype((work, "bfloat16") if qb.dtype == "bfloat16" else (work,))
+    sb.require_shape(cb.shape, "cos's shape")
+    sb.require_dtype((cb.dtype,))
+    n, half = cb.shape
+    if 2 * half > d:
+        raise ValueError(f"cos: {half} columns give r = {2 * half} rotated dims, at most d = {d}")
+    if n > 1 and (cb.strides[0] < half or sb.strides[0] != cb.strides[0]):
+        raise ValueError(
+            f"cos, sin: row strides {cb.strides[0]}, {sb.strides[0]}, expected equal and at least {half}"
+        )
+    tb.require_ndim(1, "[r/2 + 1] (the frequencies, then the attention factor)")
+    tb.require_dtype(("float64",))
+    tb.require_contiguous()
+    if tb.shape[0] < half + 1:
+        raise ValueError(f"theta: {tb.shape[0]} values, expected at least r/2 + 1 = {half + 1}")
+    inputs = [qb, kb, cb, sb, tb]
+    pos: list[Buffer] = []
+    if positions is None:
+        for name, offset, seq in (("q", offsets[0], qb.shape[2]), ("k", offsets[1], kb.shape[2])):
+            if type(offset) is not int or offset < 0 or offset + seq > validate.POSITION_LIMIT:
+                raise ValueError(
+                    f"offsets: {name}'s {offset!r}, expected an int >= 0 with offset + s <= 2^53"
+                )
+    else:
+        if not isinstance(positions, tuple) or len(positions) != 2:
+            raise TypeError(f"positions: {type(positions).__name__}, expected (q_pos, k_pos) or None")
+        pos = [buffer("q_pos", positions[0]), buffer("k_pos", positions[1])]
+        for p, seq in zip(pos, (qb.shape[2], kb.shape[2]), strict=True):
+            p.require_ndim(2, "[b or 1, s]")
+            p.require_dtype(("int64",))
+            if p.shape[0] not in (1, b) or p.shape[1] != seq:
+                raise ValueError(f"{p.name}: shape {p.shape}, expected [{b} or 1, {seq}]")
+        inputs += pos
+    for t in (qb, kb, qo, ko, cb, sb):
+        t.require_unit_stride()
+    for t in (*inputs, qo, ko):
+        t.require_inside()
+    for out in (qo, ko):
+        out.require_unaliased()
+        require_disjoint(out, *inputs)
+    require_disjoint(qo, ko)
+    sides = []
+    for x, o, i, offset in zip((qb, kb), (qo, ko), (0, 1), offsets, strict=True):
+        rows = (pos[i].ptr, pos[i].shape[0], *pos[i].strides) if pos else (0, 0, 0, 0)
+        sides.append((rows[0], (x.shape[1], x.shape[2], *rows[1:], offset, *x.strides[:3], *o.strides[:3])))
+    (qp, q_side), (kp, k_side) = sides
+    found = loop.rotate_qk(
+        qb.ptr, kb.ptr, qo.ptr, ko.ptr, qp, kp, cb.ptr, sb.ptr, tb.ptr, _DTYPES["rotate"][qb.dtype],
+        _DTYPES["rotate"][cb.dtype], code, int(inverse), int(positions is not None), b, d, 2 * half, n,
+        cb.strides[0], *q_side, *k_side,
+    )  # fmt: skip
+    _refuse_positions(found)
+
+
+def rotate_qk_trusted(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    positions: tuple[torch.Tensor, torch.Tensor] | None,
+    offsets: tuple[int, int],
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    theta: torch.Tensor,
+    layout: str,
+    inverse: bool,
+) -> None:
+    """The loop of :func:`rotate_qk` without its checks, for torch tensors whose signature (shapes, strides,
+    dtypes, storage offsets and sizes: all the checks read but the addresses) already passed them, with
+    outputs made for the call (apart from the inputs). Only :mod:`posenc.backends.rotate_qk` calls it, once
+    it has checked that signature through :func:`rotate_qk`. Positions are still refused by value."""
+    b, h_q, s_q, d = q.shape
+    h_k, s_k = k.shape[1], k.shape[2]
+    q_rows: tuple[int, ...] = (0, 0, 0, 0)
+    k_rows: tuple[int, ...] = (0, 0, 0, 0)
+    if positions is not None:
+        qp, kp = positions
+        q_rows, k_rows = (
+            (qp.data_ptr(), qp.shape[0], *qp.stride()),
+            (kp.data_ptr(), kp.shape[0], *kp.stride()),
+        )
+    codes = _DTYPES["rotate"]
+    found = kernels.rotate_qk(  # type: ignore[union-attr]
+        q.data_ptr(), k.data_ptr(), q_out.data_ptr(), k_out.data_ptr(), q_rows[0], k_rows[0], cos.data_ptr(),
+        sin.data_ptr(), theta.data_ptr(), codes[str(q.dtype)[6:]], codes[str(cos.dtype)[6:]],
+        ROTARY_LAYOUTS[layout], int(inverse), int(positions is not None), b, d, 2 * cos.shape[1], cos.shape[0], cos.stride(0),
+        h_q, s_q, *q_rows[1:], offsets[0], *q.stride()[:3], *q_out.stride()[:3],
+        h_k, s_k, *k_rows[1:], offsets[1], *k.stride()[:3], *k_out.stride()[:3],
+    )  # fmt: skip
+    if found is not None:
+        _refuse_positions(found)
+
+
+def _refuse_positions(found: tuple[int, int] | None) -> None:
+    """The ``ValueError`` of a position of magnitude ``≥ 2^53`` that :func:`rotate_qk`'s loop found first,
+    as :func:`posenc.nn._positions.check_values` words it (``side``: 0 the queries', 1 the keys')."""
+    if found is not None:
+        side, value = found
+        name = ("q_positions", "k_positions")[side]
+        raise ValueError(f"{validate.position_limit_message(name)}, got {value!r}")
 
 
 def slots(src: Array, dst: Array, index: Array, mode: str) -> None:

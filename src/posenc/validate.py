@@ -101,6 +101,12 @@ POSITION_LIMIT = 2**53
 integer up to it and rounds neighbouring integers above it to the same number."""
 
 
+def position_limit_message(name: str) -> str:
+    """What tensor positions ``name`` holding a value that is not finite or of magnitude ``>= 2^53`` are
+    told, by the device check of :mod:`posenc.nn._positions` and by the compiled loops alike."""
+    return f"{name} must be finite and < 2^53 in magnitude (float64 cannot tell larger positions apart)"
+
+
 def _kind_of(value: object) -> str:
     """The NumPy dtype kind ``value`` would become (``"O"`` when it cannot become an array)."""
     try:

@@ -189,7 +189,7 @@ def output_mask(out: Any, storage: Storage) -> torch.Tensor:
 def run_case(
     wrapper: Callable[..., None],
     args: dict[str, Any],
-    output: str,
+    output: str | tuple[str, ...],
     storages: list[Storage],
     mutations: list[str],
     index_error: bool = False,
@@ -205,8 +205,11 @@ def run_case(
         outcome = "refused"
     else:
         written, outcome = True, "ran"
+    outputs = (output,) if isinstance(output, str) else output
     for storage in storages:
-        allowed = output_mask(args[output], storage) if written else torch.zeros((), dtype=torch.bool)
+        allowed = torch.zeros((), dtype=torch.bool)
+        for name in outputs if written else ():
+            allowed = allowed | output_mask(args[name], storage)
         stray = storage.changed() & ~allowed
         assert not stray.any(), (
             f"{label} {outcome}: wrote {int(stray.sum())} elements outside {output} ({mutations})"
@@ -242,6 +245,58 @@ def rotate_case(draw: Any) -> tuple[dict[str, Any], list[Storage], list[str]]:
     mutations = draw(mutate(args, ["x", "out", "cos", "sin"], storages))
     if draw(st.integers(0, 9)) == 0:
         args["layout"], mutations = "diagonal", [*mutations, "layout"]
+    return args, storages, mutations
+
+
+def rotate_qk(
+    q: Any, k: Any, q_out: Any, k_out: Any, q_pos: Any, k_pos: Any, offsets: Any, cos: Any, sin: Any, theta: Any,
+    layout: str, inverse: bool,
+) -> None:  # fmt: skip
+    """:func:`posenc._native.rotate_qk` with each position tensor an argument of its own, for ``mutate``."""
+    positions = None if q_pos is None else (q_pos, k_pos)
+    _native.rotate_qk(q, k, q_out, k_out, positions, offsets, cos, sin, theta, layout, inverse)
+
+
+@st.composite
+def rotate_qk_case(draw: Any) -> tuple[dict[str, Any], list[Storage], list[str]]:
+    storages: list[Storage] = []
+    dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    tdtype = draw(st.sampled_from([work, torch.bfloat16])) if dtype == torch.bfloat16 else work
+    b, hq, hk, sq, sk = (draw(st.integers(lo, hi)) for lo, hi in ((0, 3), (0, 3), (0, 3), (0, 5), (0, 5)))
+    h, n = draw(st.integers(0, 9)), draw(st.integers(1, 6))
+    d = 2 * h + draw(st.integers(0, 3))
+    args: dict[str, Any] = {
+        "q": draw(placed((b, hq, sq, d), dtype, storages)),
+        "k": draw(placed((b, hk, sk, d), dtype, storages)),
+        "q_out": draw(placed((b, hq, sq, d), dtype, storages)),
+        "k_out": draw(placed((b, hk, sk, d), dtype, storages)),
+        "q_pos": None,
+        "k_pos": None,
+        "offsets": (draw(st.integers(0, 9)), draw(st.integers(0, 9))),
+        "theta": draw(placed((h + 1 + draw(st.integers(0, 2)),), torch.float64, storages, contiguous=True)),
+        "layout": draw(st.sampled_from(sorted(_native.ROTARY_LAYOUTS))),
+        "inverse": draw(st.booleans()),
+    }
+    args["cos"], args["sin"] = draw(placed((2, n, h), tdtype, storages)).unbind(0)  # equal strides
+    args["theta"].copy_(torch.rand(args["theta"].shape, dtype=torch.float64))  # frequencies, the factor
+    storages[-2].before = storages[-2].tensor.view(torch.uint8).clone()
+    arrays = ["q", "k", "q_out", "k_out", "cos", "sin", "theta"]
+    mutations = []
+    if draw(st.booleans()):  # positions inside the cache, beyond it and negative
+        for name, seq in (("q_pos", sq), ("k_pos", sk)):
+            pos = draw(placed((draw(st.sampled_from([1, b])), seq), torch.int64, storages, dense_last=False))
+            pos.copy_(torch.randint(-3, n + 4, pos.shape, generator=torch.Generator().manual_seed(seq)))
+            storages[-1].before = storages[-1].tensor.view(torch.uint8).clone()
+            args[name] = pos
+        if args["q_pos"].numel() and draw(st.integers(0, 4)) == 0:
+            args["q_pos"] = args["q_pos"].clone(memory_format=torch.contiguous_format)
+            args["q_pos"].view(-1)[-1] = draw(st.sampled_from([2**53, -(2**53), -(2**63)]))
+            mutations.append("q_pos:value")
+        arrays += ["q_pos", "k_pos"]
+    elif draw(st.integers(0, 9)) == 0:
+        args["offsets"], mutations = (-1, 0), ["offsets"]
+    mutations += draw(mutate(args, arrays, storages))
     return args, storages, mutations
 
 
@@ -305,6 +360,11 @@ def fuzz(examples: int) -> None:
         run_case(_native.rotate, case[0], "out", case[1], case[2])
 
     @settings(SETTINGS, max_examples=examples)
+    @given(rotate_qk_case())
+    def rotate_qk_(case: tuple[dict[str, Any], list[Storage], list[str]]) -> None:
+        run_case(rotate_qk, case[0], ("q_out", "k_out"), case[1], case[2])
+
+    @settings(SETTINGS, max_examples=examples)
     @given(slots_case())
     def slots(case: tuple[dict[str, Any], list[Storage], list[str]]) -> None:
         args, storages, mutations = case
@@ -315,8 +375,14 @@ def fuzz(examples: int) -> None:
     def expi_rows(case: tuple[dict[str, Any], list[Storage], list[str]]) -> None:
         run_case(_native.expi_rows, case[0], "out", case[1], case[2])
 
-    for test in (rotate, slots, expi_rows):
+    for test in (rotate, rotate_qk_, slots, expi_rows):
         test()
+
+
+QK_ROW_OF_2 = (0, 0, 1, 0, 1, 3, 8, 8, 4, 4, 1, 1, 2, 1, 1, 0, 8, 8, 8, 8, 8, 8)
+"""rotate_qk's codes, sizes and query side after its 9 pointers: float32, half_split, positions, a batch of 3
+whose queries' positions are 2 rows (neither 1 nor the batch)."""
+QK_SIDE_K = (1, 1, 1, 1, 1, 0, 8, 8, 8, 8, 8, 8)
 
 
 def entry_points_recheck() -> None:
@@ -333,6 +399,9 @@ def entry_points_recheck() -> None:
         "expi_rows: rows overlap": lambda k: k.expi_rows(p, 0, 0, 4, 2, 4, 7, p, 0.0, 1.0, 0),
         "expi_rows: scratch overflow": lambda k: k.expi_rows(p, 0, 0, 4, 2**61, 4, 8, p, 0.0, 1.0, 0),
         "slots: mode": lambda k: k.slots(p, p, p, 0, 3, 1, 1, 1, 1, 1),
+        "rotate_qk: a broadcast row of 2 for a batch of 3": lambda k: k.rotate_qk(
+            *[p] * 9, *QK_ROW_OF_2, *QK_SIDE_K
+        ),
     }
     for what, call in bad.items():
         try:

@@ -21,6 +21,11 @@ def test_wrappers_refuse_wrong_arguments_and_never_write_out_of_bounds():
     run = subprocess.run([sys.executable, str(script), "300"], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, f"exit status {run.returncode}\n{run.stdout[-4000:]}\n{run.stderr[-8000:]}"
     counts = json.loads(run.stdout.strip().splitlines()[-1])
-    for loop in ("rotate", "slots", "expi_rows"):  # both outcomes exercised, or the fuzzing proves little
+    for loop in (
+        "rotate",
+        "rotate_qk",
+        "slots",
+        "expi_rows",
+    ):  # both outcomes exercised, or the fuzzing proves little
         assert counts.get(f"{loop} ran", 0) >= 20 and counts.get(f"{loop} refused", 0) >= 20, counts
-    assert counts["entry point refused"] == 6, counts
+    assert counts["entry point refused"] == 7, counts

@@ -309,15 +309,32 @@ def dispatched(call) -> list[str]:
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("layout", ["half_split", "adjacent"])
 def test_a_decoding_step_at_tensor_positions_dispatches_few_operators(dtype, layout):
-    # one query and key at [b, 1] positions (q_positions only: it serves the keys too): the positions
-    # are checked once, in one reduction, and the tables made for them, no more than 12 operators in all
+    # one query and key at [b, 1] positions (q_positions only: it serves the keys too), no more than 12
+    # operators in all: on the CPU int64 positions are checked once, by the loop that rotates q and k
+    # (test below), so no reduction asserts them; int32 holds no value >= 2^53
     rope = RotaryEmbedding(128, layout=layout, max_len=4096)
     q, k = torch.randn(1, 32, 1, 128), torch.randn(1, 8, 1, 128)
     positions = torch.tensor([[100]], dtype=dtype)
     ops = dispatched(lambda: rope(q, k, q_positions=positions))
     assert len(ops) <= 12, ops
-    assert ops.count("aten::_assert_async") == (dtype == torch.int64), ops  # int32 holds no value >= 2^53
+    assert ops.count("aten::_assert_async") == 0, ops
     assert len(dispatched(lambda: rope(q, k, offset=100))) <= 4
+
+
+@pytest.mark.parametrize("bad", [2**53, -(2**53), -(2**63)])
+@pytest.mark.parametrize("layout", ["half_split", "adjacent"])
+def test_a_decoding_step_refuses_a_bad_position_once_checked(bad, layout):
+    # the decoding step of the test above, its one check of the values: for the queries' positions (serving
+    # the keys too), and for distinct keys' positions, each named, with the first bad value
+    rope = RotaryEmbedding(128, layout=layout, max_len=4096)
+    q, k = torch.randn(2, 32, 1, 128), torch.randn(2, 8, 1, 128)
+    good, worse = torch.tensor([[100], [7]]), torch.tensor([[100], [bad]])
+    with pytest.raises(ValueError, match=rf"^q_positions must be finite and < 2\^53 .*, got {bad}$"):
+        rope(q, k, q_positions=worse)
+    with pytest.raises(ValueError, match=rf"^q_positions must be finite and < 2\^53 .*, got {bad}$"):
+        rope(q, k, q_positions=worse, k_positions=good)
+    with pytest.raises(ValueError, match=rf"^k_positions must be finite and < 2\^53 .*, got {bad}$"):
+        rope(q, k, q_positions=good, k_positions=worse)
 
 
 def python_depth(call) -> int:

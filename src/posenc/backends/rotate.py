@@ -561,13 +561,13 @@ def _operator(call: Rotation) -> torch.Tensor:
     return out
 
 
-_LOOP_DTYPES = frozenset({torch.float32, torch.float64, torch.bfloat16})
+LOOP_DTYPES = frozenset({torch.float32, torch.float64, torch.bfloat16})
 CPU, CUDA = frozenset({"cpu"}), frozenset({"cuda"})
 
 BACKENDS: tuple[Backend[Rotation], ...] = (
-    Backend("loop", _loop, devices=CPU, dtypes=_LOOP_DTYPES, needs="native", supports=_kernel_ok),
+    Backend("loop", _loop, devices=CPU, dtypes=LOOP_DTYPES, needs="native", supports=_kernel_ok),
     Backend("triton", _triton, devices=CUDA, needs="triton", supports=_kernel_ok),
-    Backend("operator (loop)", _operator, devices=CPU, dtypes=_LOOP_DTYPES, needs="native", eager=False,
+    Backend("operator (loop)", _operator, devices=CPU, dtypes=LOOP_DTYPES, needs="native", eager=False,
             compiled=True),
     Backend("operator (complex)", _operator, devices=CPU, eager=False, compiled=True,
             supports=lambda call: call.layout == "adjacent"),

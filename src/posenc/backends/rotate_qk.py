@@ -6,11 +6,17 @@ broadcasts), or at ``q_offset + 0 …`` and ``k_offset + 0 …``; ``cos``/``sin`
 ``[n, r/2]`` in the work dtype; ``theta`` float64 ``[r/2 + 1]``, the frequencies and then the attention
 factor, for positions outside the cache (``t < 0`` or ``t ≥ n``): there ``c = a·cos(t·θ)``, ``s = a·sin(t·θ)``.
 
-:func:`reference` is the definition. Backends (:data:`BACKENDS`): the Triton kernel on CUDA as the operator
-``posenc::rotate_qk`` (eagerly for :meth:`posenc.nn.RotaryEmbedding.forward`, and, while ``torch.compile``
+:func:`reference` is the definition. Backends (:data:`BACKENDS`), each as the operator ``posenc::rotate_qk``
+where autograd needs it (its backward is the inverse rotation, one call for both gradients): on the CPU the
+compiled loop of :mod:`posenc._native` for small calls (``s_q, s_k ≤`` :data:`LOOP_TOKENS`: decoding and
+speculative steps; longer ones rotate faster by the tables of :mod:`posenc.backends.rotate`, which prefetch and
+use AVX512-BF16), at int64 positions or offsets, eagerly for :meth:`posenc.nn.RotaryEmbedding.forward`; the
+Triton kernel on CUDA (eagerly for :meth:`posenc.nn.RotaryEmbedding.forward`, and, while ``torch.compile``
 traces, for the tables of a :class:`posenc.nn.contracts.PositionContext` too: eagerly the one launch costs
 more host time there than the two table rotations); else ``tables``: the caller rotates ``q`` and ``k``
 by tables at their positions (:mod:`posenc.backends.rotate`), whose ``apply`` is :func:`reference`.
+Each one-launch backend reads the cache in its own dtype (:func:`table_dtype`); both refuse positions of
+magnitude ``≥ 2^53`` themselves, so their caller checks none.
 """
 
 from __future__ import annotations
@@ -19,9 +25,9 @@ from typing import Any, NamedTuple
 
 import torch
 
-from posenc import _gpu
+from posenc import _gpu, _native
 from posenc.backends import Backend, Environment, select
-from posenc.backends.rotate import CUDA, layout_table, rotation_reference
+from posenc.backends.rotate import CPU, CUDA, LOOP_DTYPES, layout_table, rotation_reference
 
 
 class QK(NamedTuple):
@@ -67,8 +73,11 @@ def reference(
     layout: str,
     inverse: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(R q, R k)`` (``Rᵀ`` when ``inverse``) as the module docstring defines it."""
+    """``(R q, R k)`` (``Rᵀ`` when ``inverse``) as the module docstring defines it: the table values rounded
+    to the tables' dtype, the rotation worked in float64 beside float64 tables, else in float32 (bfloat16
+    tables widened exactly), rounded once to ``q``'s dtype."""
     n, half = cos.shape[0], cos.shape[1]
+    work = torch.float64 if cos.dtype == torch.float64 else torch.float32
     out = []
     for x, pos, offset in ((q, q_pos, q_offset), (k, k_pos, k_offset)):
         p = torch.arange(offset, offset + x.shape[-2], device=x.device)[None] if pos is None else pos.long()
@@ -77,8 +86,8 @@ def reference(
         rows = p.clamp(0, max(n - 1, 0))
         c = torch.where(inside, cos[rows].double(), angles.cos() * theta[half])
         s = torch.where(inside, sin[rows].double(), angles.sin() * theta[half])
-        c, s = (layout_table(t, layout)[:, None].to(cos.dtype) for t in (c, s))  # [b or 1, 1, s, r]
-        out.append(rotation_reference(x.to(cos.dtype), c, s, layout, inverse).to(x.dtype))
+        c, s = (layout_table(t, layout)[:, None].to(cos.dtype).to(work) for t in (c, s))  # [b or 1, 1, s, r]
+        out.append(rotation_reference(x.to(work), c, s, layout, inverse).to(x.dtype))
     return out[0], out[1]
 
 
@@ -110,12 +119,96 @@ def launch(
     return q_out, k_out
 
 
+LOOP_TOKENS = 16
+"""The CPU loop serves calls of at most this many queries and keys per sequence (module docstring)."""
+
+
+def _loop_ok(call: QK) -> bool:
+    q, k, qp, kp = call.q, call.k, call.q_positions, call.k_positions
+    return (
+        q.dim() == k.dim() == 4
+        and q.shape[2] <= LOOP_TOKENS
+        and k.shape[2] <= LOOP_TOKENS
+        and k.dtype == q.dtype
+        and k.device == q.device
+        and q.stride(-1) == k.stride(-1) == 1
+        and not call.xpos
+        and call.static
+        and not call.context  # a context's tables were made for the call already: rotating by them is less
+        and (
+            (qp is None and kp is None)
+            or (
+                isinstance(qp, torch.Tensor)
+                and isinstance(kp, torch.Tensor)
+                and qp.dtype == kp.dtype == torch.int64
+                and qp.is_cpu
+                and kp.is_cpu  # beside q: the loop runs on the CPU only
+            )
+        )
+    )
+
+
+def _loop(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_pos: torch.Tensor | None,
+    k_pos: torch.Tensor | None,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    theta: torch.Tensor,
+    q_offset: int,
+    k_offset: int,
+    layout: str,
+    inverse: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``posenc::rotate_qk`` on the CPU: :func:`posenc._native.rotate_qk`, whose checks run once per
+    signature of the arguments (shapes, strides, dtypes, storage offsets and sizes: everything they read
+    but the addresses; the outputs are made here, apart from the inputs), as in
+    :func:`posenc.backends.rotate._loop`."""
+    q = q if q.stride(-1) == 1 else q.contiguous()  # a gradient may come expanded
+    k = k if k.stride(-1) == 1 else k.contiguous()
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    positions = None if q_pos is None or k_pos is None else (q_pos, k_pos)
+    inputs = (q, k, cos, sin, theta, *(positions or ()))  # the outputs: fresh, as q and k, their strides
+    key = (
+        layout, q_out.stride(), k_out.stride(),
+        *[(t.shape, t.stride(), t.dtype, t.storage_offset(), t.untyped_storage().nbytes()) for t in inputs],
+    )  # fmt: skip
+    if key in _CHECKED:
+        _native.rotate_qk_trusted(
+            q, k, q_out, k_out, positions, (q_offset, k_offset), cos, sin, theta, layout, inverse
+        )
+        return q_out, k_out
+    _native.rotate_qk(q, k, q_out, k_out, positions, (q_offset, k_offset), cos, sin, theta, layout, inverse)
+    if len(_CHECKED) >= _CHECKED_SIZE:
+        _CHECKED.clear()
+    _CHECKED.add(key)
+    return q_out, k_out
+
+
+_CHECKED: set[tuple[Any, ...]] = set()
+"""Signatures of :func:`_loop`'s calls of :func:`posenc._native.rotate_qk` that passed its checks."""
+
+_CHECKED_SIZE = 4096
+"""At most this many signatures are kept (then the set starts afresh)."""
+
+
+def _loop_backend(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loop directly, or as the operator where autograd records it (the operator's dispatch measured
+    ~15 µs a call on the CPU: a decoding step's whole budget for the positions)."""
+    q, k = args[0], args[1]
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad):
+        return _operator(*args)
+    return _loop(*args)
+
+
 _LIBRARY = torch.library.Library("posenc", "FRAGMENT")
 _LIBRARY.define(
     "rotate_qk(Tensor q, Tensor k, Tensor? q_pos, Tensor? k_pos, Tensor cos, Tensor sin, Tensor theta, "
     "int q_offset, int k_offset, str layout, bool inverse) -> (Tensor, Tensor)"
 )
 _LIBRARY.impl("rotate_qk", launch, "CUDA")
+_LIBRARY.impl("rotate_qk", _loop, "CPU")
 
 
 @torch.library.register_fake("posenc::rotate_qk")
@@ -149,6 +242,7 @@ def _operator(*args: Any) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 BACKENDS: tuple[Backend[QK], ...] = (
+    Backend("loop", _loop_backend, devices=CPU, dtypes=LOOP_DTYPES, needs="native", supports=_loop_ok),
     Backend("triton", _operator, devices=CUDA, needs="triton", compiled=True,
             supports=lambda call: not call.context and _kernel_ok(call)),
     Backend("triton, context", _operator, devices=CUDA, needs="triton", eager=False, compiled=True,
@@ -158,6 +252,17 @@ BACKENDS: tuple[Backend[QK], ...] = (
 """The backends of the q+k rotation, in order of preference (module docstring)."""
 
 
-def one_launch(call: QK) -> bool:
-    """Whether the one-launch operator serves ``call`` (else the caller rotates by tables)."""
-    return select(BACKENDS, call, Environment.of(call.q)).name != "tables"
+def one_launch(call: QK) -> Backend[QK] | None:
+    """The one-launch backend that serves ``call`` (its ``apply`` takes the operator's arguments), or
+    ``None`` where the caller rotates by tables."""
+    backend = select(BACKENDS, call, Environment.of(call.q))
+    return None if backend.name == "tables" else backend
+
+
+def table_dtype(backend: Backend[QK], dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the cached tables ``backend`` reads for queries and keys of ``dtype``: the work dtype
+    (float64 beside float64, else float32), but bfloat16 beside bfloat16 for the CPU loop, which widens
+    them exactly as it reads them (half the table traffic) and so rotates as the CPU table path does."""
+    if dtype == torch.bfloat16 and backend.name == "loop":
+        return dtype
+    return torch.float64 if dtype == torch.float64 else torch.float32

@@ -38,6 +38,8 @@ from collections.abc import Callable
 
 import torch
 
+from posenc import validate
+
 EXACT_LIMIT = 2**53
 """Positions must stay below this: float64 (the dtype of every angle) holds every integer up to it."""
 
@@ -141,8 +143,7 @@ def check_values(name: str, positions: torch.Tensor) -> None:
     else:
         return
     ok = torch.lt(torch.linalg.vector_norm(values, ord=math.inf), _LIMIT)  # a tensor: no scalar wrapped
-    message = f"{name} must be finite and < 2^53 in magnitude (float64 cannot tell larger positions apart)"
-    assert_on_device(ok, message, lambda: _first_bad(positions))
+    assert_on_device(ok, validate.position_limit_message(name), lambda: _first_bad(positions))
 
 
 def _first_bad(positions: torch.Tensor) -> str:
@@ -312,6 +313,13 @@ def check_distinct_values(q_positions: torch.Tensor | None, k_positions: torch.T
             and (name == "q_positions" or positions is not q_positions)
         ):
             check_values(name, positions)
+
+
+def check_wrapping_values(q_positions: torch.Tensor | None, k_positions: torch.Tensor | None) -> None:
+    """:func:`check_distinct_values` of given positions whose widening to int64 wraps (uint64: ``2^64 − 1``
+    becomes ``−1``), for a caller whose kernel asserts the values of the widened positions itself."""
+    if any(p is not None and p.dtype == torch.uint64 for p in (q_positions, k_positions)):
+        check_distinct_values(q_positions, k_positions)
 
 
 def relative_distances(

@@ -20,7 +20,8 @@ The cos/sin tables handed to :func:`apply_rotary` are ``[s, r]`` in the same lay
 Face's ``cos``/``sin`` (``cat(freqs, freqs)``), for ``adjacent`` GPT-J's ``repeat_interleave``.
 The rotation itself, its reference :func:`rotation_reference` and its backends (the compiled CPU loop,
 the Triton kernel, the compiler's form …) live in :mod:`posenc.backends.rotate`; the one-launch rotation
-of queries and keys on CUDA in :mod:`posenc.backends.rotate_qk`.
+of queries and keys (the CPU loop for decoding steps, the Triton kernel on CUDA) in
+:mod:`posenc.backends.rotate_qk`.
 
 Context extension (``scaling``) changes the frequencies (and, for YaRN/LongRoPE, scales the
 tables by an attention factor) so that angles stay ``t·θ_i`` in float64: ``"linear"`` (Chen et
@@ -40,7 +41,7 @@ import numpy as np
 import torch
 
 from posenc import spectrum, validate
-from posenc.backends import rotate_qk
+from posenc.backends import Backend, rotate_qk
 from posenc.backends.rotate import (
     LAYOUTS,
     Pairs,
@@ -266,13 +267,19 @@ class RotaryEmbedding(RotaryContract):
         dtype, device or frequencies (from float64 angles, outside inference mode), doubled when a call runs
         past their end; a window beyond twice their length (one decoding step at 10^6) is computed directly."""
         end, cached = start + length, self._cos.shape[0]
-        if self._table_dtype != dtype or self._cos.dtype != dtype or self._cos.device != device:
-            self._build(cached, dtype, device)
+        self._tables_in(dtype, device, end)
         if end > 2 * cached:
             return self._range(length, dtype=dtype, device=device, offset=start)
-        if end > cached:
-            self._build(2 * cached, dtype, device)
         return self._cos[start:end], self._sin[start:end]
+
+    def _tables_in(self, dtype: torch.dtype, device: torch.device, end: int = 0) -> None:
+        """The cached tables rebuilt where their dtype, device or frequencies changed, and doubled where a call
+        runs to ``end`` past their end but not beyond twice their length (:meth:`_cached`)."""
+        cached = self._cos.shape[0]
+        if self._table_dtype != dtype or self._cos.dtype != dtype or self._cos.device != device:
+            self._build(cached, dtype, device)
+        if cached < end <= 2 * cached:
+            self._build(2 * cached, dtype, device)
 
     def _build(self, length: int, dtype: torch.dtype, device: torch.device) -> None:
         with torch.inference_mode(False):
@@ -324,8 +331,10 @@ class RotaryEmbedding(RotaryContract):
                 q.shape[-2], k.shape[-2], q_positions=q_positions, k_positions=k_positions, offset=offset,
                 device=q.device, values=False,
             )  # fmt: skip
-        if self._one_launch_serves(q, k, q_positions, k_positions, context=False):  # asserts values itself
-            q_rot, k_rot = self._one_launch(q, k, q_positions, k_positions, offset)
+        launch = self._one_launch_serves(q, k, q_positions, k_positions, context=False)
+        if launch is not None:  # it asserts the values of the (widened) positions itself
+            _positions.check_wrapping_values(*given)
+            q_rot, k_rot = self._one_launch(launch, q, k, q_positions, k_positions, offset)
         else:
             _positions.check_distinct_values(*given)
             q_tab, k_tab = self._tables_for(q, k, q_positions, k_positions, offset)
@@ -457,29 +466,33 @@ class RotaryEmbedding(RotaryContract):
 
     def _one_launch_serves(
         self, q: torch.Tensor, k: torch.Tensor, qp: object, kp: object, *, context: bool
-    ) -> bool:
-        """The one place this module chooses how to rotate: one launch for ``q`` and ``k`` (``rotate_qk``) or not."""
+    ) -> Backend[rotate_qk.QK] | None:
+        """The one place this module chooses how to rotate: the backend of one launch for ``q`` and ``k``
+        (``rotate_qk``), or ``None`` (by tables)."""
         xpos, static = self.xpos_scale_base is not None, self._length_rule == "static"
         return rotate_qk.one_launch(rotate_qk.QK(q, k, qp, kp, xpos, static, context))
 
     def _one_launch(
         self,
+        launch: Backend[rotate_qk.QK],
         q: torch.Tensor,
         k: torch.Tensor,
         q_positions: torch.Tensor | None,
         k_positions: torch.Tensor | None,
         offset: int,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`forward` by ``posenc::rotate_qk`` (the cache gathered by position in the kernel)."""
-        work = torch.float64 if q.dtype == torch.float64 else torch.float32
+        """:meth:`forward` by the one-launch backend ``launch`` of ``posenc::rotate_qk`` (the cache, in the dtype
+        that backend reads, gathered by position in the kernel)."""
+        work = rotate_qk.table_dtype(launch, q.dtype)
         q_pos = k_pos = None
         if q_positions is None or k_positions is None:
             offsets = _positions.default_starts(q.shape[-2], k.shape[-2], offset)
-            self._cached(offsets[1], k.shape[-2], work, q.device)  # grows the cache to cover the call
+            self._tables_in(work, q.device, offsets[1] + k.shape[-2])  # grows the cache to cover the call
         else:
-            self._cached(0, 0, work, q.device)  # the tables in the work dtype on q's device
+            self._tables_in(work, q.device)
             _positions.batch_of(q_positions, k_positions, q, k)
-            q_pos, k_pos = (p.view(-1, p.shape[-1]) for p in (q_positions, k_positions))
+            q_pos = q_positions if q_positions.dim() == 2 else q_positions.view(1, -1)
+            k_pos = k_positions if k_positions.dim() == 2 else k_positions.view(1, -1)
             if q_pos.dtype != k_pos.dtype:
                 q_pos, k_pos = q_pos.long(), k_pos.long()
             offsets = (0, 0)
@@ -487,10 +500,9 @@ class RotaryEmbedding(RotaryContract):
             factor = torch.tensor([self._attention_factor], dtype=torch.float64)
             with torch.inference_mode(False):
                 self._kernel_theta = torch.cat([self._frequencies, factor]).to(q.device)
-        out: tuple[torch.Tensor, torch.Tensor] = torch.ops.posenc.rotate_qk(
+        return launch.apply(  # type: ignore[return-value]
             q, k, q_pos, k_pos, self._cos, self._sin, self._kernel_theta, *offsets, self.layout, False
         )
-        return out
 
     def cos_sin(
         self,
@@ -560,13 +572,14 @@ class RotaryEmbedding(RotaryContract):
         otherwise by the context's tables."""
         if isinstance(context.state, _Positions):
             p = context.state.positions
-            if self._one_launch_serves(q, k, p, p, context=True):
+            launch = self._one_launch_serves(q, k, p, p, context=True)
+            if launch is not None:
                 p = (
                     None
                     if p is None
                     else _positions.check_positions("positions", p, p.shape[-1], batched=True)
                 )
-                return self._one_launch(q, k, p, p, 0)
+                return self._one_launch(launch, q, k, p, p, 0)
         return super().transform_qk(q, k, context)
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
