@@ -54,7 +54,7 @@ import torch
 from posenc.errors import UsageError
 from posenc_bench.data.containers import Splits
 from posenc_bench.experiment.claims import claim
-from posenc_bench.experiment.config import RunConfig
+from posenc_bench.experiment.config import RunConfig, identity_version
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
 from posenc_bench.experiment.environment import environment
@@ -252,7 +252,7 @@ def _stored_run(
             log=log,
         )
         return None, False
-    wanted = config.to_dict()
+    wanted = config.identity(identity_version(stored["config"]))
     if stored["config"] != wanted:
         differing = sorted(
             k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k)
