@@ -61,16 +61,25 @@ from posenc_bench.experiment.constraints import (
     parameter_name,
 )
 from posenc_bench.experiment.figures import lengthgen_plot
-from posenc_bench.experiment.files import move_aside, write_text_atomic
+from posenc_bench.experiment.files import write_text_atomic
+from posenc_bench.experiment.runs import (
+    CHECKPOINT,
+    CONFIG,
+    LOG,
+    METRICS,
+    claim_each,
+    discard,
+    intact,
+    log_csv,
+    read_json,
+    save_checkpoint,
+)
 from posenc_bench.experiment.stats import holm, paired_interval, sign_flip_p
 from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
 from posenc_bench.experiment.train import Bar
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
-
-CHECKPOINT = "checkpoint.pt"
-"""An unfinished run's model, optimiser and progress (:func:`_resume`)."""
 
 ENCODING = "encoding.pt"
 """A finished run's trained encoding: the ``state_dict`` of its decoder's encoding module."""
@@ -445,21 +454,12 @@ def _test_positions(
 # one run --------------------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _stored(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, ``None`` when there is none or it is unreadable (the run then retrains)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(path, {})
+    except UnusableFile:
         return None
-    return value if isinstance(value, dict) else None
-
-
-def _log_csv(rows: list[dict[str, float]]) -> str:
-    buffer = io.StringIO()
-    fit = ["fit_accuracy"] if rows and "fit_accuracy" in rows[0] else []
-    writer = csv.DictWriter(buffer, fieldnames=["step", "loss", "tokens_per_s", *fit])
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def _fresh(
@@ -510,18 +510,18 @@ def claimed_run(
         if not mine:
             return None, False
         settings = run_identity(config, plan)
-        stored = _read_json(folder / "config.json")
+        stored = _stored(folder / CONFIG)
         if stored is not None and stored != settings:
-            for name in ("metrics.json", CHECKPOINT, "log.csv", ENCODING):
+            for name in (METRICS, CHECKPOINT, LOG, ENCODING):
                 (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
-        metrics = _read_json(folder / "metrics.json")
+        metrics = _stored(folder / METRICS)
         if stored == settings and metrics is not None and (folder / ENCODING).is_file():
             try:
                 _read_encoding(config, folder / ENCODING)
                 return metrics, False
             except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
                 _discard(folder, ENCODING, exc)
-        write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(folder / CONFIG, json.dumps(settings, indent=2, sort_keys=True) + "\n")
         return _train(config, plan, folder, device=device, stop_after=stop_after, bar=bar), True
 
 
@@ -595,13 +595,13 @@ def _train(
             if config.fit_accuracy is not None:
                 rows[-1]["fit_accuracy"] = fit_accuracy(model, config, plan, device)
                 if rows[-1]["fit_accuracy"] >= config.fit_accuracy:
-                    write_text_atomic(folder / "log.csv", _log_csv(rows))
+                    write_text_atomic(folder / LOG, log_csv(rows))
                     break
             state = {"model": model.state_dict(), "optimiser": optimiser.state_dict(),
                      "schedule": schedule.state_dict(), "step": step, "log": rows,
                      "seconds": seconds, "tokens": tokens}  # fmt: skip
-            _save(checkpoint, state)
-            write_text_atomic(folder / "log.csv", _log_csv(rows))
+            save_checkpoint(checkpoint, state)
+            write_text_atomic(folder / LOG, log_csv(rows))
         if stop_after is not None and done_here >= stop_after and step < config.steps:
             return None
     if steps is not None:
@@ -610,8 +610,8 @@ def _train(
     metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9))
     encoding = model.encoder.encoding
     trained = {} if encoding is None else {k: v.detach().cpu() for k, v in encoding.state_dict().items()}
-    _save(folder / ENCODING, trained)
-    write_text_atomic(folder / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    save_state(folder / ENCODING, trained)
+    write_text_atomic(folder / METRICS, json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     checkpoint.unlink(missing_ok=True)  # the metrics and the trained encoding are the record
     return metrics
 
@@ -676,6 +676,8 @@ def _resume(
     """Load the checkpoint in ``path`` into ``model``, ``optimiser`` and ``schedule``; its progress fields.
     :class:`UnusableFile` when it is not a checkpoint of this run (the three may then be partly loaded)."""
     state = load_state(path, device=device)
+    if isinstance(state, dict) and "sha256" in state:  # checkpoints written before it carry no digest
+        state = intact(state)
     fields = {"model": dict, "optimiser": dict, "schedule": dict, "step": int, "log": list,
               "seconds": float, "tokens": int}  # fmt: skip
     if not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in fields.items()):
@@ -687,13 +689,8 @@ def _resume(
 
 
 def _discard(folder: Path, name: str, why: UnusableFile) -> None:
-    """Move ``folder/name`` aside and say so in one line: the run retrains."""
-    moved = move_aside(folder, (name,), "corrupt")
-    print(f"{folder / name} {why}; moved aside as {', '.join(moved) or 'nothing'}; the run retrains")
-
-
-def _save(path: Path, state: dict[str, Any]) -> None:
-    save_state(path, state)
+    """Move ``folder/name`` aside as corrupt and say so in one line (:func:`~posenc_bench.experiment.runs.discard`)."""
+    discard(folder, (name,), "corrupt", f"{folder / name} {why}", tidy=True, log=print)
 
 
 def _test_settings(plan: LengthgenPlan) -> dict[str, Any]:
@@ -737,30 +734,21 @@ def run_lengthgen(
     start = time.perf_counter()
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     configs = plan.configs()
-    finished = sum((config.directory(out) / "metrics.json").is_file() for config in configs)
+    finished = sum((config.directory(out) / METRICS).is_file() for config in configs)
     if finished:
         print(f"resuming: {finished} of {len(configs)} runs done (under {out / 'runs'}); they are read back")
-    held_elsewhere: list[
-        LengthgenConfig
-    ] = []  # runs another process on this --out is training: taken last, waiting for them
-    for wait, batch in ((False, configs), (True, held_elsewhere)):
-        for config in batch:
-            t0 = time.perf_counter()
-            metrics, trained = claimed_run(
-                config, plan, out, device=device, wait=wait, bar=progress is not None
-            )
-            if metrics is None:
-                held_elsewhere.append(config)
-                continue
-            results[(config.task, config.encoding, config.seed)] = metrics
-            if progress is not None:
-                acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
-                how = f"{time.perf_counter() - t0:.1f}s" if trained else "read back"
-                if "fit" in metrics:
-                    f = metrics["fit"]
-                    how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
-                progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
-                         f"{acc} ({how})")  # fmt: skip
+
+    def attempt(config: LengthgenConfig, wait: bool) -> tuple[dict[str, Any], bool, float] | None:
+        t0 = time.perf_counter()
+        metrics, trained = claimed_run(config, plan, out, device=device, wait=wait, bar=progress is not None)
+        return None if metrics is None else (metrics, trained, time.perf_counter() - t0)
+
+    for i, (metrics, trained, seconds) in claim_each(configs, attempt):
+        config = configs[i]
+        results[(config.task, config.encoding, config.seed)] = metrics
+        if progress is not None:
+            progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
+                     f"{_progress(metrics, seconds if trained else None)}")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
     tables["criteria"] = lengthgen_analysis.criteria_beyond_l(
@@ -768,6 +756,17 @@ def run_lengthgen(
     )
     text, paths = _write(plan, tables, out, wall)
     return LengthgenResult(results, text, paths, wall)
+
+
+def _progress(metrics: dict[str, Any], seconds: float | None) -> str:
+    """A finished run's accuracy per test length, and how long it trained (``seconds``; ``None``: read back)
+    and where it stopped against its fit criterion, for the progress line."""
+    acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
+    how = "read back" if seconds is None else f"{seconds:.1f}s"
+    if "fit" in metrics:
+        f = metrics["fit"]
+        how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
+    return f"{acc} ({how})"
 
 
 def _write(

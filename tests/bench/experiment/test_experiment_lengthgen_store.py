@@ -40,3 +40,51 @@ def test_run_folders_of_the_earlier_layout_are_read_back_not_retrained(tmp_path,
     assert (tmp_path / "lengthgen.csv").read_bytes() == (FIXTURE / "lengthgen.csv").read_bytes()
     made, committed = ((d / "lengthgen.md").read_text(encoding="utf-8") for d in (tmp_path, FIXTURE))
     assert _untimed(made) == _untimed(committed)
+
+
+def _tiny():
+    base = lg.LengthgenConfig(task="parity", encoding="sinusoidal", seed=0, train_length=4, vocab=8, d_model=16,
+                              n_heads=2, n_layers=1, steps=4, checkpoint_every=2)  # fmt: skip
+    plan = lg.LengthgenPlan(base, tasks=("parity",), encodings=("sinusoidal",), seeds=1, n_test=4,
+                            test_multiples=(1.0, 2.0))  # fmt: skip
+    return base, plan
+
+
+def _interrupted(tmp_path):
+    base, plan = _tiny()
+    whole = lg.train_run(base, plan, tmp_path / "whole", device=CPU)
+    assert lg.train_run(base, plan, tmp_path / "cut", device=CPU, stop_after=2) is None
+    return base, plan, whole, base.directory(tmp_path / "cut") / lg.CHECKPOINT
+
+
+def test_a_checkpoint_with_garbled_tensor_bytes_is_caught_by_its_digest(tmp_path, capsys):
+    """A lengthgen checkpoint carries the shared run store's SHA-256 digest: changed tensor values that
+    torch still loads are caught, moved aside, and the run retrains to the uninterrupted result."""
+    base, plan, whole, path = _interrupted(tmp_path)
+    state = torch.load(path, weights_only=True)
+    assert set(state) >= {"model", "optimiser", "step", "sha256"}
+    name = next(iter(state["model"]))
+    state["model"][name] = state["model"][name] + 1.0
+    torch.save(state, path)
+    capsys.readouterr()
+    again = lg.train_run(base, plan, path.parents[5], device=CPU)
+    out = capsys.readouterr().out
+    assert "does not match its SHA-256 digest" in out and "moved aside" in out and "retrains" in out, out
+    assert any(p.name.startswith("checkpoint.pt.corrupt-") for p in path.parent.iterdir())
+    assert again == {**whole, **{k: again[k] for k in ("train_seconds", "tokens_per_s")}}
+
+
+def test_a_checkpoint_written_before_digests_still_resumes(tmp_path, monkeypatch):
+    """Checkpoints of the earlier layout hold no digest: they resume (the last 2 of 4 steps are trained),
+    to the uninterrupted result."""
+    base, plan, whole, path = _interrupted(tmp_path)
+    state = torch.load(path, weights_only=True)
+    del state["sha256"]
+    torch.save(state, path)
+    steps = []
+    batch = lg.training_batch
+    monkeypatch.setattr(lg, "training_batch", lambda config, step: steps.append(step) or batch(config, step))
+    again = lg.train_run(base, plan, path.parents[5], device=CPU)
+    assert again is not None and again["accuracy"] == whole["accuracy"]
+    assert again["final_loss"] == whole["final_loss"] and again["train_tokens"] == whole["train_tokens"]
+    assert steps == [2, 3]

@@ -182,3 +182,18 @@ def test_a_stored_identity_of_an_unknown_version_is_refused_by_name(tmp_path, ti
     (d / CONFIG).write_text(json.dumps(resolved))
     with pytest.raises(ValueError, match="identity_version 99 .*newer posenc_bench"):
         execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
+
+
+def test_claim_each_leaves_held_runs_for_last_and_then_waits_for_them():
+    """Runs another process holds (``None`` without waiting) come last, taken with ``wait=True``; every
+    run is attempted without waiting once and none is yielded twice."""
+    calls = []
+
+    def attempt(item, wait):
+        calls.append((item, wait))
+        return None if item == "b" and not wait else item.upper()
+
+    assert list(runs.claim_each(["a", "b", "c"], attempt)) == [(0, "A"), (2, "C"), (1, "B")]
+    assert calls == [("a", False), ("b", False), ("c", False), ("b", True)]
+    with pytest.raises(RuntimeError, match="item 0 of the grid was waited for but not claimed"):
+        list(runs.claim_each(["x"], lambda item, wait: None))
