@@ -43,6 +43,7 @@ from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment import lengthgen_analysis
 from posenc_bench.experiment.axes import check_encoding_names, check_encoding_options
 from posenc_bench.experiment.claims import claim
+from posenc_bench.experiment.config import identity_version
 from posenc_bench.experiment.constraints import (
     LEARNING_RATE,
     POSITIVE_INT,
@@ -502,6 +503,10 @@ def claimed_run(
             return None, False
         settings = run_identity(config, plan)
         stored = _stored(folder / CONFIG)
+        if (
+            stored is not None
+        ):  # a format this code does not write (a newer one's run) is refused, not deleted
+            identity_version(stored)
         if stored is not None and stored != settings:
             for name in (METRICS, CHECKPOINT, LOG, ENCODING):
                 (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
@@ -517,8 +522,10 @@ def claimed_run(
 
 
 def run_identity(config: LengthgenConfig, plan: LengthgenPlan) -> dict[str, Any]:
-    """A run's ``config.json``: its settings and how it is tested. A finished run whose stored identity
-    differs is retrained (:func:`claimed_run`)."""
+    """A run's ``config.json``: its settings and how it is tested, in identity format 1
+    (:data:`~posenc_bench.experiment.config.IDENTITY_VERSION`: no version recorded). A finished run whose
+    stored identity differs is retrained (:func:`claimed_run`); one recording a format this code does not
+    write is refused."""
     settings = {**config.to_json(), "test": _test_settings(plan)}
     if config.random_positions:  # runs tested at 0 … s − 1 before (a stale protocol) are retrained
         settings["test"]["positions"] = "randomized"

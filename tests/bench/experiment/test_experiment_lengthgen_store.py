@@ -7,9 +7,11 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from posenc_bench.experiment import lengthgen as lg
+from posenc_bench.experiment.claims import LOCK
 
 CPU = torch.device("cpu")
 FIXTURE = Path(__file__).parent / "fixtures" / "lengthgen-v1"
@@ -88,3 +90,17 @@ def test_a_checkpoint_written_before_digests_still_resumes(tmp_path, monkeypatch
     assert again is not None and again["accuracy"] == whole["accuracy"]
     assert again["final_loss"] == whole["final_loss"] and again["train_tokens"] == whole["train_tokens"]
     assert steps == [2, 3]
+
+
+def test_a_run_of_an_unknown_identity_format_is_refused_not_deleted(tmp_path):
+    """A run folder whose ``config.json`` records an identity format this code does not write (a newer
+    version's run) is refused by name; its files are left as they are, not deleted to retrain."""
+    shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    plan = lg.plan_from_json(json.loads((FIXTURE / "lengthgen.json").read_text(encoding="utf-8"))["plan"])
+    config = plan.configs()[0]
+    path = config.directory(tmp_path) / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text(encoding="utf-8")), "identity_version": 2}))
+    files = {p: p.read_bytes() for p in path.parent.iterdir()}
+    with pytest.raises(ValueError, match="identity_version 2 of a stored run"):
+        lg.train_run(config, plan, tmp_path, device=CPU)
+    assert {p: p.read_bytes() for p in path.parent.iterdir() if p.name != LOCK} == files
