@@ -503,13 +503,12 @@ def claimed_run(
             return None, False
         settings = run_identity(config, plan)
         stored = _stored(folder / CONFIG)
-        if (
-            stored is not None
-        ):  # a format this code does not write (a newer one's run) is refused, not deleted
+        if stored is not None:
+            # a format this code does not write (a newer version's run) is refused, not deleted
             identity_version(stored)
-        if stored is not None and stored != settings:
-            for name in (METRICS, CHECKPOINT, LOG, ENCODING):
-                (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
+            if stored != settings:  # another setting (e.g. test lengths): retrain
+                for name in (METRICS, CHECKPOINT, LOG, ENCODING):
+                    (folder / name).unlink(missing_ok=True)
         metrics = _stored(folder / METRICS)
         if stored == settings and metrics is not None and (folder / ENCODING).is_file():
             try:
