@@ -13,7 +13,9 @@ encoding module's ``state_dict``, on the CPU; empty for parameter-free encodings
 accuracy per test length, per passkey depth, with rotary scaling when asked, and, for a run trained to
 a fit criterion, where it stopped: ``fit``). A run is done when
 ``metrics.json`` and ``encoding.pt`` are both there: a re-run skips finished runs whose config
-matches and resumes the others from their checkpoint.
+matches and resumes the others from their checkpoint. The runs are claimed, read and written through the
+shared run store (:mod:`posenc_bench.experiment.runs`: its grid loop, JSON reader, log and checkpoint
+digest), so processes on one ``--out`` share them.
 
 Exact match under teacher forcing equals greedy decoding's: a sequence whose every answer token
 is the argmax given the true prefix is also the sequence greedy decoding writes.

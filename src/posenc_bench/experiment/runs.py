@@ -16,7 +16,12 @@ resumes from it and, training being a function of ``(seed, epoch)`` and the chec
 (:mod:`posenc_bench.experiment.train`), ends exactly where an uninterrupted run would have.
 Under data parallelism only rank 0 writes (and moves files aside). A process reads or writes a
 run only while it holds the run's claim, so concurrent ``posenc bench`` processes on one output
-directory never train one run twice: one trains it, the others skip it or wait for it.
+directory never train one run twice: one trains it, the others skip it or wait for it
+(:func:`claim_each`, the grid loop of every task).
+
+``--task lengthgen`` (:mod:`posenc_bench.experiment.lengthgen`) keeps its own folder layout and run
+identity, and shares the rest: :func:`claim_each`, :func:`read_json`, :func:`log_csv`, :func:`discard`, and
+checkpoints with a digest (:func:`save_checkpoint`, :func:`intact`).
 
 **What a re-run trusts.** Nothing on disk is trusted unread:
 
