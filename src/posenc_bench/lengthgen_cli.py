@@ -92,7 +92,8 @@ def destinations() -> frozenset[str]:
 def plan_from_args(args: argparse.Namespace) -> Any:
     """The :class:`~posenc_bench.experiment.lengthgen.LengthgenPlan` of the parsed flags, checked (an
     error names the flag)."""
-    from posenc_bench.experiment.lengthgen import REFERENCES, LengthgenConfig, LengthgenPlan
+    from posenc_bench.experiment.lengthgen import LengthgenConfig, LengthgenPlan
+    from posenc_bench.experiment.lengthgen_tables import REFERENCES
 
     if args.encoding_option:
         raise UsageError(

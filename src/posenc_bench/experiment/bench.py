@@ -24,11 +24,11 @@ import torch
 
 from posenc_bench.experiment.baseline_store import BaselineJob, stored_baselines
 from posenc_bench.experiment.compare import BASELINE, Record, compare, markdown, write
-from posenc_bench.experiment.config import BenchPlan
+from posenc_bench.experiment.config import BenchPlan, RunConfig
 from posenc_bench.experiment.distributed import World, select_device
 from posenc_bench.experiment.environment import environment
 from posenc_bench.experiment.records import RunRecord
-from posenc_bench.experiment.runs import METRICS, ClassifyTask, RunTask, execute, run_dir
+from posenc_bench.experiment.runs import METRICS, ClassifyTask, RunTask, claim_each, execute, run_dir
 from posenc_bench.experiment.train import EpochHook
 
 if TYPE_CHECKING:
@@ -386,6 +386,13 @@ def _meta(plan: BenchPlan, dataset: Any, device: torch.device, world: World) -> 
     }
 
 
+def _name(i: int, n: int, config: RunConfig) -> str:
+    """``[i/n] [detector ]encoding/scale[ subset] split k seed s``: run ``i`` of ``n`` in the progress lines."""
+    model = f"{config.detector} " if config.axes.task.detect else ""
+    part = f" {config.subset}" if config.subset else ""
+    return f"[{i}/{n}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} seed {config.seed}"
+
+
 def run_bench(
     plan: BenchPlan,
     *,
@@ -432,38 +439,36 @@ def run_bench(
     if finished:
         say(f"resuming: {finished} of {len(runs)} runs done (under {out / 'runs'}); they are read back")
     done: dict[int, RunRecord] = {}
-    # First every run no other process holds (a run held elsewhere is left for later), then the rest,
-    # waiting for their holders: concurrent processes on one --out share the grid and end with all of it.
-    for wait in (False, True):
-        for i, config in enumerate(runs, 1):
-            if i in done:
-                continue
-            record = execute(
-                config,
-                prepared.data[config.split_seed, config.subset],
-                root=out,
-                device=torch_device,
-                world=world,
-                shuffle_control=plan.shuffle_control,
-                progress=progress,
-                on_epoch=on_epoch,
-                log=say,
-                task=prepared.task,
-                wait=wait,
-            )
-            model = f"{config.detector} " if config.axes.task.detect else ""
-            part = f" {config.subset}" if config.subset else ""
-            name = f"[{i}/{len(runs)}] {model}{config.encoding}/{config.scale}{part} split {config.split_seed} seed {config.seed}"
-            if record is None:
-                say(f"{name}: being trained by another process; coming back to it after the others")
-                continue
-            trained += not record.skipped
+
+    def attempt(item: tuple[int, RunConfig], wait: bool) -> RunRecord | None:
+        i, config = item
+        record = execute(
+            config,
+            prepared.data[config.split_seed, config.subset],
+            root=out,
+            device=torch_device,
+            world=world,
+            shuffle_control=plan.shuffle_control,
+            progress=progress,
+            on_epoch=on_epoch,
+            log=say,
+            task=prepared.task,
+            wait=wait,
+        )
+        if record is None:
             say(
-                f"{name}: "
-                + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
-                + (" (finished earlier, skipped)" if record.skipped else "")
+                f"{_name(i, len(runs), config)}: being trained by another process; coming back to it after the others"
             )
-            done[i] = record
+        return record
+
+    for i, record in claim_each(list(enumerate(runs, 1)), attempt):
+        trained += not record.skipped
+        say(
+            f"{_name(i + 1, len(runs), runs[i])}: "
+            + " ".join(f"{m} {record.test[m]:.3f}" for m in shown)
+            + (" (finished earlier, skipped)" if record.skipped else "")
+        )
+        done[i] = record
     records = [done[i] for i in sorted(done)]
     meta = {
         **_meta(plan, prepared.dataset, torch_device, world),

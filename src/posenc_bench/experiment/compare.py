@@ -253,6 +253,75 @@ Record = RunRecord | Mapping[str, Any]
 """A :class:`RunRecord`, or its JSON object (``metrics.json`` contents)."""
 
 
+def _flag_all_records(
+    test_splits: Sequence[Mapping[str, Any]], no_skill: Sequence[Record] | None
+) -> list[RunRecord]:
+    """The flag-all records: ``no_skill`` as records, or, when ``None``, one per test split with windows
+    and positives, from its prevalence (:func:`no_skill_metrics`)."""
+    if no_skill is None:
+        no_skill = [
+            RunRecord(
+                "no-skill", s["split_seed"], no_skill_metrics(s["test_positive_windows"] / s["test_windows"])
+            )
+            for s in test_splits
+            if s["test_windows"] and s["test_positive_windows"]
+        ]
+    return [as_record(r, kind="no-skill") for r in no_skill]
+
+
+Groups = dict[tuple[str, str, str], list[RunRecord]]
+"""Trained records by ``(model, encoding, scale)``, in first-seen order."""
+
+
+def _groups(records: Sequence[RunRecord]) -> Groups:
+    groups: Groups = {}
+    for r in records:  # "detector" names the model of a detect run (one table section per model)
+        groups.setdefault((r.detector or "", r.encoding, r.scale or ""), []).append(r)
+    return groups
+
+
+def _paired_with(
+    groups: Groups, reference: str, model: str, scale: str, paired_metrics: Sequence[str]
+) -> list[Paired]:
+    """Every encoding of ``model`` against ``reference`` at ``scale``, for each paired metric."""
+    ref = groups.get((model, reference, scale))
+    if ref is None:
+        return []
+    out = []
+    for encoding in dict.fromkeys(e for _, e, _ in groups):
+        # encodings without scale policies (rotary, biases) are compared as defined at every scale
+        mine = groups.get((model, encoding, scale if registry.get(encoding).scales else "native"))
+        if encoding == reference or mine is None:
+            continue
+        for metric in paired_metrics:
+            result = _paired(encoding, scale, metric, mine, reference, ref, model)
+            if result is not None:
+                out.append(result)
+    return out
+
+
+def _paired_tests(groups: Groups, paired_metrics: Sequence[str]) -> list[Paired]:
+    """The paired tests of every reference, model and scale, with ``p_holm`` over all of them."""
+    models = list(dict.fromkeys(m for m, _, _ in groups))
+    scales = list(dict.fromkeys(s for _, _, s in groups))
+    paired = [
+        test
+        for reference in REFERENCES
+        for model in models
+        for scale in scales
+        for test in _paired_with(groups, reference, model, scale, paired_metrics)
+    ]
+    adjusted: list[float] = stats.holm([t.p_sign_flip for t in paired]).tolist() if paired else []
+    return [replace(t, p_holm=float(h)) for t, h in zip(paired, adjusted, strict=True)]
+
+
+def _by_name(baselines: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
+    by_name: dict[str, list[RunRecord]] = {}
+    for b in baselines:
+        by_name.setdefault(b.name or BASELINE, []).append(b)
+    return by_name
+
+
 def compare(
     runs: Sequence[Record],
     *,
@@ -277,44 +346,12 @@ def compare(
     records = [as_record(r) for r in runs]
     baselines = [as_record(b, kind="baseline") for b in baseline]
     test_splits = _test_splits(records)
-    if no_skill is None:
-        no_skill = [
-            RunRecord(
-                "no-skill", s["split_seed"], no_skill_metrics(s["test_positive_windows"] / s["test_windows"])
-            )
-            for s in test_splits
-            if s["test_windows"] and s["test_positive_windows"]
-        ]
-    flag_all_records = [as_record(r, kind="no-skill") for r in no_skill]
+    flag_all_records = _flag_all_records(test_splits, no_skill)
     flag_all = {r.split_seed: r.test for r in flag_all_records}
-    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
-    for r in records:  # "detector" names the model of a detect run (one table section per model)
-        groups.setdefault((r.detector or "", r.encoding, r.scale or ""), []).append(r)
+    groups = _groups(records)
     rows = [_row(e, s, rs, metrics, paired_metrics, flag_all, m) for (m, e, s), rs in groups.items()]
-    models = list(dict.fromkeys(m for m, _, _ in groups))
-    scales = list(dict.fromkeys(s for _, _, s in groups))
-    encodings = list(dict.fromkeys(e for _, e, _ in groups))
-    paired = []
-    for reference in REFERENCES:
-        for model in models:
-            for scale in scales:
-                ref = groups.get((model, reference, scale))
-                if ref is None:
-                    continue
-                for encoding in encodings:
-                    # encodings without scale policies (rotary, biases) are compared as defined at every scale
-                    mine = groups.get((model, encoding, scale if registry.get(encoding).scales else "native"))
-                    if encoding == reference or mine is None:
-                        continue
-                    for metric in paired_metrics:
-                        result = _paired(encoding, scale, metric, mine, reference, ref, model)
-                        if result is not None:
-                            paired.append(result)
-    adjusted: list[float] = stats.holm([t.p_sign_flip for t in paired]).tolist() if paired else []
-    paired = [replace(t, p_holm=float(h)) for t, h in zip(paired, adjusted, strict=True)]
-    by_name: dict[str, list[RunRecord]] = {}
-    for b in baselines:
-        by_name.setdefault(b.name or BASELINE, []).append(b)
+    paired = _paired_tests(groups, paired_metrics)
+    by_name = _by_name(baselines)
     for name, named in by_name.items():
         rows.append(
             _row(name, "-", named, [m for m in metrics if m in named[0].test], paired_metrics, flag_all)
@@ -450,14 +487,9 @@ def _legend(metrics: Sequence[str], paired_metrics: Sequence[str]) -> str:
     return "Columns — " + "; ".join(LEGEND[k] for k in keys) + ". ± is the standard deviation over runs."
 
 
-def markdown(comparison: Comparison) -> str:
-    """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits.
-
-    Tables wider than :data:`WIDTH` characters are split into several that repeat the row names, and a
-    legend says what each column holds.
-    """
+def _main_table(comparison: Comparison, with_model: bool) -> list[str]:
+    """One row per (encoding, scale), baselines and flag-all: the metrics, then the shuffle drops."""
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
-    with_model = any(r.model for r in comparison.rows)
     keys = [*(["model"] if with_model else []), "encoding", "scale", "n"]
     key_rows = [
         [*([r.model or "—"] if with_model else []), r.encoding, r.scale, str(r.n)] for r in comparison.rows
@@ -466,136 +498,171 @@ def markdown(comparison: Comparison) -> str:
     columns = [(_label(m), [_cell(r, m) for r in comparison.rows]) for m in metrics] + [
         (f"shuffle Δ{_label(m)}", [f"{d[m]:+.3f}" if m in d else "—" for d in drops]) for m in paired_metrics
     ]
-    lines = md_table(keys, key_rows, columns)
-    lines += ["", _legend(metrics, paired_metrics)]
-    marked = {
-        m: [
-            (f"{r.model} " if r.model else "")
-            + (r.encoding if r.scale in ("-", "native") else f"{r.encoding} ({r.scale})")
-            for r in comparison.rows
-            if r.clears_no_skill(m) is False
-        ]
-        for m in paired_metrics
-    }
+    return md_table(keys, key_rows, columns)
+
+
+def _row_name(row: Row) -> str:
+    """``[model ]encoding[ (scale)]``: the scale only away from ``native`` (and ``-`` for baselines)."""
+    name = row.encoding if row.scale in ("-", "native") else f"{row.encoding} ({row.scale})"
+    return (f"{row.model} " if row.model else "") + name
+
+
+def _no_skill_note(comparison: Comparison) -> str:
+    """What flag-all does, what ``‡`` means, and which rows carry it per paired metric."""
     what = (
         f"`{NO_SKILL}` flags every test step: event recall 1, one false positive per stretch of normal steps "
         "between events, window AUPRC = window prevalence, computed by the same metric code. "
-        if "event_f1" in metrics
+        if "event_f1" in comparison.metrics
         else f"`{NO_SKILL}` flags every test window (precision p, recall 1, F1 2p/(1+p), AUPRC p at test "
         "prevalence p, per split). "
     )
-    lines += [
-        "",
+    marks = []
+    for m in comparison.paired_metrics:
+        marked = [_row_name(r) for r in comparison.rows if r.clears_no_skill(m) is False]
+        marks.append(
+            f"{_label(m)}: not above `{NO_SKILL}`: {', '.join(marked)}."
+            if marked
+            else f"{_label(m)}: every row is above `{NO_SKILL}`."
+        )
+    return (
         what + f"{NOT_ABOVE_NO_SKILL} on a metric: the 95% CI (as for the paired differences below) of "
         f"that metric − `{NO_SKILL}` on the same split does not lie above 0, or cannot be computed (one "
-        "trained run) — not shown better than flagging everything. "
-        + " ".join(
-            f"{_label(m)}: not above `{NO_SKILL}`: {', '.join(marked[m])}."
-            if marked[m]
-            else f"{_label(m)}: every row is above `{NO_SKILL}`."
-            for m in paired_metrics
-        ),
+        "trained run) — not shown better than flagging everything. " + " ".join(marks)
+    )
+
+
+def _paired_section(tests: Sequence[Paired], reference: str, with_model: bool) -> list[str]:
+    """The heading and table of the paired differences against ``reference``."""
+    lines = [
+        "",
+        f"Paired differences against `{reference}` at the same scale "
+        "(encoding − reference, over (split, seed) pairs):",
+        "",
+    ]
+    return lines + md_table(
+        [*(["model"] if with_model else []), "encoding", "scale", "metric", "pairs"],
+        [[*([t.model or "—"] if with_model else []), t.encoding, t.scale, t.metric, str(t.n)] for t in tests],
+        [
+            ("mean diff", [f"{t.mean_diff:+.4f}" for t in tests]),
+            ("95% CI", [ci_cell(t.ci_low, t.ci_high) for t in tests]),
+            ("CI by", [t.ci for t in tests]),
+            ("p sign-flip (exact)", [_p(t.p_sign_flip) for t in tests]),
+            ("p Holm", [_p(t.p_holm) for t in tests]),
+            ("p Wilcoxon", [_p(t.p_wilcoxon) for t in tests]),
+            ("min attainable p", [f"{t.min_p:.3g}" for t in tests]),
+        ],
+    )
+
+
+def _split_text(s: Mapping[str, Any]) -> str:
+    leaky = f" ({s['test_events_in_train']} also in training: LEAKY)" if s.get("test_events_in_train") else ""
+    return (
+        f"split {s['split_seed']}: {s['test_windows']} windows, {s['test_positive_windows']} positive, "
+        f"{s['test_events']} events" + leaky
+    )
+
+
+def _leaky_banner(meta: Mapping[str, Any]) -> list[str]:
+    """The bold warning above a classify table whose split protocol is not ``blocked`` (nothing otherwise)."""
+    hyper = meta.get("hyperparameters", {})
+    protocol = hyper.get("protocol", "blocked")
+    if protocol == "blocked" or hyper.get("task", "classify") != "classify":
+        return []
+    dealt = LEAKY_HOW.get(protocol, "windows were dealt to splits at random")
+    return [
+        f"**LEAKY split protocol `{protocol}`: {dealt}, so training and test windows share "
+        "series, time steps or events. These scores measure leakage, not generalisation.**",
+        "",
+    ]
+
+
+def _wall_line(meta: Mapping[str, Any]) -> list[str]:
+    """Where and how long the invocation ran (nothing when ``meta`` does not say)."""
+    if "wall_seconds" not in meta:
+        return []
+    environment = (
+        f", NumPy {meta['environment']['numpy']}, CPU {meta['environment']['cpu']}."
+        if "environment" in meta
+        else "."
+    )
+    return [
+        "",
+        f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
+        f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
+        f"{meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads, {meta['platform']}, "
+        f"torch {meta['torch']}" + environment,
+    ]
+
+
+def markdown(comparison: Comparison) -> str:
+    """The table as Markdown: one row per (encoding, scale), baselines, flag-all; paired tests; test splits.
+
+    Tables wider than :data:`WIDTH` characters are split into several that repeat the row names, and a
+    legend says what each column holds.
+    """
+    with_model = any(r.model for r in comparison.rows)
+    meta = comparison.meta
+    lines = [
+        *_leaky_banner(meta),
+        *series_markdown(comparison.series_rows, comparison.series_paired),
+        *_main_table(comparison, with_model),
+        "",
+        _legend(comparison.metrics, comparison.paired_metrics),
+        "",
+        _no_skill_note(comparison),
     ]
     for reference in REFERENCES:
         tests = [t for t in comparison.paired if t.reference == reference]
-        if not tests:
-            continue
-        lines += [
-            "",
-            f"Paired differences against `{reference}` at the same scale "
-            "(encoding − reference, over (split, seed) pairs):",
-            "",
-        ]
-        lines += md_table(
-            [*(["model"] if with_model else []), "encoding", "scale", "metric", "pairs"],
-            [
-                [*([t.model or "—"] if with_model else []), t.encoding, t.scale, t.metric, str(t.n)]
-                for t in tests
-            ],
-            [
-                ("mean diff", [f"{t.mean_diff:+.4f}" for t in tests]),
-                ("95% CI", [ci_cell(t.ci_low, t.ci_high) for t in tests]),
-                ("CI by", [t.ci for t in tests]),
-                ("p sign-flip (exact)", [_p(t.p_sign_flip) for t in tests]),
-                ("p Holm", [_p(t.p_holm) for t in tests]),
-                ("p Wilcoxon", [_p(t.p_wilcoxon) for t in tests]),
-                ("min attainable p", [f"{t.min_p:.3g}" for t in tests]),
-            ],
-        )
-    lines += [
-        "",
-        "Test splits: "
-        + "; ".join(
-            f"split {s['split_seed']}: {s['test_windows']} windows, {s['test_positive_windows']} positive, "
-            f"{s['test_events']} events"
-            + (
-                f" ({s['test_events_in_train']} also in training: LEAKY)"
-                if s.get("test_events_in_train")
-                else ""
-            )
-            for s in comparison.test_splits
-        ),
-    ]
+        if tests:
+            lines += _paired_section(tests, reference, with_model)
+    lines += ["", "Test splits: " + "; ".join(_split_text(s) for s in comparison.test_splits)]
     lines += ["", "mean ± std over split seeds × seeds (ddof=1). " + stats.METHOD_NOTE]
-    meta = comparison.meta
-    lines[:0] = series_markdown(comparison.series_rows, comparison.series_paired)
-    hyper = meta.get("hyperparameters", {})
-    protocol = hyper.get("protocol", "blocked")
-    if protocol != "blocked" and hyper.get("task", "classify") == "classify":
-        dealt = LEAKY_HOW.get(protocol, "windows were dealt to splits at random")
-        lines[:0] = [
-            f"**LEAKY split protocol `{protocol}`: {dealt}, so training and test windows share "
-            "series, time steps or events. These scores measure leakage, not generalisation.**",
-            "",
-        ]
     if meta.get("notes"):
         lines += [""] + list(meta["notes"])
-    if "wall_seconds" in meta:
-        lines += [
-            "",
-            f"Wall time {meta['wall_seconds']:.1f} s ({meta['runs_trained']} runs trained, "
-            f"{meta['runs_skipped']} skipped) on {meta['device']} × {meta['world_size']} process(es), "
-            f"{meta['cpu_count']} CPUs, {meta['torch_threads']} torch threads, {meta['platform']}, "
-            f"torch {meta['torch']}"
-            + (
-                f", NumPy {meta['environment']['numpy']}, CPU {meta['environment']['cpu']}."
-                if "environment" in meta
-                else "."
-            ),
-        ]
+    lines += _wall_line(meta)
     return "\n".join(lines) + "\n"
+
+
+_PAIRED_FIELDS = ("mean", "ci_low", "ci_high", "p_sign_flip", "p_holm", "p_wilcoxon")
+
+
+def _csv_header(metrics: Sequence[str], paired_metrics: Sequence[str]) -> list[str]:
+    return (
+        ["model", "encoding", "scale", "n"]
+        + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
+        + [f"shuffle_drop_{m}" for m in paired_metrics]
+        + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
+        + [f"{m}_minus_{ref}_{k}" for ref in REFERENCES for m in paired_metrics for k in _PAIRED_FIELDS]
+    )
+
+
+def _csv_cells(
+    row: Row,
+    metrics: Sequence[str],
+    paired_metrics: Sequence[str],
+    tests: Mapping[tuple[str, str, str, str, str], Paired],
+) -> list[Any]:
+    """One row's cells, in :func:`_csv_header`'s order (empty where a value does not exist)."""
+    drop = row.shuffle_drop or {}
+    vs = row.vs_no_skill or {}
+    cells: list[Any] = [row.model, row.encoding, row.scale, row.n]
+    cells += [v for m in metrics for v in ((row.mean[m], row.std[m]) if m in row.mean else ("", ""))]
+    cells += [drop.get(m, "") for m in paired_metrics]
+    cells += [v for m in paired_metrics for v in vs.get(m, ("", "", ""))]
+    for ref, m in ((ref, m) for ref in REFERENCES for m in paired_metrics):
+        t = tests.get((ref, row.model, row.encoding, row.scale, m))
+        cells += [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_holm, t.p_wilcoxon] if t else [""] * 6
+    return cells
 
 
 def _csv(comparison: Comparison) -> str:
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
     buf = io.StringIO()
     writer = csv.writer(buf)
-    writer.writerow(
-        ["model", "encoding", "scale", "n"]
-        + [f"{m}_{k}" for m in metrics for k in ("mean", "std")]
-        + [f"shuffle_drop_{m}" for m in paired_metrics]
-        + [f"{m}_minus_{NO_SKILL}_{k}" for m in paired_metrics for k in ("mean", "ci_low", "ci_high")]
-        + [
-            f"{m}_minus_{ref}_{k}"
-            for ref in REFERENCES
-            for m in paired_metrics
-            for k in ("mean", "ci_low", "ci_high", "p_sign_flip", "p_holm", "p_wilcoxon")
-        ]
-    )
+    writer.writerow(_csv_header(metrics, paired_metrics))
     tests = {(t.reference, t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
     for r in comparison.rows:
-        drop = r.shuffle_drop or {}
-        vs = r.vs_no_skill or {}
-        cells: list[Any] = [r.model, r.encoding, r.scale, r.n]
-        cells += [v for m in metrics for v in ((r.mean[m], r.std[m]) if m in r.mean else ("", ""))]
-        cells += [drop.get(m, "") for m in paired_metrics]
-        cells += [v for m in paired_metrics for v in vs.get(m, ("", "", ""))]
-        for ref, m in ((ref, m) for ref in REFERENCES for m in paired_metrics):
-            t = tests.get((ref, r.model, r.encoding, r.scale, m))
-            cells += (
-                [t.mean_diff, t.ci_low, t.ci_high, t.p_sign_flip, t.p_holm, t.p_wilcoxon] if t else [""] * 6
-            )
-        writer.writerow(cells)
+        writer.writerow(_csv_cells(r, metrics, paired_metrics, tests))
     return buf.getvalue()
 
 

@@ -96,47 +96,43 @@ class Axes(NamedTuple):
     training: TrainingAxis
 
 
+IDENTITY_VERSION = 1
+"""The format of a run's identity, the ``config`` of its ``config.json`` (:meth:`RunConfig.identity`).
+
+Version 1 is the format of every run recorded before the identity was versioned: it records no version,
+leaves ``encoding_options`` out when there are none and the detect task's fields out of classify runs. A
+later format records ``"identity_version": N`` beside the settings; a stored run is compared with its
+config's identity in the version it records (:func:`identity_version`), so run folders written in an
+older format are still found and resumed.
+"""
+
+IDENTITY_VERSIONS = (1,)
+"""The identity formats :meth:`RunConfig.identity` writes (every one a stored run may record)."""
+
+
+def identity_version(identity: Mapping[str, Any]) -> int:
+    """The format a stored identity is written in: its ``identity_version``, 1 when it records none;
+    ``ValueError`` naming the value when this code does not know it."""
+    version = identity.get("identity_version", 1)
+    if version not in IDENTITY_VERSIONS:
+        raise ValueError(
+            f"identity_version {version!r} of a stored run is not one this code writes "
+            f"({', '.join(map(str, IDENTITY_VERSIONS))}); it was recorded by a newer posenc_bench"
+        )
+    return int(version)
+
+
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(TrainingAxis, TaskAxis, ModelAxis, ProtocolAxis, DataAxis):
     """Everything that determines one training run: the flat view of its :class:`Axes`, as recorded.
 
     The fields are those of the five axes (:class:`~posenc_bench.experiment.axes.DataAxis`,
     :class:`~posenc_bench.experiment.axes.ProtocolAxis`, :class:`~posenc_bench.experiment.axes.ModelAxis`,
     :class:`~posenc_bench.experiment.axes.TaskAxis`, :class:`~posenc_bench.experiment.axes.TrainingAxis`),
-    which document and check them, in the order of the run's ``config.json``. This class checks only the
-    rules between axes.
+    inherited, so each is declared, documented and checked once, in its axis (the bases are listed in
+    reverse, so the fields run data, protocol, model, task, training). This class checks only the rules
+    between axes.
     """
-
-    dataset: str = DataAxis.dataset
-    dataset_options: Mapping[str, Any] = field(default_factory=dict)
-    subset: str = DataAxis.subset
-    window: int = DataAxis.window
-    stride: int = DataAxis.stride
-    split_seed: int = ProtocolAxis.split_seed
-    protocol: str = ProtocolAxis.protocol
-    encoding: str = ModelAxis.encoding
-    encoding_options: Mapping[str, Any] = field(default_factory=dict)
-    scale: str = ModelAxis.scale
-    seed: int = TrainingAxis.seed
-    d_model: int = ModelAxis.d_model
-    n_heads: int = ModelAxis.n_heads
-    n_layers: int = ModelAxis.n_layers
-    dropout: float = ModelAxis.dropout
-    epochs: int = TrainingAxis.epochs
-    patience: int = TrainingAxis.patience
-    batch_size: int = TrainingAxis.batch_size
-    lr: float = TrainingAxis.lr
-    weight_decay: float = TrainingAxis.weight_decay
-    monitor: str = TrainingAxis.monitor
-    task: str = TaskAxis.task
-    detector: str = TaskAxis.detector
-    horizon: int = TaskAxis.horizon
-    smoothing: float = TaskAxis.smoothing
-    holdout: float = TaskAxis.holdout
-    model: str = ModelAxis.model
-    n_windows: int = ModelAxis.n_windows
-    window_length: int = ModelAxis.window_length
-    anomaly_percent: float = ProtocolAxis.anomaly_percent
 
     def __post_init__(self) -> None:
         data, protocol, model, task, _ = self.axes  # each axis checks its own fields
@@ -187,9 +183,14 @@ class RunConfig:
             f"+{k}={json.dumps(v)}" for k, v in sorted(self.encoding_options.items())
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field; ``encoding_options`` only when there are any and the detect
-        task's fields only when ``task == "detect"``, so runs recorded before these fields existed keep their identity."""
+    def identity(self, version: int = IDENTITY_VERSION) -> dict[str, Any]:
+        """The run's identity in format ``version`` (:data:`IDENTITY_VERSION`): a JSON-ready dict of every
+        field; in version 1, ``encoding_options`` only when there are any and the detect task's fields only
+        when ``task == "detect"``, so runs recorded before these fields existed keep their identity."""
+        if version not in IDENTITY_VERSIONS:
+            raise ValueError(
+                f"version must be one of {', '.join(map(str, IDENTITY_VERSIONS))}, got {version!r}"
+            )
         out = dataclasses.asdict(self)
         out["dataset_options"] = dict(self.dataset_options)
         out["encoding_options"] = dict(self.encoding_options)
@@ -200,13 +201,19 @@ class RunConfig:
                 del out[name]
         return out
 
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`identity` in the current format: what a new run records."""
+        return self.identity()
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
         """The config :meth:`to_dict` wrote (fields it left out take their defaults); ``TypeError`` names an unknown key."""
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        identity_version(data)
+        fields = {k: v for k, v in data.items() if k != "identity_version"}
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
         if unknown:
             raise TypeError(f"run config has no field {', '.join(map(repr, unknown))}")
-        return cls(**data)
+        return cls(**fields)
 
 
 def _check_distinct(name: str, item: str, values: tuple[str, ...]) -> None:

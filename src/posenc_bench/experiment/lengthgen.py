@@ -13,7 +13,9 @@ encoding module's ``state_dict``, on the CPU; empty for parameter-free encodings
 accuracy per test length, per passkey depth, with rotary scaling when asked, and, for a run trained to
 a fit criterion, where it stopped: ``fit``). A run is done when
 ``metrics.json`` and ``encoding.pt`` are both there: a re-run skips finished runs whose config
-matches and resumes the others from their checkpoint.
+matches and resumes the others from their checkpoint. The runs are claimed, read and written through the
+shared run store (:mod:`posenc_bench.experiment.runs`: its grid loop, JSON reader, log and checkpoint
+digest), so processes on one ``--out`` share them.
 
 Exact match under teacher forcing equals greedy decoding's: a sequence whose every answer token
 is the argmax given the true prefix is also the sequence greedy decoding writes.
@@ -21,9 +23,7 @@ is the argmax given the true prefix is also the sequence greedy decoding writes.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import math
 import time
@@ -45,6 +45,7 @@ from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment import lengthgen_analysis
 from posenc_bench.experiment.axes import check_encoding_names, check_encoding_options
 from posenc_bench.experiment.claims import claim
+from posenc_bench.experiment.config import identity_version
 from posenc_bench.experiment.constraints import (
     LEARNING_RATE,
     POSITIVE_INT,
@@ -61,30 +62,32 @@ from posenc_bench.experiment.constraints import (
     parameter_name,
 )
 from posenc_bench.experiment.figures import lengthgen_plot
-from posenc_bench.experiment.files import move_aside, write_text_atomic
-from posenc_bench.experiment.stats import holm, paired_interval, sign_flip_p
+from posenc_bench.experiment.files import write_text_atomic
+from posenc_bench.experiment.lengthgen_tables import fitted as fitted
+from posenc_bench.experiment.lengthgen_tables import markdown, paired_tests, table_csv
+from posenc_bench.experiment.runs import (
+    CHECKPOINT,
+    CONFIG,
+    LOG,
+    METRICS,
+    claim_each,
+    discard,
+    intact,
+    log_csv,
+    read_json,
+    save_checkpoint,
+)
 from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
 from posenc_bench.experiment.train import Bar
 
 SCALINGS: tuple[str, ...] = ("linear", "ntk", "yarn")
 """Rotary context-extension types applied at test time (:mod:`posenc.nn.rope_types`)."""
 
-CHECKPOINT = "checkpoint.pt"
-"""An unfinished run's model, optimiser and progress (:func:`_resume`)."""
-
 ENCODING = "encoding.pt"
 """A finished run's trained encoding: the ``state_dict`` of its decoder's encoding module."""
 
 MAX_POSITION = Interval(int, 1, 2**20)
 """``--random-positions M``: every training step draws a permutation of ``0 … M − 1`` (8·M bytes)."""
-
-REFERENCES: tuple[str, ...] = ("none", "rope")
-"""Every encoding is paired against these (Kazemnejad et al.'s NoPE, and the common default)."""
-
-FIT_AT_L = 0.95
-"""A run *fits* at the training length when its exact match at ``L`` is at least this (or the run's own
-``fit_accuracy`` when it trained to one): the stated in-distribution criterion; beyond ``L`` an under-fitted
-run is compared with fitted ones only as marked."""
 
 FIT_ACCURACY = Interval(float, 0, 1, closed="right")
 """``--fit-accuracy``: the held-out exact match at ``L`` that stops training, in ``(0, 1]``."""
@@ -445,21 +448,12 @@ def _test_positions(
 # one run --------------------------------------------------------------------------------------------
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _stored(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``, ``None`` when there is none or it is unreadable (the run then retrains)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_json(path, {})
+    except UnusableFile:
         return None
-    return value if isinstance(value, dict) else None
-
-
-def _log_csv(rows: list[dict[str, float]]) -> str:
-    buffer = io.StringIO()
-    fit = ["fit_accuracy"] if rows and "fit_accuracy" in rows[0] else []
-    writer = csv.DictWriter(buffer, fieldnames=["step", "loss", "tokens_per_s", *fit])
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 def _fresh(
@@ -510,24 +504,29 @@ def claimed_run(
         if not mine:
             return None, False
         settings = run_identity(config, plan)
-        stored = _read_json(folder / "config.json")
-        if stored is not None and stored != settings:
-            for name in ("metrics.json", CHECKPOINT, "log.csv", ENCODING):
-                (folder / name).unlink(missing_ok=True)  # another setting (e.g. test lengths): retrain
-        metrics = _read_json(folder / "metrics.json")
+        stored = _stored(folder / CONFIG)
+        if stored is not None:
+            # a format this code does not write (a newer version's run) is refused, not deleted
+            identity_version(stored)
+            if stored != settings:  # another setting (e.g. test lengths): retrain
+                for name in (METRICS, CHECKPOINT, LOG, ENCODING):
+                    (folder / name).unlink(missing_ok=True)
+        metrics = _stored(folder / METRICS)
         if stored == settings and metrics is not None and (folder / ENCODING).is_file():
             try:
                 _read_encoding(config, folder / ENCODING)
                 return metrics, False
             except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
                 _discard(folder, ENCODING, exc)
-        write_text_atomic(folder / "config.json", json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(folder / CONFIG, json.dumps(settings, indent=2, sort_keys=True) + "\n")
         return _train(config, plan, folder, device=device, stop_after=stop_after, bar=bar), True
 
 
 def run_identity(config: LengthgenConfig, plan: LengthgenPlan) -> dict[str, Any]:
-    """A run's ``config.json``: its settings and how it is tested. A finished run whose stored identity
-    differs is retrained (:func:`claimed_run`)."""
+    """A run's ``config.json``: its settings and how it is tested, in identity format 1
+    (:data:`~posenc_bench.experiment.config.IDENTITY_VERSION`: no version recorded). A finished run whose
+    stored identity differs is retrained (:func:`claimed_run`); one recording a format this code does not
+    write is refused."""
     settings = {**config.to_json(), "test": _test_settings(plan)}
     if config.random_positions:  # runs tested at 0 … s − 1 before (a stale protocol) are retrained
         settings["test"]["positions"] = "randomized"
@@ -595,13 +594,13 @@ def _train(
             if config.fit_accuracy is not None:
                 rows[-1]["fit_accuracy"] = fit_accuracy(model, config, plan, device)
                 if rows[-1]["fit_accuracy"] >= config.fit_accuracy:
-                    write_text_atomic(folder / "log.csv", _log_csv(rows))
+                    write_text_atomic(folder / LOG, log_csv(rows))
                     break
             state = {"model": model.state_dict(), "optimiser": optimiser.state_dict(),
                      "schedule": schedule.state_dict(), "step": step, "log": rows,
                      "seconds": seconds, "tokens": tokens}  # fmt: skip
-            _save(checkpoint, state)
-            write_text_atomic(folder / "log.csv", _log_csv(rows))
+            save_checkpoint(checkpoint, state)
+            write_text_atomic(folder / LOG, log_csv(rows))
         if stop_after is not None and done_here >= stop_after and step < config.steps:
             return None
     if steps is not None:
@@ -610,8 +609,8 @@ def _train(
     metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9))
     encoding = model.encoder.encoding
     trained = {} if encoding is None else {k: v.detach().cpu() for k, v in encoding.state_dict().items()}
-    _save(folder / ENCODING, trained)
-    write_text_atomic(folder / "metrics.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
+    save_state(folder / ENCODING, trained)
+    write_text_atomic(folder / METRICS, json.dumps(metrics, indent=2, sort_keys=True) + "\n")
     checkpoint.unlink(missing_ok=True)  # the metrics and the trained encoding are the record
     return metrics
 
@@ -676,6 +675,8 @@ def _resume(
     """Load the checkpoint in ``path`` into ``model``, ``optimiser`` and ``schedule``; its progress fields.
     :class:`UnusableFile` when it is not a checkpoint of this run (the three may then be partly loaded)."""
     state = load_state(path, device=device)
+    if isinstance(state, dict) and "sha256" in state:  # checkpoints written before it carry no digest
+        state = intact(state)
     fields = {"model": dict, "optimiser": dict, "schedule": dict, "step": int, "log": list,
               "seconds": float, "tokens": int}  # fmt: skip
     if not isinstance(state, dict) or any(not isinstance(state.get(k), kind) for k, kind in fields.items()):
@@ -687,13 +688,8 @@ def _resume(
 
 
 def _discard(folder: Path, name: str, why: UnusableFile) -> None:
-    """Move ``folder/name`` aside and say so in one line: the run retrains."""
-    moved = move_aside(folder, (name,), "corrupt")
-    print(f"{folder / name} {why}; moved aside as {', '.join(moved) or 'nothing'}; the run retrains")
-
-
-def _save(path: Path, state: dict[str, Any]) -> None:
-    save_state(path, state)
+    """Move ``folder/name`` aside as corrupt and say so in one line (:func:`~posenc_bench.experiment.runs.discard`)."""
+    discard(folder, (name,), "corrupt", f"{folder / name} {why}", tidy=True, log=print)
 
 
 def _test_settings(plan: LengthgenPlan) -> dict[str, Any]:
@@ -737,30 +733,21 @@ def run_lengthgen(
     start = time.perf_counter()
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     configs = plan.configs()
-    finished = sum((config.directory(out) / "metrics.json").is_file() for config in configs)
+    finished = sum((config.directory(out) / METRICS).is_file() for config in configs)
     if finished:
         print(f"resuming: {finished} of {len(configs)} runs done (under {out / 'runs'}); they are read back")
-    held_elsewhere: list[
-        LengthgenConfig
-    ] = []  # runs another process on this --out is training: taken last, waiting for them
-    for wait, batch in ((False, configs), (True, held_elsewhere)):
-        for config in batch:
-            t0 = time.perf_counter()
-            metrics, trained = claimed_run(
-                config, plan, out, device=device, wait=wait, bar=progress is not None
-            )
-            if metrics is None:
-                held_elsewhere.append(config)
-                continue
-            results[(config.task, config.encoding, config.seed)] = metrics
-            if progress is not None:
-                acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
-                how = f"{time.perf_counter() - t0:.1f}s" if trained else "read back"
-                if "fit" in metrics:
-                    f = metrics["fit"]
-                    how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
-                progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
-                         f"{acc} ({how})")  # fmt: skip
+
+    def attempt(config: LengthgenConfig, wait: bool) -> tuple[dict[str, Any], bool, float] | None:
+        t0 = time.perf_counter()
+        metrics, trained = claimed_run(config, plan, out, device=device, wait=wait, bar=progress is not None)
+        return None if metrics is None else (metrics, trained, time.perf_counter() - t0)
+
+    for i, (metrics, trained, seconds) in claim_each(configs, attempt):
+        config = configs[i]
+        results[(config.task, config.encoding, config.seed)] = metrics
+        if progress is not None:
+            progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
+                     f"{_progress(metrics, seconds if trained else None)}")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
     tables["criteria"] = lengthgen_analysis.criteria_beyond_l(
@@ -768,6 +755,17 @@ def run_lengthgen(
     )
     text, paths = _write(plan, tables, out, wall)
     return LengthgenResult(results, text, paths, wall)
+
+
+def _progress(metrics: dict[str, Any], seconds: float | None) -> str:
+    """A finished run's accuracy per test length, and how long it trained (``seconds``; ``None``: read back)
+    and where it stopped against its fit criterion, for the progress line."""
+    acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
+    how = "read back" if seconds is None else f"{seconds:.1f}s"
+    if "fit" in metrics:
+        f = metrics["fit"]
+        how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
+    return f"{acc} ({how})"
 
 
 def _write(
@@ -783,7 +781,7 @@ def _write(
     paths = {"md": out / "lengthgen.md", "csv": out / "lengthgen.csv", "json": out / "lengthgen.json",
              "png": out / "lengthgen.png"}  # fmt: skip
     write_text_atomic(paths["md"], text)
-    write_text_atomic(paths["csv"], _csv(tables))
+    write_text_atomic(paths["csv"], table_csv(tables))
     accuracy: dict[str, dict[str, dict[int, float]]] = {}
     for r in tables["rows"]:
         accuracy.setdefault(r["task"], {}).setdefault(r["encoding"], {})[r["length"]] = r["mean"]
@@ -859,210 +857,3 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str,
         tables["fit"] = [{"task": t, "encoding": e, "seed": s, **results[(t, e, s)]["fit"]}
                          for t in plan.tasks for e in plan.encodings for s in seeds]  # fmt: skip
     return tables
-
-
-def fitted(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[bool]]:
-    """Per (task, encoding), for each seed in seed order, whether the run fits at ``L`` (exact match at the
-    training length ≥ :func:`fit_criterion`); empty where the grid does not test at ``L``."""
-    at_l, criterion = plan.base.train_length, fit_criterion(plan)
-    return {
-        (r["task"], r["encoding"]): [v >= criterion for v in r["seeds"]] for r in rows if r["length"] == at_l
-    }
-
-
-def fit_criterion(plan: LengthgenPlan) -> float:
-    """The exact match at ``L`` a fitted run reaches: the runs' ``fit_accuracy`` if they trained to one,
-    else :data:`FIT_AT_L`."""
-    return FIT_AT_L if plan.base.fit_accuracy is None else plan.base.fit_accuracy
-
-
-def paired_tests(plan: LengthgenPlan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``encoding − reference`` per (task, length) for each reference of :data:`REFERENCES` that was run,
-    over the seeds (each row's ``seeds`` values, in seed order): the mean, the Student t 95% CI with
-    ``n − 1`` degrees of freedom (:func:`~posenc_bench.experiment.stats.paired_interval`; ``ci`` names
-    it and its n), the exact sign-flip p, ``p_holm`` (Holm's adjustment over every test listed), and
-    over the seeds where both runs fit at ``L`` (:func:`fitted`) their number ``fitted_pairs`` (``None``
-    where ``L`` is not tested) and mean ``diff_fitted`` (``None`` when none fits)."""
-    values = {(r["task"], r["encoding"], r["length"]): np.asarray(r["seeds"], dtype=np.float64) for r in rows}
-    fit = fitted(plan, rows)
-    paired: list[dict[str, Any]] = []
-    for t in plan.tasks:
-        for e in plan.encodings:
-            for ref in REFERENCES:
-                if ref == e or ref not in plan.encodings:
-                    continue
-                for n in plan.test_lengths(t):
-                    diff = values[(t, e, n)] - values[(t, ref, n)]
-                    interval = paired_interval([diff])
-                    p = sign_flip_p(diff) if np.any(diff != 0) else 1.0
-                    both = np.logical_and(fit[(t, e)], fit[(t, ref)]) if fit else None
-                    k = None if both is None else int(both.sum())
-                    paired.append({"task": t, "encoding": e, "reference": ref, "length": n,
-                                   "diff": float(diff.mean()), "ci_low": interval.low, "ci_high": interval.high,
-                                   "ci": interval.describe(), "p": p, "fitted_pairs": k,
-                                   "diff_fitted": float(diff[both].mean()) if k else None})  # fmt: skip
-    for test, adjusted in zip(paired, holm([q["p"] for q in paired]) if paired else [], strict=True):
-        test["p_holm"] = float(adjusted)
-    return paired
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}"
-
-
-def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float) -> str:
-    """The result tables: accuracy per task (with its no-skill line), then the paired differences."""
-    b = plan.base
-    lines = [
-        "# Length generalisation: exact-match accuracy (%) beyond the training length",
-        "",
-        f"Causal decoder d_model={b.d_model}, {b.n_heads} heads, {b.n_layers} layers; {_budget(b)} steps of "
-        f"{b.batch_size} examples at lengths 1…L={b.train_length}, vocab {b.vocab}, lr {b.lr:g}; "
-        f"{plan.seeds} seeds{_seed_range(plan)}; {plan.n_test} test examples per length"
-        + (
-            f" and passkey depth ({', '.join(f'{d:g}' for d in plan.depths)})"
-            if "passkey" in plan.tasks
-            else ""
-        )
-        + f". Training: {tables['train_tokens']} tokens in {tables['train_seconds']:.0f} s summed over the runs "
-        f"({tables['train_tokens'] / max(tables['train_seconds'], 1e-9):.0f} tokens/s); this invocation "
-        f"took {wall_seconds:.0f} s (runs found finished on disk are read back, not retrained).",
-        "",
-    ]
-    fit = fitted(plan, tables["rows"])
-    for t in plan.tasks:
-        lengths = plan.test_lengths(t)
-        lines += _accuracy_table(plan, tables, t, fit)
-        for ref in REFERENCES:
-            pairs = [p for p in tables["paired"] if p["task"] == t and p["reference"] == ref]
-            if not pairs:
-                continue
-            how = pairs[0]["ci"]
-            lines += [f"Paired against `{ref}` (Δ points, 95% CI ({how}), sign-flip p, Holm p):", "",
-                      "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
-                      "|---|" + "---:|" * len(lengths)]  # fmt: skip
-            for e in plan.encodings:
-                mine = {p["length"]: p for p in pairs if p["encoding"] == e}
-                if not mine:
-                    continue
-                cells_ = [f"{100 * mine[n]['diff']:+.1f} {_ci(mine[n])} p={mine[n]['p']:.2g} "
-                          f"(Holm {mine[n]['p_holm']:.2g}){_fitted(mine[n], plan.seeds)}" for n in lengths]  # fmt: skip
-                lines.append(f"| {e} | " + " | ".join(cells_) + " |")
-            lines.append("")
-    lines.append(
-        f"With {plan.seeds} seeds the smallest attainable two-sided sign-flip p is {min(1.0, 2 / 2**plan.seeds):.3g}; "
-        f"the CI is Student's t with {plan.seeds - 1} degrees of freedom over the {plan.seeds} seeds' paired "
-        f"differences; Holm: the sign-flip p adjusted over all {len(tables['paired'])} paired tests of this file. "
-        "Trivial strategy: a rule that needs no position information beyond the sequence's start "
-        "(`posenc_bench.data.lengthgen`), scored on the same test sets as the runs. "
-        f"† fit at L: exact match at L ≥ {100 * fit_criterion(plan):g}% (k of n seeds); beyond L an encoding "
-        "marked † is in part an under-fitted model, and a paired cell whose seeds did not all fit adds "
-        '"fitted Δ (k)": the mean difference over the k seeds where both runs fit.' + _fit_note(plan)
-    )
-    return "\n".join(lines) + "\n"
-
-
-def _accuracy_table(
-    plan: LengthgenPlan, tables: dict[str, Any], t: str, fit: dict[tuple[str, str], list[bool]]
-) -> list[str]:
-    """Task ``t``'s section head and accuracy table: mean ± std per encoding and length (``†`` where not
-    every seed fits at ``L``), the steps taken when runs trained to a fit criterion, chance and the floor."""
-    lengths = plan.test_lengths(t)
-    stops = _steps_taken(tables.get("fit"), t)
-    extra = " steps taken |" if stops else ""
-    lines = [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |" + extra,
-             "|---|" + "---:|" * len(lengths) + ("---:|" if stops else "")]  # fmt: skip
-    for e in plan.encodings:
-        ok = fit.get((t, e), [])
-        label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
-        cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
-        text = []
-        for n in lengths:
-            r = cells[n]
-            cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
-            if "scaled_mean" in r:
-                cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
-            text.append(cell)
-        if stops:
-            text.append(stops[e])
-        lines.append(f"| {label} | " + " | ".join(text) + " |")
-    chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
-    blank = " |" if stops else ""
-    lines.append(
-        "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |" + blank
-    )
-    floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
-    lines.append(
-        "| *trivial strategy* | "
-        + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
-        + " |"
-        + blank
-    )
-    lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
-    return lines
-
-
-def _budget(config: LengthgenConfig) -> str:
-    """``800`` (every run trains that many steps), or ``up to 800`` when runs stop at their fit criterion."""
-    return str(config.steps) if config.fit_accuracy is None else f"up to {config.steps}"
-
-
-def _steps_taken(runs: list[dict[str, Any]] | None, task: str) -> dict[str, str]:
-    """Per encoding of ``task``, the steps each seed's run trained (seed order) and how many reached the fit
-    criterion, as ``"150, 200, 800 (2/3 reached)"``; empty when the runs trained a fixed number of steps."""
-    by_encoding: dict[str, list[dict[str, Any]]] = {}
-    for run in runs or []:
-        if run["task"] == task:
-            by_encoding.setdefault(run["encoding"], []).append(run)
-    return {
-        e: ", ".join(str(r["step"]) for r in mine)
-        + f" ({sum(r['reached'] for r in mine)}/{len(mine)} reached)"
-        for e, mine in by_encoding.items()
-    }
-
-
-def _fit_note(plan: LengthgenPlan) -> str:
-    """What "steps taken" means, for runs trained to a fit criterion (nothing otherwise)."""
-    b = plan.base
-    if b.fit_accuracy is None:
-        return ""
-    return (
-        f" Steps taken: each run trained until its exact match at L on a held-out in-distribution set "
-        f"({plan.n_test} examples per depth, apart from the test sets), measured every {b.checkpoint_every} "
-        f"steps, reached {100 * b.fit_accuracy:g}%, or for the budget of {b.steps} steps (not reached)."
-    )
-
-
-def _fitted(test: dict[str, Any], seeds: int) -> str:
-    """`` fitted Δ (k)`` when not every seed of the pair fits at ``L`` (nothing when all do or ``L`` is untested)."""
-    k = test.get("fitted_pairs")
-    if k is None or k == seeds:
-        return ""
-    return f" fitted {100 * test['diff_fitted']:+.1f} ({k})" if k else " fitted: none (0)"
-
-
-def _seed_range(plan: LengthgenPlan) -> str:
-    """`` (seeds 5–9)`` for a grid that does not start at seed 0; nothing for ``0 … N − 1``."""
-    seeds = plan.seed_values()
-    return f" (seeds {seeds[0]}–{seeds[-1]})" if plan.seed_start else ""
-
-
-def _ci(test: dict[str, Any]) -> str:
-    if test["ci_low"] is None or np.isnan(test["ci_low"]):
-        return "[n/a]"
-    return f"[{100 * test['ci_low']:+.1f}, {100 * test['ci_high']:+.1f}]"
-
-
-def _csv(tables: dict[str, Any]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["task", "encoding", "length", "mean", "std", "seeds"])
-    for r in tables["rows"]:
-        writer.writerow(
-            [r["task"], r["encoding"], r["length"], r["mean"], r["std"], ";".join(map(str, r["seeds"]))]
-        )
-    for c in tables["chance"]:
-        writer.writerow([c["task"], "no_skill", c["length"], c["accuracy"], 0.0, ""])
-    for c in tables["floor"]:
-        writer.writerow([c["task"], "trivial_strategy", c["length"], c["accuracy"], 0.0, ""])
-    return buffer.getvalue()

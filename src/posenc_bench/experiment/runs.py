@@ -16,7 +16,12 @@ resumes from it and, training being a function of ``(seed, epoch)`` and the chec
 (:mod:`posenc_bench.experiment.train`), ends exactly where an uninterrupted run would have.
 Under data parallelism only rank 0 writes (and moves files aside). A process reads or writes a
 run only while it holds the run's claim, so concurrent ``posenc bench`` processes on one output
-directory never train one run twice: one trains it, the others skip it or wait for it.
+directory never train one run twice: one trains it, the others skip it or wait for it
+(:func:`claim_each`, the grid loop of every task).
+
+``--task lengthgen`` (:mod:`posenc_bench.experiment.lengthgen`) keeps its own folder layout and run
+identity, and shares the rest: :func:`claim_each`, :func:`read_json`, :func:`log_csv`, :func:`discard`, and
+checkpoints with a digest (:func:`save_checkpoint`, :func:`intact`).
 
 **What a re-run trusts.** Nothing on disk is trusted unread:
 
@@ -44,7 +49,7 @@ import io
 import json
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
@@ -54,7 +59,7 @@ import torch
 from posenc.errors import UsageError
 from posenc_bench.data.containers import Splits
 from posenc_bench.experiment.claims import claim
-from posenc_bench.experiment.config import RunConfig
+from posenc_bench.experiment.config import RunConfig, identity_version
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
 from posenc_bench.experiment.environment import environment
@@ -74,6 +79,8 @@ from posenc_bench.experiment.train import (
 )
 
 Data = TypeVar("Data", contravariant=True)
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 """A task's data: :class:`posenc_bench.data.Splits` (classify), :class:`posenc_bench.data.nominal.DetectionData` (detect)."""
 
 CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
@@ -100,16 +107,13 @@ def run_dir(root: Path, config: RunConfig) -> Path:
     )
 
 
-def _log_csv(history: list[dict[str, float]]) -> str:
+def log_csv(history: list[dict[str, float]]) -> str:
+    """A run's ``log.csv``: one line per row of ``history``, its columns those of the first row, in order."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(history[0]))
     writer.writeheader()
     writer.writerows(history)
     return buf.getvalue()
-
-
-class _Unusable(Exception):
-    """A run file that exists but cannot be used; the message says why."""
 
 
 _FINGERPRINTS: dict[int, tuple[weakref.ref, str]] = {}  # id(splits) -> (splits, its fingerprint)
@@ -157,55 +161,64 @@ def _tensor_digest(obj: Any, digest: Any = None) -> str:
     return digest.hexdigest()
 
 
-def _read_json(path: Path, required: dict[str, type]) -> dict[str, Any]:
-    """``path``'s JSON object, which must hold ``required`` keys of the given types; else :class:`_Unusable`."""
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically with the SHA-256 digest of its content (:func:`intact` checks it)."""
+    save_state(path, {**state, "sha256": _tensor_digest(state)})
+
+
+def intact(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint :func:`save_checkpoint` wrote, less its digest; :class:`~posenc_bench.experiment.torch_files.UnusableFile`
+    when its content no longer matches the digest (garbled tensor bytes a torch file still loads)."""
+    body = {k: v for k, v in checkpoint.items() if k != "sha256"}
+    if _tensor_digest(body) != checkpoint["sha256"]:
+        raise UnusableFile("does not match its SHA-256 digest (garbled content)")
+    return body
+
+
+def read_json(path: Path, required: dict[str, type]) -> dict[str, Any]:
+    """``path``'s JSON object, which must hold ``required`` keys of the given types; else :class:`~posenc_bench.experiment.torch_files.UnusableFile`."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _Unusable(f"is not readable JSON ({type(exc).__name__}: {exc})") from None
+        raise UnusableFile(f"is not readable JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):
-        raise _Unusable(f"holds a JSON {type(data).__name__}, not an object")
+        raise UnusableFile(f"holds a JSON {type(data).__name__}, not an object")
     wrong = [k for k, kind in required.items() if not isinstance(data.get(k), kind)]
     if wrong:
-        raise _Unusable(f"lacks {', '.join(wrong)} (or has the wrong type)")
+        raise UnusableFile(f"lacks {', '.join(wrong)} (or has the wrong type)")
     return data
 
 
 def _read_checkpoint(path: Path, model: torch.nn.Module, device: torch.device) -> dict[str, Any]:
-    """The checkpoint at ``path`` if it is complete, intact and fits ``model``; else :class:`_Unusable`."""
-    try:
-        ckpt = load_state(path, device=device)
-    except UnusableFile as exc:
-        raise _Unusable(str(exc)) from None
+    """The checkpoint at ``path`` if it is complete, intact and fits ``model``; else :class:`~posenc_bench.experiment.torch_files.UnusableFile`."""
+    ckpt = load_state(path, device=device)
     if not isinstance(ckpt, dict) or not {"model", "optimizer", "fit", "sha256"} <= set(ckpt):
-        raise _Unusable("is not a posenc checkpoint (expected keys model, optimizer, fit, sha256)")
-    body = {k: v for k, v in ckpt.items() if k != "sha256"}
-    if _tensor_digest(body) != ckpt["sha256"]:
-        raise _Unusable("does not match its SHA-256 digest (garbled content)")
+        raise UnusableFile("is not a posenc checkpoint (expected keys model, optimizer, fit, sha256)")
+    body = intact(ckpt)
     expected = {k: (v.dtype, v.shape) for k, v in model.state_dict().items()}
     stored = {k: (getattr(v, "dtype", None), getattr(v, "shape", None)) for k, v in ckpt["model"].items()}
     if stored != expected:
-        raise _Unusable("holds weights of another model (parameter names or shapes differ)")
+        raise UnusableFile("holds weights of another model (parameter names or shapes differ)")
     if not isinstance(ckpt["fit"], dict) or set(ckpt["fit"]) != {
         f.name for f in dataclasses.fields(FitState)
     }:
-        raise _Unusable("lacks the training progress (fit state)")
+        raise UnusableFile("lacks the training progress (fit state)")
     return body
 
 
 def _read_record(path: Path) -> RunRecord:
-    """The finished run's record in ``path`` (``metrics.json``); :class:`_Unusable` if it is not one."""
+    """The finished run's record in ``path`` (``metrics.json``); :class:`~posenc_bench.experiment.torch_files.UnusableFile` if it is not one."""
     try:
-        return RunRecord.from_json(_read_json(path, {"test": dict, "val": dict}))
+        return RunRecord.from_json(read_json(path, {"test": dict, "val": dict}))
     except (ValueError, TypeError) as exc:
-        raise _Unusable(f"is not a run record ({exc})") from None
+        raise UnusableFile(f"is not a run record ({exc})") from None
 
 
 def read_config(directory: Path) -> dict[str, Any]:
     """A run's resolved ``config.json``; :class:`~posenc.UsageError` naming the file when it is unreadable."""
     try:
-        return _read_json(Path(directory) / CONFIG, {"config": dict})
-    except _Unusable as exc:
+        return read_json(Path(directory) / CONFIG, {"config": dict})
+    except UnusableFile as exc:
         raise UsageError(f"{Path(directory) / CONFIG} {exc}") from None
 
 
@@ -215,14 +228,14 @@ def read_checkpoint(
     """A run's ``checkpoint.pt``, checked intact and fitting ``model``; :class:`~posenc.UsageError` naming it if not."""
     try:
         return _read_checkpoint(Path(path), model, torch.device(device))
-    except _Unusable as exc:
+    except UnusableFile as exc:
         raise UsageError(f"{path} {exc}") from None
 
 
-def _discard(
+def discard(
     directory: Path, names: tuple[str, ...], kind: str, why: str, *, tidy: bool, log: Callable[[str], None]
 ) -> None:
-    """Move ``names`` aside (rank 0: ``tidy``) and say why through ``log``."""
+    """Move ``names`` aside (rank 0: ``tidy``) and say why through ``log``, ending "the run retrains"."""
     if tidy:
         moved = move_aside(directory, names, kind)
         log(f"{why}; moved aside: {', '.join(moved) or 'nothing'}; the run retrains")
@@ -240,10 +253,10 @@ def _stored_run(
         return None, False
     try:
         if not (directory / CONFIG).is_file():
-            raise _Unusable("is missing")
-        stored = _read_json(directory / CONFIG, {"config": dict})
-    except _Unusable as exc:
-        _discard(
+            raise UnusableFile("is missing")
+        stored = read_json(directory / CONFIG, {"config": dict})
+    except UnusableFile as exc:
+        discard(
             directory,
             RUN_FILES,
             "corrupt",
@@ -252,7 +265,7 @@ def _stored_run(
             log=log,
         )
         return None, False
-    wanted = config.to_dict()
+    wanted = config.identity(identity_version(stored["config"]))
     if stored["config"] != wanted:
         differing = sorted(
             k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k)
@@ -263,7 +276,7 @@ def _stored_run(
         )
     was = stored.get("data_fingerprint")
     if was != fingerprint:
-        _discard(
+        discard(
             directory,
             RUN_FILES,
             "stale",
@@ -277,8 +290,8 @@ def _stored_run(
     if (directory / METRICS).is_file():
         try:
             return _read_record(directory / METRICS), False
-        except _Unusable as exc:
-            _discard(directory, (METRICS,), "corrupt", f"{directory / METRICS} {exc}", tidy=tidy, log=log)
+        except UnusableFile as exc:
+            discard(directory, (METRICS,), "corrupt", f"{directory / METRICS} {exc}", tidy=tidy, log=log)
     return None, (directory / CHECKPOINT).is_file()
 
 
@@ -383,6 +396,30 @@ def test_series(
     )
 
 
+def claim_each(
+    items: Sequence[Item], attempt: Callable[[Item, bool], Result | None]
+) -> Iterator[tuple[int, Result]]:
+    """Every item of a grid once under its run's claim, so that processes on one ``--out`` share the grid.
+
+    First every item no other process holds: ``attempt(item, False)`` returns ``None`` for one held
+    elsewhere, which is left for later; then those, waiting for their holders (``attempt(item, True)``,
+    which then reads back what the holder finished, or resumes what a killed holder left). Yields
+    ``(index in items, result)`` as results come, so every process ends with the whole grid.
+    """
+    held = []
+    for i, item in enumerate(items):
+        result = attempt(item, False)
+        if result is None:
+            held.append(i)
+        else:
+            yield i, result
+    for i in held:
+        result = attempt(items[i], True)
+        if result is None:
+            raise RuntimeError(f"item {i} of the grid was waited for but not claimed")
+        yield i, result
+
+
 def execute(
     config: RunConfig,
     splits: Data,
@@ -448,8 +485,8 @@ def _execute(
     if resumable:
         try:
             checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
-        except (_Unusable, FileNotFoundError) as exc:
-            _discard(
+        except (UnusableFile, FileNotFoundError) as exc:
+            discard(
                 directory,
                 (CHECKPOINT,),
                 "corrupt",
@@ -475,8 +512,8 @@ def _execute(
 
     def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
         if world.is_main:
-            save_state(directory / CHECKPOINT, {**ckpt, "sha256": _tensor_digest(ckpt)})
-            write_text_atomic(directory / LOG, _log_csv(ckpt["fit"]["history"]))
+            save_checkpoint(directory / CHECKPOINT, ckpt)
+            write_text_atomic(directory / LOG, log_csv(ckpt["fit"]["history"]))
         if on_epoch is not None:
             on_epoch(ckpt, row)
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import pytest
 import torch
 
+from posenc_bench.experiment import config as config_module
+from posenc_bench.experiment.axes import DataAxis, ModelAxis, ProtocolAxis, TaskAxis, TrainingAxis
 from posenc_bench.experiment.config import BenchPlan, RunConfig
 from posenc_bench.experiment.distributed import World, init_world, select_device
 
@@ -109,3 +112,23 @@ def test_single_process_world_and_device_choice(monkeypatch):
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             select_device("cuda", World())
+
+
+def test_run_config_fields_are_the_axes_fields_declared_once():
+    """``RunConfig`` restates no field: each is its axis's, with the axis's default."""
+    axes = (DataAxis, ProtocolAxis, ModelAxis, TaskAxis, TrainingAxis)
+    declared = [f for axis in axes for f in dataclasses.fields(axis)]
+    assert [f.name for f in dataclasses.fields(RunConfig)] == [f.name for f in declared]
+    assert not inspect.get_annotations(RunConfig)
+    config = RunConfig()
+    for axis in axes:
+        assert getattr(config.axes, axis.__name__.removesuffix("Axis").lower()) == axis()
+
+
+def test_identity_versions_are_checked_by_name():
+    assert config_module.identity_version({}) == config_module.IDENTITY_VERSION == 1
+    with pytest.raises(ValueError, match="identity_version 2 of a stored run"):
+        config_module.identity_version({"identity_version": 2})
+    with pytest.raises(ValueError, match="version must be one of 1, got 2"):
+        RunConfig().identity(2)
+    assert RunConfig.from_dict({**RunConfig(seed=3).identity(), "identity_version": 1}) == RunConfig(seed=3)

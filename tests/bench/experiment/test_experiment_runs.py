@@ -142,3 +142,58 @@ def test_time_shuffle_control_is_recorded(tmp_path, tiny_splits, tiny_config):
 )
 def test_dataset_slug(spec, slug):
     assert runs.dataset_slug(spec) == slug
+
+
+#: ``config.json``'s ``config`` of ``tiny_config``'s run as the code before the identity was versioned
+#: (and before ``RunConfig`` inherited its fields from the axes) wrote it.
+UNVERSIONED_IDENTITY = {
+    "anomaly_percent": 100.0, "batch_size": 32, "d_model": 16, "dataset": "synthetic",
+    "dataset_options": {"length": 1024, "n_series": 2}, "dropout": 0.1, "encoding": "sinusoidal", "epochs": 3,
+    "lr": 0.003, "model": "transformer", "monitor": "auprc", "n_heads": 2, "n_layers": 1, "n_windows": 8,
+    "patience": 5, "protocol": "blocked", "scale": "native", "seed": 0, "split_seed": 0, "stride": 8,
+    "subset": "", "weight_decay": 0.01, "window": 16, "window_length": 16,
+}  # fmt: skip
+
+
+def test_a_run_folder_of_the_unversioned_format_is_found_finished(
+    tmp_path, tiny_splits, tiny_config, monkeypatch
+):
+    """A folder whose ``config.json`` holds the identity as written before versioning (no
+    ``identity_version``: format 1) is read back, not refused or retrained."""
+    first = execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
+    d = run_dir(tmp_path, tiny_config)
+    resolved = json.loads((d / CONFIG).read_text())
+    resolved["config"] = UNVERSIONED_IDENTITY
+    (d / CONFIG).write_text(json.dumps(resolved))
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(runs, "fit_loop", no_training)
+    again = execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
+    assert again.skipped is True and _result(again) == _result(first)
+
+
+def test_a_stored_identity_of_an_unknown_version_is_refused_by_name(tmp_path, tiny_splits, tiny_config):
+    execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
+    d = run_dir(tmp_path, tiny_config)
+    resolved = json.loads((d / CONFIG).read_text())
+    resolved["config"]["identity_version"] = 99
+    (d / CONFIG).write_text(json.dumps(resolved))
+    with pytest.raises(ValueError, match="identity_version 99 .*newer posenc_bench"):
+        execute(tiny_config, tiny_splits, root=tmp_path, device=CPU, progress=False)
+
+
+def test_claim_each_leaves_held_runs_for_last_and_then_waits_for_them():
+    """Runs another process holds (``None`` without waiting) come last, taken with ``wait=True``; every
+    run is attempted without waiting once and none is yielded twice."""
+    calls = []
+
+    def attempt(item, wait):
+        calls.append((item, wait))
+        return None if item == "b" and not wait else item.upper()
+
+    assert list(runs.claim_each(["a", "b", "c"], attempt)) == [(0, "A"), (2, "C"), (1, "B")]
+    assert calls == [("a", False), ("b", False), ("c", False), ("b", True)]
+    with pytest.raises(RuntimeError, match="item 0 of the grid was waited for but not claimed"):
+        list(runs.claim_each(["x"], lambda item, wait: None))
