@@ -166,8 +166,9 @@ def markdown(
         "| task | encoding | " + " | ".join(CRITERIA) + "".join(f" | acc {m:g}L" for m in at) + " |",
         "|---|---|" + "---:|" * (len(CRITERIA) + len(at)),
     ]
-    for t, per_encoding in criteria.items():
-        for name, values in per_encoding.items():
+    for t in (t for t in plan.tasks if t in criteria):  # the plan's order: a stored dict's may be sorted
+        for name in (e for e in plan.encodings if e in criteria[t]):
+            values = criteria[t][name]
             cells = ["—" if values[k] is None else f"{values[k]:.4g}" for k in CRITERIA]
             cells += ["—" if (t, name) not in at[m] else f"{100 * at[m][(t, name)]:.1f}" for m in at]
             lines.append(f"| {t} | {name} | " + " | ".join(cells) + " |")

@@ -128,3 +128,19 @@ def test_every_committed_lengthgen_grid_keeps_its_run_identities_and_directories
     ids = sorted(json.dumps(lg.run_identity(c, plan), sort_keys=True) for c in configs)
     digest = hashlib.sha256("\n".join(dirs + ids).encode()).hexdigest()[:16]
     assert digest == LENGTHGEN_IDENTITIES[path.parent.relative_to(RESULTS).as_posix()]
+
+
+def test_the_analysis_table_lists_encodings_in_the_plans_order_whatever_the_criteria_dicts_order():
+    """A run writes its criteria in the plan's order, a stored ``lengthgen.json`` may hold them sorted; the
+    analysis table follows the plan, so a run's ``lengthgen.md`` equals what ``rewrite`` makes of its json."""
+    from posenc_bench.experiment import lengthgen_analysis
+
+    stored = json.loads((RESULTS / "lengthgen" / "passkey-10seeds" / "lengthgen.json").read_text())
+    plan = lg.plan_from_json(stored["plan"])
+    criteria = stored["criteria"]
+    shuffled = {t: dict(sorted(per.items(), reverse=True)) for t, per in criteria.items()}
+    tables = {"rows": stored["rows"]}
+    text = lengthgen_analysis.markdown(plan, tables, shuffled, stored["correlations"])
+    listed = [line.split(" | ")[1] for line in text.splitlines() if line.startswith("| passkey | ")]
+    assert listed == [e for e in plan.encodings if e != "none"]
+    assert text == lengthgen_analysis.markdown(plan, tables, criteria, stored["correlations"])
