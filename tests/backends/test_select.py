@@ -58,3 +58,35 @@ def test_environment_of_a_cpu_tensor() -> None:
     assert (env.device, env.dtype, env.compiling, env.exporting, env.triton) == (
         "cpu", torch.float32, False, False, False,
     )  # fmt: skip
+
+
+def test_only_select_reads_the_compile_state_and_the_kernel_switches():
+    """The one selection site: no module of the torch layer outside ``posenc.backends``' core tests the
+    compile/export state or whether the compiled loops are loaded (``nn/input.py`` skips a value check of
+    its own while tracing, which chooses no backend; ``tables.py`` is the NumPy core, which may not import
+    the torch backends)."""
+    import re
+    from pathlib import Path
+
+    import posenc
+
+    root = Path(posenc.__file__).parent
+    allowed = {"backends/__init__.py", "nn/input.py", "tables.py", "_native.py", "_gpu.py"}
+    pattern = re.compile(r"is_compiling\(\)|is_exporting\(\)|_native\.kernels is|POSENC_(NATIVE|TRITON)")
+    found = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if str(p.relative_to(root)) not in allowed and pattern.search(p.read_text(encoding="utf-8"))
+    )
+    assert found == []
+
+
+def test_the_rotary_module_keeps_the_module_and_its_glue_only():
+    """``nn/rotary.py`` holds the module, the reference's seams and the Hugging Face/scaling glue; the rotations'
+    backends live in ``posenc.backends`` (at most 600 lines)."""
+    from pathlib import Path
+
+    import posenc
+
+    lines = (Path(posenc.__file__).parent / "nn" / "rotary.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= 600, lines

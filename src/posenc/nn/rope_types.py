@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from posenc import spectrum
+from posenc import spectrum, validate
 
 Compute = Callable[[int, float, Mapping[str, Any], float], tuple[NDArray[np.float64], float]]
 """``(rotary_dim r, base ρ, parameters, length n) → (θ [r/2] float64, attention factor a)``."""
@@ -120,6 +120,35 @@ def settings_parameters(name: str, settings: Mapping[str, Any]) -> dict[str, Any
     if settings["scaling_factor"] is not None:
         options["factor"] = settings["scaling_factor"]
     return resolve_parameters(name, options, rotary_dim=settings["rotary_dim"])
+
+
+def module_parameters(
+    scaling: str | None,
+    scaling_factor: float | None,
+    scaling_options: Mapping[str, Any] | None,
+    *,
+    rotary_dim: int,
+) -> dict[str, Any]:
+    """The resolved parameters (:func:`resolve_parameters`) of a rotary module's ``scaling=``,
+    ``scaling_factor=`` (the ``factor``, ``≥ 1``) and ``scaling_options=`` (the others, by their Hugging
+    Face names); ``{}`` without ``scaling``, where a factor or options would do nothing and are refused."""
+    if scaling is None:
+        if scaling_factor is not None or scaling_options:
+            given = "scaling_factor" if scaling_factor is not None else "scaling_options"
+            raise ValueError(
+                f"{given} was given without scaling, so it would do nothing; pass scaling= one of "
+                f"{', '.join(map(repr, ROPE_TYPES))}"
+            )
+        return {}
+    validate.choice("scaling", scaling, tuple(ROPE_TYPES))
+    options = dict(scaling_options or {})
+    if "factor" in options:
+        raise ValueError("give the factor as scaling_factor=, not inside scaling_options")
+    if scaling_factor is not None:
+        options["factor"] = validate.positive_float("scaling_factor", scaling_factor)
+        if options["factor"] < 1.0:
+            raise ValueError(f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}")
+    return resolve_parameters(scaling, options, rotary_dim=rotary_dim)
 
 
 def resolve_parameters(name: str, parameters: Mapping[str, Any], *, rotary_dim: int) -> dict[str, Any]:

@@ -125,28 +125,9 @@ class RotaryEmbedding(RotaryContract):
         self.base = validate.positive_float("base", base)
         self.rotary_dim = spectrum.rotary_dim(self.head_dim, rotary_dim)
         self.layout = validate.choice("layout", layout, LAYOUTS)
-        if scaling is None and (scaling_factor is not None or scaling_options):
-            given = "scaling_factor" if scaling_factor is not None else "scaling_options"
-            raise ValueError(
-                f"{given} was given without scaling, so it would do nothing; pass scaling= one of "
-                f"{', '.join(map(repr, rope_types.ROPE_TYPES))}"
-            )
-        if scaling is not None:
-            validate.choice("scaling", scaling, tuple(rope_types.ROPE_TYPES))
-            options = dict(scaling_options or {})
-            if "factor" in options:
-                raise ValueError("give the factor as scaling_factor=, not inside scaling_options")
-            if scaling_factor is not None:
-                options["factor"] = validate.positive_float("scaling_factor", scaling_factor)
-                if options["factor"] < 1.0:
-                    raise ValueError(
-                        f"scaling_factor must be >= 1 (it extends the context), got {scaling_factor!r}"
-                    )
-            self.scaling_parameters = rope_types.resolve_parameters(
-                scaling, options, rotary_dim=self.rotary_dim
-            )
-        else:
-            self.scaling_parameters = {}
+        self.scaling_parameters = rope_types.module_parameters(
+            scaling, scaling_factor, scaling_options, rotary_dim=self.rotary_dim
+        )
         self.scaling = scaling
         self.scaling_factor = self.scaling_parameters.get("factor")
         self.xpos_scale_base = (
@@ -491,8 +472,7 @@ class RotaryEmbedding(RotaryContract):
         else:
             self._tables_in(work, q.device)
             _positions.batch_of(q_positions, k_positions, q, k)
-            q_pos = q_positions if q_positions.dim() == 2 else q_positions.view(1, -1)
-            k_pos = k_positions if k_positions.dim() == 2 else k_positions.view(1, -1)
+            q_pos, k_pos = (p if p.dim() == 2 else p.view(1, -1) for p in (q_positions, k_positions))
             if q_pos.dtype != k_pos.dtype:
                 q_pos, k_pos = q_pos.long(), k_pos.long()
             offsets = (0, 0)
@@ -574,11 +554,7 @@ class RotaryEmbedding(RotaryContract):
             p = context.state.positions
             launch = self._one_launch_serves(q, k, p, p, context=True)
             if launch is not None:
-                p = (
-                    None
-                    if p is None
-                    else _positions.check_positions("positions", p, p.shape[-1], batched=True)
-                )
+                p = p if p is None else _positions.check_positions("positions", p, p.shape[-1], batched=True)
                 return self._one_launch(launch, q, k, p, p, 0)
         return super().transform_qk(q, k, context)
 
