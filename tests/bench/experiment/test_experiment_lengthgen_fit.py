@@ -111,6 +111,8 @@ LENGTHGEN_IDENTITIES = {
     "lengthgen/copy-reverse": "67b77f911da676d1",
     "lengthgen": "e18851452dbfe8f4",
     "lengthgen/passkey-5seeds": "b346c0f2436eb642",
+    "lengthgen/passkey-10seeds": "8af386ac2cfe8897",  # these two: equal to the run folders' own config.json
+    "lengthgen/copy-10seeds": "e9c3a87461294c41",
     "lengthgen/randomized/nope3": "d927fd211c24ea60",
     "lengthgen/randomized/rand64": "1c068232c8eee849",
     "lengthgen/randomized/rand64-tested-consecutive": "1c068232c8eee849",
