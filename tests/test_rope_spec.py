@@ -508,3 +508,41 @@ def test_a_per_layer_config_the_rotary_does_not_read_is_not_read(model_type):
                 torch.testing.assert_close(ours, want, rtol=16 * 2.0**-24, atol=0)
                 checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("head_dim", [None, 128])
+def test_glm4v_moes_text_rope_is_read_as_its_rotary_module_applies_it(head_dim):
+    """GLM-4V-MoE's text config, default (head_dim 4096/96 = 42, partial_rotary_factor 0.5 → 21, odd) and with
+    GLM-4.5V's head_dim 128: the spec's rotary rotates q as transformers' Glm4vMoeTextRotaryEmbedding frequencies
+    and apply_rotary_pos_emb do at text positions (one id on all three M-RoPE axes), in float64 from its float32
+    inv_freq. Its own forward runs only where the 11 or 32 frequencies fit its default mrope_section [8, 12, 12]:
+    at the default head_dim it raises (sections summing to 32 split 11), at 128 its tables are compared too."""
+    from transformers.models.glm4v_moe import modeling_glm4v_moe
+
+    from posenc.integrations.hf import rotary_from_spec
+
+    config = AutoConfig.for_model("glm4v_moe").text_config
+    if head_dim is not None:
+        config.head_dim = head_dim
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == tuple(range(config.num_hidden_layers)) and module.layout == "half_split"
+    hf_rotary = modeling_glm4v_moe.Glm4vMoeTextRotaryEmbedding(config)
+    ours = rotary_from_spec(module, layout=module.layout)
+    torch.testing.assert_close(ours.frequencies, hf_rotary.inv_freq.double(), rtol=16 * 2.0**-24, atol=0)
+    n = 300
+    positions = torch.arange(n)[None]
+    freqs = positions[..., None].double() * hf_rotary.inv_freq.double()  # its forward, in float64
+    table_cos, table_sin = torch.cat((freqs, freqs), -1).cos(), torch.cat((freqs, freqs), -1).sin()
+    if sum(hf_rotary.mrope_section) == freqs.shape[-1]:
+        got_cos, got_sin = hf_rotary(torch.zeros(1, n, 8), positions)  # its own float32 tables
+        torch.testing.assert_close(got_cos.double(), table_cos, rtol=0, atol=n * 2.0**-22)
+        torch.testing.assert_close(got_sin.double(), table_sin, rtol=0, atol=n * 2.0**-22)
+    else:
+        with pytest.raises(RuntimeError, match="split_sizes to sum exactly to 11"):
+            hf_rotary(torch.zeros(1, n, 8), positions)
+    q = torch.randn(1, 2, n, module.head_dim, dtype=torch.float64)
+    want, _ = modeling_glm4v_moe.apply_rotary_pos_emb(q, q, table_cos, table_sin)
+    got, _ = ours(q, q)
+    torch.testing.assert_close(got, want, rtol=0, atol=n * 2.0**-22)
+    torch.testing.assert_close(got[..., module.rotary_dim :], q[..., module.rotary_dim :], rtol=0, atol=0)
