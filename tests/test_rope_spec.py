@@ -133,7 +133,7 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the counts
     read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 182 of them, and
-    hf_rope_submodels 190, counting a composite config read when one of its sub-models is, and 163 with every
+    hf_rope_submodels 190, counting a composite config read when one of its sub-models is, and 165 with every
     sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
@@ -160,7 +160,7 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
                 continue
         submodels += 1
         every += all(s.unread is None for s in found)
-    assert spec >= 182 and submodels >= 190 and every >= 163, (spec, submodels, every)
+    assert spec >= 182 and submodels >= 190 and every >= 165, (spec, submodels, every)
 
 
 def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
@@ -546,3 +546,50 @@ def test_glm4v_moes_text_rope_is_read_as_its_rotary_module_applies_it(head_dim):
     got, _ = ours(q, q)
     torch.testing.assert_close(got, want, rtol=0, atol=n * 2.0**-22)
     torch.testing.assert_close(got[..., module.rotary_dim :], q[..., module.rotary_dim :], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
+def test_the_qwen2_vl_vision_rope_is_read_as_its_rotary_module_computes_it(model_type):
+    """The Qwen2-VL / Qwen2.5-VL vision tower's 2-D rope (rope_type 'axial') from the spec's axis_frequencies at
+    qwen2_vl_vision_positions: the ids are transformers' get_vision_position_ids (images and a video, merge 2),
+    MultiAxisRotary's tables are its VisionRotaryEmbedding's, and its rotation is apply_rotary_pos_emb_vision's
+    (which computes in float32) and, in float64 on transformers' own inv_freq, its rotate_half formula."""
+    from transformers import vision_utils
+
+    from posenc.nn import MultiAxisRotary
+
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    width = {"qwen2_vl": "embed_dim", "qwen2_5_vl": "hidden_size"}[model_type]
+    config = AutoConfig.for_model(model_type).vision_config
+    setattr(config, width, 64)
+    config.num_heads = 2  # head_dim 32
+    config.depth = 3
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == (0, 1, 2) and module.head_dim == 32 and module.axis_frequencies is not None
+    grid = torch.tensor([[1, 4, 6], [2, 6, 2], [1, 2, 2]])
+    position_ids = vision_utils.get_vision_position_ids(grid, 2)
+    torch.testing.assert_close(
+        torch.from_numpy(rope_spec.qwen2_vl_vision_positions(grid.numpy(), 2)), position_ids, rtol=0, atol=0
+    )
+    rope = MultiAxisRotary(module.head_dim, module.axis_frequencies, layout=module.layout)
+    rotary_class = next(c for n, c in vars(modeling).items() if n.endswith("VisionRotaryEmbedding"))
+    hf_rotary = rotary_class(config)
+    n = position_ids.shape[0]
+    want_cos, want_sin = hf_rotary(torch.zeros(n, 64), position_ids)
+    cos, sin = rope.cos_sin(position_ids.T, dtype=torch.float64)
+    torch.testing.assert_close(cos, want_cos.double(), rtol=0, atol=6 * 2.0**-23)
+    torch.testing.assert_close(sin, want_sin.double(), rtol=0, atol=6 * 2.0**-23)
+    q = torch.randn(
+        n, 2, 32, dtype=torch.float64
+    )  # [tokens, heads, head_dim], as its VisionAttention holds q
+    got = rope.rotate(q.transpose(0, 1), cos, sin).transpose(0, 1)
+    want, _ = modeling.apply_rotary_pos_emb_vision(q, q, want_cos, want_sin)
+    torch.testing.assert_close(got, want, rtol=0, atol=2.0**-18)
+    freqs = position_ids[..., None].double() * hf_rotary.inv_freq.double()  # its forward, in float64
+    table_cos = hf_rotary.recomposition_frequencies(freqs.cos())[:, None]
+    table_sin = hf_rotary.recomposition_frequencies(freqs.sin())[:, None]
+    want = q * table_cos + modeling.rotate_half(q) * table_sin
+    torch.testing.assert_close(got, want, rtol=0, atol=6 * 2.0**-22)
+    with pytest.raises(ValueError, match=r"spatial_merge_size must be a positive integer dividing .* got 4"):
+        rope_spec.qwen2_vl_vision_positions(grid.numpy(), 4)
