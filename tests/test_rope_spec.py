@@ -132,8 +132,8 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the counts
-    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 182 of them, and
-    hf_rope_submodels 190, counting a composite config read when one of its sub-models is, and 165 with every
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 183 of them, and
+    hf_rope_submodels 191, counting a composite config read when one of its sub-models is, and 166 with every
     sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
@@ -160,7 +160,7 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
                 continue
         submodels += 1
         every += all(s.unread is None for s in found)
-    assert spec >= 182 and submodels >= 190 and every >= 165, (spec, submodels, every)
+    assert spec >= 183 and submodels >= 191 and every >= 166, (spec, submodels, every)
 
 
 def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
@@ -593,3 +593,42 @@ def test_the_qwen2_vl_vision_rope_is_read_as_its_rotary_module_computes_it(model
     torch.testing.assert_close(got, want, rtol=0, atol=6 * 2.0**-22)
     with pytest.raises(ValueError, match=r"spatial_merge_size must be a positive integer dividing .* got 4"):
         rope_spec.qwen2_vl_vision_positions(grid.numpy(), 4)
+
+
+def test_mlcds_vision_rope_is_read_as_its_rotary_module_computes_it():
+    """MLCD's vision rope (rope_type 'axial', Qwen2-VL's frequencies): at the row-major patch ids its
+    MLCDVisionModel builds, MultiAxisRotary's tables from the spec are MLCDRotaryEmbedding's, and its rotation
+    apply_rotary_pos_emb_vision's (float32, as it computes) and its rotate_half formula's in float64."""
+    from transformers import MLCDVisionConfig
+    from transformers.models.mlcd import modeling_mlcd
+
+    from posenc.nn import MultiAxisRotary
+
+    config = MLCDVisionConfig(
+        hidden_size=64, num_attention_heads=2, num_hidden_layers=3, intermediate_size=32
+    )
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == (0, 1, 2) and module.head_dim == 32 and module.axis_frequencies is not None
+    h, w = 5, 7
+    rows = torch.arange(h).unsqueeze(1).expand(-1, w)  # as MLCDVisionModel.forward builds pos_ids
+    columns = torch.arange(w).unsqueeze(0).expand(h, -1)
+    position_ids = torch.stack([rows.flatten(), columns.flatten()], dim=-1)
+    ours_ids = torch.from_numpy(rope_spec.qwen2_vl_vision_positions([[1, h, w]], 1))
+    torch.testing.assert_close(ours_ids, position_ids, rtol=0, atol=0)
+    rope = MultiAxisRotary(module.head_dim, module.axis_frequencies, layout=module.layout)
+    hf_rotary = modeling_mlcd.MLCDRotaryEmbedding(config)
+    want_cos, want_sin = hf_rotary(torch.zeros(h * w, 64), position_ids)
+    cos, sin = rope.cos_sin(position_ids.T, dtype=torch.float64)
+    torch.testing.assert_close(cos, want_cos.double(), rtol=0, atol=7 * 2.0**-23)
+    torch.testing.assert_close(sin, want_sin.double(), rtol=0, atol=7 * 2.0**-23)
+    q = torch.randn(1, h * w, 2, 32, dtype=torch.float64)  # [b, tokens, heads, head_dim], as MLCDAttention
+    got = rope.rotate(q.transpose(1, 2), cos, sin).transpose(1, 2)
+    want, _ = modeling_mlcd.apply_rotary_pos_emb_vision(q, q, want_cos[None], want_sin[None])
+    torch.testing.assert_close(got, want, rtol=0, atol=2.0**-18)
+    freqs = position_ids[..., None].double() * hf_rotary.inv_freq.double()  # its forward, in float64
+    table_cos = hf_rotary.recomposition_frequencies(freqs.cos())[None, :, None]
+    table_sin = hf_rotary.recomposition_frequencies(freqs.sin())[None, :, None]
+    want = q * table_cos + modeling_mlcd.rotate_half(q) * table_sin
+    torch.testing.assert_close(got, want, rtol=0, atol=7 * 2.0**-22)
+    assert any("class_pos_emb" in note for note in module.notes)

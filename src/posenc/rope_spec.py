@@ -359,6 +359,13 @@ AXIAL_2D_MODEL_TYPES: dict[str, tuple[Callable[[int, float], NDArray[np.float64]
         "Qwen2.5-VL's vision rope: as Qwen2-VL's (posenc.rope_spec.qwen2_vl_vision_positions), the tokens and "
         "their ids then permuted into attention windows",
     ),
+    "mlcd_vision_model": (
+        qwen2_vl_axis_frequencies,
+        "hidden_size",
+        "MLCD's vision rope: as Qwen2-VL's, the patches' (row h, column w) ids row-major "
+        "(posenc.rope_spec.qwen2_vl_vision_positions([[1, h, w]], 1)); the class token, first, turns pair j "
+        "(j < head_dim/2) by a learned angle class_pos_emb[j] (a checkpoint parameter, not a position)",
+    ),
 }
 """Vision towers whose ``axial`` rope is a 2-D frequency matrix: model type → (its matrix from
 ``(head_dim, rope_theta)``, the width key ``head_dim`` defaults to ``width // num_attention_heads`` from, a note)."""
