@@ -132,8 +132,8 @@ def test_adjacent_pair_and_rope_interleave_lists_are_the_model_files():
 @pytest.mark.slow
 def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
     """Every model type whose file defines a rotary class, from its default config (no download): the counts
-    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 182 of them, and
-    hf_rope_submodels 190, counting a composite config read when one of its sub-models is, and 163 with every
+    read are floors (transformers 5.24: 196 with a default config; hf_rope_spec reads 183 of them, and
+    hf_rope_submodels 191, counting a composite config read when one of its sub-models is, and 166 with every
     sub-config holding a rope read, vision ropes included)."""
     transformers.utils.logging.set_verbosity_error()
     with_rope = sorted(
@@ -160,7 +160,7 @@ def test_the_spec_reads_the_default_config_of_most_model_types_with_a_rope():
                 continue
         submodels += 1
         every += all(s.unread is None for s in found)
-    assert spec >= 182 and submodels >= 190 and every >= 163, (spec, submodels, every)
+    assert spec >= 183 and submodels >= 191 and every >= 166, (spec, submodels, every)
 
 
 def test_a_plain_config_is_one_submodel_read_as_hf_rope_spec_reads_it():
@@ -508,3 +508,127 @@ def test_a_per_layer_config_the_rotary_does_not_read_is_not_read(model_type):
                 torch.testing.assert_close(ours, want, rtol=16 * 2.0**-24, atol=0)
                 checked += 1
     assert checked
+
+
+@pytest.mark.parametrize("head_dim", [None, 128])
+def test_glm4v_moes_text_rope_is_read_as_its_rotary_module_applies_it(head_dim):
+    """GLM-4V-MoE's text config, default (head_dim 4096/96 = 42, partial_rotary_factor 0.5 → 21, odd) and with
+    GLM-4.5V's head_dim 128: the spec's rotary rotates q as transformers' Glm4vMoeTextRotaryEmbedding frequencies
+    and apply_rotary_pos_emb do at text positions (one id on all three M-RoPE axes), in float64 from its float32
+    inv_freq. Its own forward runs only where the 11 or 32 frequencies fit its default mrope_section [8, 12, 12]:
+    at the default head_dim it raises (sections summing to 32 split 11), at 128 its tables are compared too."""
+    from transformers.models.glm4v_moe import modeling_glm4v_moe
+
+    from posenc.integrations.hf import rotary_from_spec
+
+    config = AutoConfig.for_model("glm4v_moe").text_config
+    if head_dim is not None:
+        config.head_dim = head_dim
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == tuple(range(config.num_hidden_layers)) and module.layout == "half_split"
+    hf_rotary = modeling_glm4v_moe.Glm4vMoeTextRotaryEmbedding(config)
+    ours = rotary_from_spec(module, layout=module.layout)
+    torch.testing.assert_close(ours.frequencies, hf_rotary.inv_freq.double(), rtol=16 * 2.0**-24, atol=0)
+    n = 300
+    positions = torch.arange(n)[None]
+    freqs = positions[..., None].double() * hf_rotary.inv_freq.double()  # its forward, in float64
+    table_cos, table_sin = torch.cat((freqs, freqs), -1).cos(), torch.cat((freqs, freqs), -1).sin()
+    if sum(hf_rotary.mrope_section) == freqs.shape[-1]:
+        got_cos, got_sin = hf_rotary(torch.zeros(1, n, 8), positions)  # its own float32 tables
+        torch.testing.assert_close(got_cos.double(), table_cos, rtol=0, atol=n * 2.0**-22)
+        torch.testing.assert_close(got_sin.double(), table_sin, rtol=0, atol=n * 2.0**-22)
+    else:
+        with pytest.raises(RuntimeError, match="split_sizes to sum exactly to 11"):
+            hf_rotary(torch.zeros(1, n, 8), positions)
+    q = torch.randn(1, 2, n, module.head_dim, dtype=torch.float64)
+    want, _ = modeling_glm4v_moe.apply_rotary_pos_emb(q, q, table_cos, table_sin)
+    got, _ = ours(q, q)
+    torch.testing.assert_close(got, want, rtol=0, atol=n * 2.0**-22)
+    torch.testing.assert_close(got[..., module.rotary_dim :], q[..., module.rotary_dim :], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl", "qwen2_5_vl"])
+def test_the_qwen2_vl_vision_rope_is_read_as_its_rotary_module_computes_it(model_type):
+    """The Qwen2-VL / Qwen2.5-VL vision tower's 2-D rope (rope_type 'axial') from the spec's axis_frequencies at
+    qwen2_vl_vision_positions: the ids are transformers' get_vision_position_ids (images and a video, merge 2),
+    MultiAxisRotary's tables are its VisionRotaryEmbedding's, and its rotation is apply_rotary_pos_emb_vision's
+    (which computes in float32) and, in float64 on transformers' own inv_freq, its rotate_half formula."""
+    from transformers import vision_utils
+
+    from posenc.nn import MultiAxisRotary
+
+    modeling = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+    width = {"qwen2_vl": "embed_dim", "qwen2_5_vl": "hidden_size"}[model_type]
+    config = AutoConfig.for_model(model_type).vision_config
+    setattr(config, width, 64)
+    config.num_heads = 2  # head_dim 32
+    config.depth = 3
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == (0, 1, 2) and module.head_dim == 32 and module.axis_frequencies is not None
+    grid = torch.tensor([[1, 4, 6], [2, 6, 2], [1, 2, 2]])
+    position_ids = vision_utils.get_vision_position_ids(grid, 2)
+    torch.testing.assert_close(
+        torch.from_numpy(rope_spec.qwen2_vl_vision_positions(grid.numpy(), 2)), position_ids, rtol=0, atol=0
+    )
+    rope = MultiAxisRotary(module.head_dim, module.axis_frequencies, layout=module.layout)
+    rotary_class = next(c for n, c in vars(modeling).items() if n.endswith("VisionRotaryEmbedding"))
+    hf_rotary = rotary_class(config)
+    n = position_ids.shape[0]
+    want_cos, want_sin = hf_rotary(torch.zeros(n, 64), position_ids)
+    cos, sin = rope.cos_sin(position_ids.T, dtype=torch.float64)
+    torch.testing.assert_close(cos, want_cos.double(), rtol=0, atol=6 * 2.0**-23)
+    torch.testing.assert_close(sin, want_sin.double(), rtol=0, atol=6 * 2.0**-23)
+    q = torch.randn(
+        n, 2, 32, dtype=torch.float64
+    )  # [tokens, heads, head_dim], as its VisionAttention holds q
+    got = rope.rotate(q.transpose(0, 1), cos, sin).transpose(0, 1)
+    want, _ = modeling.apply_rotary_pos_emb_vision(q, q, want_cos, want_sin)
+    torch.testing.assert_close(got, want, rtol=0, atol=2.0**-18)
+    freqs = position_ids[..., None].double() * hf_rotary.inv_freq.double()  # its forward, in float64
+    table_cos = hf_rotary.recomposition_frequencies(freqs.cos())[:, None]
+    table_sin = hf_rotary.recomposition_frequencies(freqs.sin())[:, None]
+    want = q * table_cos + modeling.rotate_half(q) * table_sin
+    torch.testing.assert_close(got, want, rtol=0, atol=6 * 2.0**-22)
+    with pytest.raises(ValueError, match=r"spatial_merge_size must be a positive integer dividing .* got 4"):
+        rope_spec.qwen2_vl_vision_positions(grid.numpy(), 4)
+
+
+def test_mlcds_vision_rope_is_read_as_its_rotary_module_computes_it():
+    """MLCD's vision rope (rope_type 'axial', Qwen2-VL's frequencies): at the row-major patch ids its
+    MLCDVisionModel builds, MultiAxisRotary's tables from the spec are MLCDRotaryEmbedding's, and its rotation
+    apply_rotary_pos_emb_vision's (float32, as it computes) and its rotate_half formula's in float64."""
+    from transformers import MLCDVisionConfig
+    from transformers.models.mlcd import modeling_mlcd
+
+    from posenc.nn import MultiAxisRotary
+
+    config = MLCDVisionConfig(
+        hidden_size=64, num_attention_heads=2, num_hidden_layers=3, intermediate_size=32
+    )
+    (group,) = rope_spec.hf_rope_spec(config)
+    (module,) = group.modules
+    assert group.layers == (0, 1, 2) and module.head_dim == 32 and module.axis_frequencies is not None
+    h, w = 5, 7
+    rows = torch.arange(h).unsqueeze(1).expand(-1, w)  # as MLCDVisionModel.forward builds pos_ids
+    columns = torch.arange(w).unsqueeze(0).expand(h, -1)
+    position_ids = torch.stack([rows.flatten(), columns.flatten()], dim=-1)
+    ours_ids = torch.from_numpy(rope_spec.qwen2_vl_vision_positions([[1, h, w]], 1))
+    torch.testing.assert_close(ours_ids, position_ids, rtol=0, atol=0)
+    rope = MultiAxisRotary(module.head_dim, module.axis_frequencies, layout=module.layout)
+    hf_rotary = modeling_mlcd.MLCDRotaryEmbedding(config)
+    want_cos, want_sin = hf_rotary(torch.zeros(h * w, 64), position_ids)
+    cos, sin = rope.cos_sin(position_ids.T, dtype=torch.float64)
+    torch.testing.assert_close(cos, want_cos.double(), rtol=0, atol=7 * 2.0**-23)
+    torch.testing.assert_close(sin, want_sin.double(), rtol=0, atol=7 * 2.0**-23)
+    q = torch.randn(1, h * w, 2, 32, dtype=torch.float64)  # [b, tokens, heads, head_dim], as MLCDAttention
+    got = rope.rotate(q.transpose(1, 2), cos, sin).transpose(1, 2)
+    want, _ = modeling_mlcd.apply_rotary_pos_emb_vision(q, q, want_cos[None], want_sin[None])
+    torch.testing.assert_close(got, want, rtol=0, atol=2.0**-18)
+    freqs = position_ids[..., None].double() * hf_rotary.inv_freq.double()  # its forward, in float64
+    table_cos = hf_rotary.recomposition_frequencies(freqs.cos())[None, :, None]
+    table_sin = hf_rotary.recomposition_frequencies(freqs.sin())[None, :, None]
+    want = q * table_cos + modeling_mlcd.rotate_half(q) * table_sin
+    torch.testing.assert_close(got, want, rtol=0, atol=7 * 2.0**-22)
+    assert any("class_pos_emb" in note for note in module.notes)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from posenc import spectrum
 from posenc.nn import fope, rope_types
@@ -85,7 +85,7 @@ class ModuleRope:
     ``query_scale`` describes a position-dependent factor on the queries outside the rotary;
     ``softmax_scale_factor`` a constant factor on the scores (DeepSeek's mscale²); ``fope`` what vLLM serves
     for a FoPE config (:func:`fope_settings`), which transformers ignores; ``axis_frequencies`` the
-    ``[axes, r/2]`` frequency matrix of a 2-D vision rope (:func:`pixtral_axis_frequencies`), whose pairs turn
+    ``[axes, r/2]`` frequency matrix of a 2-D vision rope (:data:`AXIAL_2D_MODEL_TYPES`), whose pairs turn
     with patch coordinates (:class:`posenc.nn.MultiAxisRotary` computes it).
     """
 
@@ -283,6 +283,15 @@ def hf_rope_spec(config: Any) -> list[LayerGroup]:
         ) from None
 
 
+def _two_axis_matrix(row: NDArray[np.float64], column: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The ``[2, len(row) + len(column)]`` frequency matrix whose first pairs turn with the row ``h`` (axis 0) at
+    ``row`` and the rest with the column ``w`` (axis 1) at ``column``."""
+    matrix = np.zeros((2, row.size + column.size))
+    matrix[0, : row.size] = row
+    matrix[1, row.size :] = column
+    return matrix
+
+
 def pixtral_axis_frequencies(head_dim: int, base: float) -> NDArray[np.float64]:
     """Pixtral's 2-D rope as an ``[2, head_dim/2]`` frequency matrix of :class:`posenc.nn.MultiAxisRotary`
     (axis 0 the patch row ``h``, axis 1 the column ``w``; half-split pairs): with ``θ_i = base^(−2i/d)``,
@@ -291,20 +300,88 @@ def pixtral_axis_frequencies(head_dim: int, base: float) -> NDArray[np.float64]:
     column angles of the second, doubled for ``rotate_half``)."""
     theta = spectrum.geometric(head_dim, base)
     quarter = theta.size // 2
-    matrix = np.zeros((2, theta.size))
-    matrix[0, :quarter] = theta[0::2][:quarter]
-    matrix[1, quarter:] = theta[1::2][: theta.size - quarter]
-    return matrix
+    return _two_axis_matrix(theta[0::2][:quarter], theta[1::2][: theta.size - quarter])
 
 
-def _pixtral(config: Any) -> list[LayerGroup]:
-    """The one rope of Pixtral's vision encoder (:func:`pixtral_axis_frequencies`), for every layer."""
+def qwen2_vl_axis_frequencies(head_dim: int, base: float) -> NDArray[np.float64]:
+    """The Qwen2-VL / Qwen2.5-VL vision rope as an ``[2, head_dim/2]`` frequency matrix of
+    :class:`posenc.nn.MultiAxisRotary` (axis 0 the patch row ``h``, axis 1 the column ``w``; half-split pairs):
+    with ``φ_j = base^(−2j/(d/2)) = base^(−4j/d)``, ``j < d/4``, pair ``j`` turns by ``h·φ_j`` and pair
+    ``d/4 + j`` by ``w·φ_j``: the same frequencies on both axes (transformers 5.24
+    ``Qwen2VLVisionRotaryEmbedding.compute_axial_rope_parameters``, ``spatial_dim = dim // 2``, and its
+    ``recomposition_frequencies``: ``cat(h·φ, w·φ)``, doubled for ``rotate_half``; the same in
+    ``modeling_qwen2_5_vl.py``)."""
+    phi = spectrum.geometric(head_dim // 2, base)
+    return _two_axis_matrix(phi, phi)
+
+
+def qwen2_vl_vision_positions(grid_thw: ArrayLike, spatial_merge_size: int) -> NDArray[np.int64]:
+    """The ``[n, 2]`` (row ``h``, column ``w``) ids of the patches of images or videos of ``grid_thw``
+    (``[images, 3]`` rows ``(t, h, w)``), in the order the Qwen2-VL vision tower holds them: block-major over the
+    ``m × m`` spatial-merge blocks (``m`` = ``spatial_merge_size``; row-major blocks, row-major within a block),
+    the frame's ids repeated ``t`` times (transformers 5.24 ``vision_utils.get_vision_position_ids``). Qwen2.5-VL
+    then permutes the tokens, and these ids with them, into attention windows (``get_vision_window_index``): a
+    reordering of the tokens that changes no token's ids."""
+    grid = np.asarray(grid_thw)
+    if grid.ndim != 2 or grid.shape[1] != 3 or not np.issubdtype(grid.dtype, np.integer) or (grid < 1).any():
+        raise ValueError(f"grid_thw must be positive integers of shape [images, 3], got {grid.tolist()!r}")
+    m = int(spatial_merge_size)
+    if m < 1 or m != spatial_merge_size or any(h % m or w % m for _, h, w in grid.tolist()):
+        raise ValueError(
+            f"spatial_merge_size must be a positive integer dividing every grid h and w, got "
+            f"{spatial_merge_size!r} for grid {grid.tolist()!r}"
+        )
+    out = []
+    for t, h, w in grid.tolist():
+        rows, columns = np.meshgrid(np.arange(h), np.arange(w), indexing="ij")
+        frame = [a.reshape(h // m, m, w // m, m).transpose(0, 2, 1, 3).reshape(-1) for a in (rows, columns)]
+        out.append(np.tile(np.stack(frame, axis=-1), (t, 1)))
+    return np.concatenate(out).astype(np.int64)
+
+
+AXIAL_2D_MODEL_TYPES: dict[str, tuple[Callable[[int, float], NDArray[np.float64]], str, str]] = {
+    "pixtral": (
+        pixtral_axis_frequencies,
+        "hidden_size",
+        "Pixtral's 2-D rope: positions are the patch's (row h, column w); pairs j < head_dim/4 turn by "
+        "h·θ_2j, the others by w·θ_(2j+1)",
+    ),
+    "qwen2_vl_vision": (
+        qwen2_vl_axis_frequencies,
+        "embed_dim",
+        "Qwen2-VL's vision rope: positions are the patch's (row h, column w) "
+        "(posenc.rope_spec.qwen2_vl_vision_positions); pairs j < head_dim/4 turn by h·φ_j, the others by "
+        "w·φ_(j − head_dim/4), φ_j = rope_theta^(−4j/head_dim)",
+    ),
+    "qwen2_5_vl_vision": (
+        qwen2_vl_axis_frequencies,
+        "hidden_size",
+        "Qwen2.5-VL's vision rope: as Qwen2-VL's (posenc.rope_spec.qwen2_vl_vision_positions), the tokens and "
+        "their ids then permuted into attention windows",
+    ),
+    "mlcd_vision_model": (
+        qwen2_vl_axis_frequencies,
+        "hidden_size",
+        "MLCD's vision rope: as Qwen2-VL's, the patches' (row h, column w) ids row-major "
+        "(posenc.rope_spec.qwen2_vl_vision_positions([[1, h, w]], 1)); the class token, first, turns pair j "
+        "(j < head_dim/2) by a learned angle class_pos_emb[j] (a checkpoint parameter, not a position)",
+    ),
+}
+"""Vision towers whose ``axial`` rope is a 2-D frequency matrix: model type → (its matrix from
+``(head_dim, rope_theta)``, the width key ``head_dim`` defaults to ``width // num_attention_heads`` from, a note)."""
+
+
+def _axial(config: Any) -> list[LayerGroup]:
+    """The one 2-D rope of a vision encoder of :data:`AXIAL_2D_MODEL_TYPES`, for every layer."""
     get = _getter(config)
+    frequencies, width, note = AXIAL_2D_MODEL_TYPES[get("model_type")]
     parameters = get("rope_parameters") or {}
     base = float(parameters.get("rope_theta", get("rope_theta")) or 10000.0)
-    head_dim = get("head_dim") or int(get("hidden_size")) // int(get("num_attention_heads"))
+    head_dim = get("head_dim") or int(get(width)) // int(get("num_attention_heads"))
     if head_dim % 4:
-        raise ValueError(f"config head_dim must be a multiple of 4 for Pixtral's 2-D rope, got {head_dim}")
+        raise ValueError(
+            f"config head_dim must be a multiple of 4 for {get('model_type')}'s 2-D rope, got {head_dim}"
+        )
     module = ModuleRope(
         module="attention",
         rope=True,
@@ -314,11 +391,9 @@ def _pixtral(config: Any) -> list[LayerGroup]:
         base=base,
         layout="half_split",
         attention_factor=1.0,
-        axis_frequencies=pixtral_axis_frequencies(int(head_dim), base).tolist(),
+        axis_frequencies=frequencies(int(head_dim), base).tolist(),
         notes=(
-            "Pixtral's 2-D rope: positions are the patch's (row h, column w); pairs j < head_dim/4 turn by "
-            "h·θ_2j, the others by w·θ_(2j+1) (axis_frequencies; posenc.nn.MultiAxisRotary(head_dim, "
-            "axis_frequencies) rotates so)",
+            f"{note} (axis_frequencies; posenc.nn.MultiAxisRotary(head_dim, axis_frequencies) rotates so)",
         ),
     )
     layers = get("num_hidden_layers")
@@ -328,8 +403,8 @@ def _pixtral(config: Any) -> list[LayerGroup]:
 def _spec(config: Any) -> list[LayerGroup]:
     get = _getter(config)
     model_type = get("model_type")
-    if model_type == "pixtral" and (get("rope_parameters") or {}).get("rope_type") == "axial":
-        return _pixtral(config)
+    if model_type in AXIAL_2D_MODEL_TYPES and (get("rope_parameters") or {}).get("rope_type") == "axial":
+        return _axial(config)
     layers = get("num_hidden_layers")
     count = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0 else 0
     layer_types = get("layer_types")
