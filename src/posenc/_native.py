@@ -97,6 +97,16 @@ def _choice(name: str, value: str, codes: dict[str, int]) -> int:
     return codes[value]
 
 
+def _require_tables(cb: Buffer, sb: Buffer, x_dtype: str, shape: str) -> None:
+    """The rotary loops' tables: ``cos`` 2-D (``shape`` names its form) in the work dtype of ``x`` (float64
+    beside float64, else float32) or bfloat16 beside bfloat16 ``x``; ``sin`` of ``cos``'s shape and dtype."""
+    work = "float64" if x_dtype == "float64" else "float32"
+    cb.require_ndim(2, shape)
+    cb.require_dtype((work, "bfloat16") if x_dtype == "bfloat16" else (work,))
+    sb.require_shape(cb.shape, "cos's shape")
+    sb.require_dtype((cb.dtype,))
+
+
 def rotate(x: Array, out: Array, cos: Array, sin: Array, layout: str, paired: bool) -> None:
     """``out = R x`` for ``x`` ``[n0, n1, s, d]`` (Su et al. 2021, eq. 34): the pairs of the first ``r``
     columns rotated, ``layout`` (:data:`ROTARY_LAYOUTS`) pairing column ``i`` with ``i + r/2``
@@ -116,11 +126,7 @@ def rotate(x: Array, out: Array, cos: Array, sin: Array, layout: str, paired: bo
     xb.require_dtype(tuple(_DTYPES["rotate"]))
     ob.require_shape(xb.shape, "x's shape")
     ob.require_dtype((xb.dtype,))
-    work = "float64" if xb.dtype == "float64" else "float32"
-    cb.require_ndim(2, "[s, r/2] (paired) or [s, r]")
-    cb.require_dtype((work, "bfloat16") if xb.dtype == "bfloat16" else (work,))
-    sb.require_shape(cb.shape, "cos's shape")
-    sb.require_dtype((cb.dtype,))
+    _require_tables(cb, sb, xb.dtype, "[s, r/2] (paired) or [s, r]")
     for b in (xb, ob, cb, sb):
         b.require_unit_stride()
         b.require_inside()
@@ -206,11 +212,7 @@ def rotate_qk(
     ko.require_shape(kb.shape, "k's shape")
     for out in (qo, ko):
         out.require_dtype((qb.dtype,))
-    work = "float64" if qb.dtype == "float64" else "float32"
-    cb.require_ndim(2, "[n, r/2]")
-    cb.require_dtype((work, "bfloat16") if qb.dtype == "bfloat16" else (work,))
-    sb.require_shape(cb.shape, "cos's shape")
-    sb.require_dtype((cb.dtype,))
+    _require_tables(cb, sb, qb.dtype, "[n, r/2]")
     n, half = cb.shape
     if 2 * half > d:
         raise ValueError(f"cos: {half} columns give r = {2 * half} rotated dims, at most d = {d}")
