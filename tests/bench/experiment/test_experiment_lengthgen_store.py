@@ -17,7 +17,15 @@ CPU = torch.device("cpu")
 FIXTURE = Path(__file__).parent / "fixtures" / "lengthgen-v1"
 """``posenc bench --task lengthgen --seeds 1 --steps 20 --lengthgen-tasks passkey --encodings none,rope`` as
 written by the code before lengthgen's runs went through the shared run store: two finished run folders
-(``config.json``, ``log.csv``, ``metrics.json``, ``encoding.pt``) and the tables made of them."""
+(``config.json``, ``log.csv``, ``metrics.json``) and the tables made of them. Each folder's ``encoding.pt``
+held the trained encoding's state, empty for the parameter-free ``none`` and ``rope``
+(``torch.save({})``): it is written by :func:`_with_encodings` rather than kept as a binary file."""
+
+
+def _with_encodings(root: Path) -> None:
+    """The ``encoding.pt`` of each run folder of the fixture under ``root``, as that code saved it."""
+    for metrics in (root / "runs").rglob("metrics.json"):
+        torch.save({}, metrics.parent / lg.ENCODING)
 
 
 def _untimed(markdown: str) -> str:
@@ -26,6 +34,7 @@ def _untimed(markdown: str) -> str:
 
 def test_run_folders_of_the_earlier_layout_are_read_back_not_retrained(tmp_path, monkeypatch):
     shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    _with_encodings(tmp_path)
     plan = lg.plan_from_json(json.loads((FIXTURE / "lengthgen.json").read_text(encoding="utf-8"))["plan"])
     files = {p: p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file()}
     assert len(files) == 8
@@ -96,6 +105,7 @@ def test_a_run_of_an_unknown_identity_format_is_refused_not_deleted(tmp_path):
     """A run folder whose ``config.json`` records an identity format this code does not write (a newer
     version's run) is refused by name; its files are left as they are, not deleted to retrain."""
     shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    _with_encodings(tmp_path)
     plan = lg.plan_from_json(json.loads((FIXTURE / "lengthgen.json").read_text(encoding="utf-8"))["plan"])
     config = plan.configs()[0]
     path = config.directory(tmp_path) / "config.json"
