@@ -23,6 +23,7 @@ length are then Holm-adjusted (Holm 1979): one family of tests per results file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from scipy import stats
 from posenc import analysis
 from posenc_bench.data import lengthgen as data
 from posenc_bench.decoder import CausalDecoder
+from posenc_bench.experiment.compare import md_table
 from posenc_bench.experiment.stats import holm
 from posenc_bench.experiment.trained import encoding_view
 
@@ -88,10 +90,16 @@ def _accuracy_at(tables: dict[str, Any], length: int) -> dict[tuple[str, str], f
 
 def _standard_ranks(values: np.ndarray) -> np.ndarray:
     """Ranks (ties averaged), centred and scaled to unit norm: the Spearman ρ of two such vectors is
-    their dot product."""
+    their dot product (:func:`_dot`). Sums are exactly rounded (:func:`math.fsum`), so the ranks, and the
+    ρ reported, do not depend on the BLAS or the CPU."""
     r = stats.rankdata(values)
-    r = r - r.mean()
-    return r / np.linalg.norm(r)
+    r = r - math.fsum(r) / r.size
+    return r / math.sqrt(_dot(r, r))
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``a · b`` exactly rounded (BLAS's dot sums in an order of its own, which can change the last digit)."""
+    return math.fsum((a * b).tolist())
 
 
 def within_task_correlation(
@@ -109,13 +117,13 @@ def within_task_correlation(
         if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
             continue
         rx, ry = _standard_ranks(x), _standard_ranks(y)
-        observed.append(float(rx @ ry))
+        observed.append(_dot(rx, ry))
         shuffled = rng.permuted(np.tile(np.arange(x.size), (permutations, 1)), axis=1)  # [B, m] orders
         null += ry[shuffled] @ rx
     if not observed:
         return None, None, 0
     k = len(observed)
-    rho = float(np.mean(observed))
+    rho = math.fsum(observed) / k
     at_least = int(np.count_nonzero(np.abs(null / k) >= abs(rho) - 1e-12))
     return rho, (at_least + 1) / (permutations + 1), k
 
@@ -163,31 +171,25 @@ def markdown(
         "Criteria of the trained encodings (mean over seeds) over the positions of each task's longest "
         "test sequence, beside the mean exact-match accuracy (%):",
         "",
-        "| task | encoding | " + " | ".join(CRITERIA) + "".join(f" | acc {m:g}L" for m in at) + " |",
-        "|---|---|" + "---:|" * (len(CRITERIA) + len(at)),
     ]
-    for t in (t for t in plan.tasks if t in criteria):  # the plan's order: a stored dict's may be sorted
-        for name in (e for e in plan.encodings if e in criteria[t]):
-            values = criteria[t][name]
-            cells = ["—" if values[k] is None else f"{values[k]:.4g}" for k in CRITERIA]
-            cells += ["—" if (t, name) not in at[m] else f"{100 * at[m][(t, name)]:.1f}" for m in at]
-            lines.append(f"| {t} | {name} | " + " | ".join(cells) + " |")
+    pairs = [(t, e) for t in plan.tasks if t in criteria for e in plan.encodings if e in criteria[t]]
+    columns = [(k, ["—" if criteria[t][e][k] is None else f"{criteria[t][e][k]:.4g}" for t, e in pairs])
+               for k in CRITERIA]  # fmt: skip
+    columns += [(f"acc {m:g}L", ["—" if (t, e) not in at[m] else f"{100 * at[m][(t, e)]:.1f}" for t, e in pairs])
+                for m in at]  # fmt: skip
+    lines += md_table(["task", "encoding"], pairs, columns, numeric=True, width=None)
     lines += ["", "Spearman rank correlation with the mean accuracy: pooled over the (encoding, task) pairs "
               "(descriptive: it follows task difficulty), and within task (the mean of each task's ρ over its "
               "encodings) with the p of a permutation test that permutes accuracies within each task, and that "
-              f"p Holm-adjusted over the {sum(c['p'] is not None for c in correlations)} tests of this table:", "",
-              "| criterion | at | pairs | tasks | ρ pooled | ρ within task | p (within-task permutation) | p Holm |",
-              "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for c in correlations:
-        cells = [
-            "—" if c["rho"] is None else f"{c['rho']:+.2f}",
-            "—" if c.get("rho_within") is None else f"{c['rho_within']:+.2f}",
-            "—" if c["p"] is None else f"{c['p']:.2g}",
-            "—" if c.get("p_holm") is None else f"{c['p_holm']:.2g}",
-        ]
-        lines.append(
-            f"| {c['criterion']} | {c['multiple']:g}L | {c['pairs']} | {c.get('tasks', 0)} | "
-            + " | ".join(cells)
-            + " |"
-        )
+              f"p Holm-adjusted over the {sum(c['p'] is not None for c in correlations)} tests of this table:", ""]  # fmt: skip
+
+    def shown(key: str, form: str) -> list[str]:
+        return ["—" if c.get(key) is None else format(c[key], form) for c in correlations]
+
+    columns = [("pairs", [str(c["pairs"]) for c in correlations]),
+               ("tasks", [str(c.get("tasks", 0)) for c in correlations]),
+               ("ρ pooled", shown("rho", "+.2f")), ("ρ within task", shown("rho_within", "+.2f")),
+               ("p (within-task permutation)", shown("p", ".2g")), ("p Holm", shown("p_holm", ".2g"))]  # fmt: skip
+    lines += md_table(["criterion", "at"], [(c["criterion"], f"{c['multiple']:g}L") for c in correlations],
+                      columns, numeric=True, width=None)  # fmt: skip
     return "\n".join(lines) + "\n"
