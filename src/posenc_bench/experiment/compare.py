@@ -27,7 +27,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -436,12 +436,18 @@ WIDTH = 100
 
 
 def md_table(
-    keys: Sequence[str], key_rows: Sequence[Sequence[str]], columns: Sequence[tuple[str, Sequence[str]]]
+    keys: Sequence[str],
+    key_rows: Sequence[Sequence[str]],
+    columns: Sequence[tuple[str, Sequence[str]]],
+    *,
+    numeric: bool = False,
+    width: int | None = WIDTH,
 ) -> list[str]:
     """Markdown table lines: the ``keys`` columns, then ``columns`` (title, cells), split into several
-    tables that each repeat the ``keys`` columns when one would be wider than :data:`WIDTH`."""
+    tables that each repeat the ``keys`` columns when one would be wider than ``width`` characters (``None``:
+    one table); ``numeric`` right-aligns the ``columns`` (``---:``)."""
 
-    def width(titles: Sequence[str], cells: Sequence[Sequence[str]]) -> int:
+    def wide(titles: Sequence[str], cells: Sequence[Sequence[str]]) -> int:
         lines = [titles, *cells]
         return max(sum(len(c) + 3 for c in line) + 1 for line in lines)
 
@@ -450,7 +456,7 @@ def md_table(
         trial = groups[-1] + [j]
         titles = [*keys, *(columns[i][0] for i in trial)]
         cells = [[*k, *(columns[i][1][r] for i in trial)] for r, k in enumerate(key_rows)]
-        if groups[-1] and width(titles, cells) > WIDTH:
+        if groups[-1] and width is not None and wide(titles, cells) > width:
             groups.append([j])
         else:
             groups[-1] = trial
@@ -459,7 +465,7 @@ def md_table(
         if lines:
             lines.append("")
         lines.append("| " + " | ".join([*keys, *(columns[i][0] for i in group)]) + " |")
-        lines.append("|" + "---|" * (len(keys) + len(group)))
+        lines.append("|" + "---|" * len(keys) + ("---:|" if numeric else "---|") * len(group))
         lines += [
             "| " + " | ".join([*k, *(columns[i][1][r] for i in group)]) + " |" for r, k in enumerate(key_rows)
         ]
@@ -655,34 +661,48 @@ def _csv_cells(
     return cells
 
 
+def csv_text(rows: Iterable[Sequence[Any]]) -> str:
+    """``rows`` (the header first) as CSV text (:mod:`csv`'s default dialect: ``\\r\\n`` line ends)."""
+    buf = io.StringIO()
+    csv.writer(buf).writerows(rows)
+    return buf.getvalue()
+
+
 def _csv(comparison: Comparison) -> str:
     metrics, paired_metrics = comparison.metrics, comparison.paired_metrics
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(_csv_header(metrics, paired_metrics))
     tests = {(t.reference, t.model, t.encoding, t.scale, t.metric): t for t in comparison.paired}
-    for r in comparison.rows:
-        writer.writerow(_csv_cells(r, metrics, paired_metrics, tests))
-    return buf.getvalue()
+    return csv_text(
+        [_csv_header(metrics, paired_metrics)]
+        + [_csv_cells(r, metrics, paired_metrics, tests) for r in comparison.rows]
+    )
 
 
 def _series_csv(comparison: Comparison) -> str:
     """The per-series section: one line per row (``kind=row``) and per paired test (``kind=paired``)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(
-        ["kind", "model", "row", "reference", "metric", "series", "runs", "value", "wins", "ties", "losses"]
-        + ["ci_low", "ci_high", "ci", "p_wilcoxon", "p_holm"]
-    )
+    header = [
+        "kind",
+        "model",
+        "row",
+        "reference",
+        "metric",
+        "series",
+        "runs",
+        "value",
+        "wins",
+        "ties",
+        "losses",
+    ]
+    rows: list[list[Any]] = [header + ["ci_low", "ci_high", "ci", "p_wilcoxon", "p_holm"]]
     for r in comparison.series_rows:
-        for m, v in r.mean.items():
-            writer.writerow(["row", r.model, r.name, "", m, r.n_series, r.n_runs, v] + [""] * 8)
+        rows += [
+            ["row", r.model, r.name, "", m, r.n_series, r.n_runs, v] + [""] * 8 for m, v in r.mean.items()
+        ]
     for t in comparison.series_paired:
-        writer.writerow(
+        rows.append(
             ["paired", t.model, t.name, t.reference, t.metric, t.n_series, "", t.mean_diff]
             + [t.wins, t.ties, t.losses, t.ci_low, t.ci_high, t.ci, t.p_wilcoxon, t.p_holm]
         )
-    return buf.getvalue()
+    return csv_text(rows)
 
 
 def to_json(comparison: Comparison) -> str:

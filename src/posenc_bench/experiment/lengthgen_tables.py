@@ -8,12 +8,11 @@ from ``lengthgen.json`` alone.
 
 from __future__ import annotations
 
-import csv
-import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from posenc_bench.experiment.compare import csv_text, md_table
 from posenc_bench.experiment.stats import holm, paired_interval, sign_flip_p
 
 if TYPE_CHECKING:
@@ -104,18 +103,11 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
             pairs = [p for p in tables["paired"] if p["task"] == t and p["reference"] == ref]
             if not pairs:
                 continue
-            how = pairs[0]["ci"]
-            lines += [f"Paired against `{ref}` (Δ points, 95% CI ({how}), sign-flip p, Holm p):", "",
-                      "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |",
-                      "|---|" + "---:|" * len(lengths)]  # fmt: skip
-            for e in plan.encodings:
-                mine = {p["length"]: p for p in pairs if p["encoding"] == e}
-                if not mine:
-                    continue
-                cells_ = [f"{100 * mine[n]['diff']:+.1f} {_ci(mine[n])} p={mine[n]['p']:.2g} "
-                          f"(Holm {mine[n]['p_holm']:.2g}){_fitted(mine[n], plan.seeds)}" for n in lengths]  # fmt: skip
-                lines.append(f"| {e} | " + " | ".join(cells_) + " |")
-            lines.append("")
+            lines += [
+                f"Paired against `{ref}` (Δ points, 95% CI ({pairs[0]['ci']}), sign-flip p, Holm p):",
+                "",
+            ]
+            lines += _paired_table(plan, pairs, lengths) + [""]
     lines.append(
         f"With {plan.seeds} seeds the smallest attainable two-sided sign-flip p is {min(1.0, 2 / 2**plan.seeds):.3g}; "
         f"the CI is Student's t with {plan.seeds - 1} degrees of freedom over the {plan.seeds} seeds' paired "
@@ -129,6 +121,18 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
     return "\n".join(lines) + "\n"
 
 
+def _paired_table(plan: LengthgenPlan, pairs: list[dict[str, Any]], lengths: list[int]) -> list[str]:
+    """One reference's paired tests of a task: per encoding and length the Δ, its CI, p and Holm p."""
+    by_encoding = {e: {p["length"]: p for p in pairs if p["encoding"] == e} for e in plan.encodings}
+    shown = [(e,) for e, mine in by_encoding.items() if mine]
+    columns = [
+        (f"n={n}", [f"{100 * (q := by_encoding[e][n])['diff']:+.1f} {_ci(q)} p={q['p']:.2g} "
+                    f"(Holm {q['p_holm']:.2g}){_fitted(q, plan.seeds)}" for (e,) in shown])
+        for n in lengths
+    ]  # fmt: skip
+    return md_table(["encoding"], shown, columns, numeric=True, width=None)
+
+
 def _accuracy_table(
     plan: LengthgenPlan, tables: dict[str, Any], t: str, fit: dict[tuple[str, str], list[bool]]
 ) -> list[str]:
@@ -136,37 +140,29 @@ def _accuracy_table(
     every seed fits at ``L``), the steps taken when runs trained to a fit criterion, chance and the floor."""
     lengths = plan.test_lengths(t)
     stops = _steps_taken(tables.get("fit"), t)
-    extra = " steps taken |" if stops else ""
-    lines = [f"## {t}", "", "| encoding | " + " | ".join(f"n={n}" for n in lengths) + " |" + extra,
-             "|---|" + "---:|" * len(lengths) + ("---:|" if stops else "")]  # fmt: skip
-    for e in plan.encodings:
-        ok = fit.get((t, e), [])
-        label = e if all(ok) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
-        cells = {r["length"]: r for r in tables["rows"] if r["task"] == t and r["encoding"] == e}
-        text = []
-        for n in lengths:
-            r = cells[n]
-            cell = f"{_pct(r['mean'])} ± {_pct(r['std'])}"
-            if "scaled_mean" in r:
-                cell += f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})"
-            text.append(cell)
-        if stops:
-            text.append(stops[e])
-        lines.append(f"| {label} | " + " | ".join(text) + " |")
+    cells = {(r["encoding"], r["length"]): r for r in tables["rows"] if r["task"] == t}
     chance = {c["length"]: c["accuracy"] for c in tables["chance"] if c["task"] == t}
-    blank = " |" if stops else ""
-    lines.append(
-        "| *no skill (chance)* | " + " | ".join(f"{100 * chance[n]:.3g}" for n in lengths) + " |" + blank
-    )
     floor = {c["length"]: c for c in tables["floor"] if c["task"] == t}
-    lines.append(
-        "| *trivial strategy* | "
-        + " | ".join(f"{100 * floor[n]['accuracy']:.3g}" for n in lengths)
-        + " |"
-        + blank
-    )
-    lines += ["", f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]
-    return lines
+
+    def accuracy(e: str, n: int) -> str:
+        r = cells[(e, n)]
+        scaled = f" ({plan.rope_scaling}: {_pct(r['scaled_mean'])})" if "scaled_mean" in r else ""
+        return f"{_pct(r['mean'])} ± {_pct(r['std'])}{scaled}"
+
+    labels = [
+        e if all(ok := fit.get((t, e), [])) else f"{e} † ({sum(ok)}/{len(ok)} fit at L)"
+        for e in plan.encodings
+    ]
+    columns = [
+        (f"n={n}", [accuracy(e, n) for e in plan.encodings]
+         + [f"{100 * chance[n]:.3g}", f"{100 * floor[n]['accuracy']:.3g}"])
+        for n in lengths
+    ]  # fmt: skip
+    if stops:
+        columns.append(("steps taken", [stops[e] for e in plan.encodings] + ["", ""]))
+    keys = [(label,) for label in labels] + [("*no skill (chance)*",), ("*trivial strategy*",)]
+    return [f"## {t}", "", *md_table(["encoding"], keys, columns, numeric=True, width=None), "",
+            f"Trivial strategy: {floor[lengths[0]]['rule']}, scored on the same test sets.", ""]  # fmt: skip
 
 
 def _budget(config: LengthgenConfig) -> str:
@@ -223,15 +219,9 @@ def _ci(test: dict[str, Any]) -> str:
 def table_csv(tables: dict[str, Any]) -> str:
     """``lengthgen.csv``: mean, std and the per-seed values per (task, encoding, length), then the no-skill
     and trivial-strategy lines."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["task", "encoding", "length", "mean", "std", "seeds"])
-    for r in tables["rows"]:
-        writer.writerow(
-            [r["task"], r["encoding"], r["length"], r["mean"], r["std"], ";".join(map(str, r["seeds"]))]
-        )
-    for c in tables["chance"]:
-        writer.writerow([c["task"], "no_skill", c["length"], c["accuracy"], 0.0, ""])
-    for c in tables["floor"]:
-        writer.writerow([c["task"], "trivial_strategy", c["length"], c["accuracy"], 0.0, ""])
-    return buffer.getvalue()
+    rows: list[list[Any]] = [["task", "encoding", "length", "mean", "std", "seeds"]]
+    rows += [[r["task"], r["encoding"], r["length"], r["mean"], r["std"], ";".join(map(str, r["seeds"]))]
+             for r in tables["rows"]]  # fmt: skip
+    rows += [[c["task"], "no_skill", c["length"], c["accuracy"], 0.0, ""] for c in tables["chance"]]
+    rows += [[c["task"], "trivial_strategy", c["length"], c["accuracy"], 0.0, ""] for c in tables["floor"]]
+    return csv_text(rows)

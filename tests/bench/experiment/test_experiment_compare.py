@@ -247,3 +247,22 @@ def test_one_trained_run_is_not_shown_above_flag_all():
     assert (
         row["sinusoidal"].clears_no_skill("auprc") is False and row[NO_SKILL].clears_no_skill("auprc") is None
     )
+
+
+def test_md_table_right_aligns_numeric_columns_and_keeps_one_table_without_a_width():
+    from posenc_bench.experiment.compare import WIDTH, md_table
+
+    wide = [(f"c{i}", ["x" * 30]) for i in range(5)]  # 5 × 33 characters: wider than WIDTH
+    assert WIDTH < 5 * 33
+    one = md_table(["encoding"], [("rope",)], wide, numeric=True, width=None)
+    assert one[:2] == ["| encoding | c0 | c1 | c2 | c3 | c4 |", "|---|---:|---:|---:|---:|---:|"]
+    assert len(one) == 3
+    split = md_table(["encoding"], [("rope",)], wide)
+    assert split[1] == "|---|---|---|" and "" in split  # split into several tables, left-aligned
+    assert all(line.startswith("| rope |") for line in split if line.startswith("| rope"))
+
+
+def test_csv_text_writes_rows_as_the_csv_module_does():
+    from posenc_bench.experiment.compare import csv_text
+
+    assert csv_text([["a", "b"], [1, "x,y"]]) == 'a,b\r\n1,"x,y"\r\n'
