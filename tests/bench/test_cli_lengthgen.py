@@ -54,7 +54,7 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path):
     assert (base.directory(tmp_path / "b") / "checkpoint.pt").exists()
     resumed = lg.train_run(base, plan, tmp_path / "b", device=cpu)
     assert whole is not None and resumed is not None
-    assert resumed["accuracy"] == whole["accuracy"] and resumed["final_loss"] == whole["final_loss"]
+    assert resumed.accuracy == whole.accuracy and resumed.final_loss == whole.final_loss
 
 
 @pytest.mark.parametrize(
@@ -245,7 +245,7 @@ def test_a_model_trained_on_random_positions_is_tested_on_random_positions(tmp_p
         assert len({tuple(row.tolist()) for row in positions}) > 1  # a fresh draw per example
     # the draws are the seed's: testing again gives the same positions and accuracy
     again = lg.evaluate(lg.trained_decoder(base, tmp_path), base, plan, torch.device("cpu"))
-    assert torch.equal(seen[2][1], seen[0][1]) and again["accuracy"] == first["accuracy"]
+    assert torch.equal(seen[2][1], seen[0][1]) and again["accuracy"] == first.accuracy
     # a run recorded before the test drew positions (its settings lack them) is trained and tested again
     settings_path = base.directory(tmp_path) / "config.json"
     settings = json.loads(settings_path.read_text())
@@ -255,7 +255,7 @@ def test_a_model_trained_on_random_positions_is_tested_on_random_positions(tmp_p
     seen.clear()
     retrained = lg.train_run(base, plan, tmp_path, device=torch.device("cpu"))
     assert retrained is not None and len(seen) == 2  # trained and tested again: the same result
-    assert retrained["accuracy"] == first["accuracy"] and retrained["final_loss"] == first["final_loss"]
+    assert retrained.accuracy == first.accuracy and retrained.final_loss == first.final_loss
     # without random positions nothing is drawn and the settings are as before
     plain = dataclasses.replace(base, random_positions=None)
     seen.clear()

@@ -71,8 +71,8 @@ def test_a_poisoned_lengthgen_checkpoint_is_refused_moved_aside_and_the_run_retr
     assert [p.name.startswith("checkpoint.pt.corrupt-") for p in folder.iterdir() if "corrupt" in p.name] == [
         True
     ]
-    assert again is not None and whole is not None and again["accuracy"] == whole["accuracy"]
-    assert again["final_loss"] == whole["final_loss"]  # retrained from the start, as the uninterrupted run
+    assert again is not None and whole is not None and again.accuracy == whole.accuracy
+    assert again.final_loss == whole.final_loss  # retrained from the start, as the uninterrupted run
 
 
 TINY = ["bench", "--task", "lengthgen", "--lengthgen-tasks", "parity", "--encodings", "none,rope",

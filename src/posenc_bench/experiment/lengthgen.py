@@ -11,11 +11,12 @@ rewritten every ``checkpoint_every`` steps, removed when the run ends), ``encodi
 encoding module's ``state_dict``, on the CPU; empty for parameter-free encodings and ``none``: what
 :mod:`~posenc_bench.experiment.lengthgen_analysis` measures) and ``metrics.json`` (exact-match
 accuracy per test length, per passkey depth, with rotary scaling when asked, and, for a run trained to
-a fit criterion, where it stopped: ``fit``). A run is done when
-``metrics.json`` and ``encoding.pt`` are both there: a re-run skips finished runs whose config
-matches and resumes the others from their checkpoint. The runs are claimed, read and written through the
-shared run store (:mod:`posenc_bench.experiment.runs`: its grid loop, JSON reader, log and checkpoint
-digest), so processes on one ``--out`` share them.
+a fit criterion, where it stopped: ``fit``; a :class:`~posenc_bench.experiment.records.LengthgenRecord`).
+A run is done when ``metrics.json`` and ``encoding.pt`` are both there. Every run is claimed, checked,
+resumed and recorded by the shared run store (:func:`posenc_bench.experiment.runs.execute` with
+:class:`LengthgenRuns`), so a re-run reads back finished runs whose settings match, resumes the others
+from their checkpoint, refuses a folder holding other settings, moves a run tested on other test sets
+aside as stale, and processes on one ``--out`` share the grid.
 
 Exact match under teacher forcing equals greedy decoding's: a sequence whose every answer token
 is the argmax given the true prefix is also the sequence greedy decoding writes.
@@ -24,11 +25,12 @@ is the argmax given the true prefix is also the sequence greedy decoding writes.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,7 +46,6 @@ from posenc_bench.data import lengthgen as data
 from posenc_bench.decoder import CausalDecoder
 from posenc_bench.experiment import lengthgen_analysis
 from posenc_bench.experiment.axes import check_encoding_names, check_encoding_options
-from posenc_bench.experiment.claims import claim
 from posenc_bench.experiment.config import identity_version
 from posenc_bench.experiment.constraints import (
     LEARNING_RATE,
@@ -65,17 +66,23 @@ from posenc_bench.experiment.figures import lengthgen_plot
 from posenc_bench.experiment.files import write_text_atomic
 from posenc_bench.experiment.lengthgen_tables import fitted as fitted
 from posenc_bench.experiment.lengthgen_tables import markdown, paired_tests, table_csv
+from posenc_bench.experiment.records import FitReached, LengthgenRecord
 from posenc_bench.experiment.runs import (
     CHECKPOINT,
-    CONFIG,
     LOG,
     METRICS,
+    Identity,
+    RunKind,
+    Session,
+    UnusableOutput,
     claim_each,
     discard,
+    execute,
     intact,
     log_csv,
     read_json,
     save_checkpoint,
+    write_config,
 )
 from posenc_bench.experiment.torch_files import UnusableFile, load_state, save_state
 from posenc_bench.experiment.train import Bar
@@ -445,15 +452,7 @@ def _test_positions(
     )
 
 
-# one run --------------------------------------------------------------------------------------------
-
-
-def _stored(path: Path) -> dict[str, Any] | None:
-    """The JSON object in ``path``, ``None`` when there is none or it is unreadable (the run then retrains)."""
-    try:
-        return read_json(path, {})
-    except UnusableFile:
-        return None
+# one run ----------------------------------------------------------------------------------------------
 
 
 def _fresh(
@@ -468,6 +467,68 @@ def _fresh(
     return model, optimiser, schedule
 
 
+def _digest(value: Any) -> str:
+    """SHA-256 (hex) of ``value`` as sorted JSON: a run's test settings, its :class:`~posenc_bench.experiment.runs.Identity` inputs."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+class LengthgenRuns(RunKind[LengthgenConfig, LengthgenPlan, LengthgenRecord]):
+    """``--task lengthgen``'s runs in the shared run store (:func:`posenc_bench.experiment.runs.execute`),
+    the data of a run being its plan's test settings.
+
+    The folder is :meth:`LengthgenConfig.directory`; ``config.json`` is :func:`run_identity`, whose settings
+    (all but ``test``) must match (a folder holding other settings is refused) and whose test settings are the
+    run's inputs (other test lengths, depths or test positions: the run's files are moved aside as stale and it
+    is trained and tested again). A run is finished when ``metrics.json`` (a :class:`LengthgenRecord`) and
+    ``encoding.pt`` (:data:`ENCODING`, the trained encoding) are both there and readable; its checkpoint is
+    removed then. ``stop_after`` (tests) stops training after that many steps of one call, leaving the checkpoint.
+    """
+
+    outputs = (METRICS, ENCODING)
+    keeps_checkpoint = False
+
+    def __init__(self, *, stop_after: int | None = None) -> None:
+        self.stop_after = stop_after
+
+    def directory(self, root: Path, config: LengthgenConfig) -> Path:
+        return config.directory(root)
+
+    def identity(
+        self, config: LengthgenConfig, data: LengthgenPlan, stored: Mapping[str, Any] | None
+    ) -> Identity:
+        if stored is not None:  # a format this code does not write (a newer version's run) is refused
+            identity_version(stored)
+        settings = run_identity(config, data)
+        test = settings.pop("test")
+        return Identity(settings, _digest(test), stale="the test sets differ from those this run was tested on",
+                        inputs_name="test settings", stale_reason="test lengths, depths, examples or positions changed")  # fmt: skip
+
+    def recorded(self, stored: Mapping[str, Any]) -> Identity:
+        settings = {k: v for k, v in stored.items() if k != "test"}
+        return Identity(settings, _digest(stored["test"]) if "test" in stored else None)
+
+    def read_record(self, directory: Path, config: LengthgenConfig) -> LengthgenRecord:
+        try:
+            record = LengthgenRecord.from_json(read_json(directory / METRICS, {"accuracy": dict}))
+        except (UnusableFile, ValueError) as exc:
+            raise UnusableOutput(METRICS, str(exc)) from None
+        try:
+            _read_encoding(config, directory / ENCODING)
+        except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
+            raise UnusableOutput(ENCODING, str(exc)) from None
+        return record
+
+    def metrics_text(self, record: LengthgenRecord) -> str:
+        return json.dumps(record.to_json(), indent=2, sort_keys=True) + "\n"
+
+    def train(
+        self, config: LengthgenConfig, data: LengthgenPlan, directory: Path, *, resume: bool, session: Session
+    ) -> LengthgenRecord | None:
+        write_config(directory, run_identity(config, data))
+        return _train(config, data, directory, device=session.device, stop_after=self.stop_after,
+                      resume=resume, bar=session.progress)  # fmt: skip
+
+
 def train_run(
     config: LengthgenConfig,
     plan: LengthgenPlan,
@@ -475,58 +536,26 @@ def train_run(
     *,
     device: torch.device,
     stop_after: int | None = None,
-) -> dict[str, Any] | None:
-    """Train and test one run, resuming from its checkpoint; returns its metrics.
+    wait: bool = True,
+    progress: bool = False,
+) -> LengthgenRecord | None:
+    """Train and test one run under ``root`` through the shared run store, resuming from its checkpoint;
+    its record (``skipped`` when read back from a finished run with the same settings).
 
-    A finished run with the same config is read back, not retrained. ``stop_after`` (tests) stops
-    after that many steps of this call, leaving the checkpoint, and returns ``None``. The run is
-    claimed first (:func:`~posenc_bench.experiment.claims.claim`), waiting while another process holds it.
+    The run is claimed first (:func:`~posenc_bench.experiment.claims.claim`): when another process holds it,
+    ``wait=True`` waits, then reads its result, and ``wait=False`` returns ``None`` at once. ``stop_after``
+    (tests) stops after that many steps of this call, leaving the checkpoint, and returns ``None``;
+    ``progress``: a tqdm bar over the training steps.
     """
-    metrics, _ = claimed_run(config, plan, root, device=device, wait=True, stop_after=stop_after)
-    return metrics
-
-
-def claimed_run(
-    config: LengthgenConfig,
-    plan: LengthgenPlan,
-    root: Path,
-    *,
-    device: torch.device,
-    wait: bool,
-    stop_after: int | None = None,
-    bar: bool = False,
-) -> tuple[dict[str, Any] | None, bool]:
-    """``(metrics, trained here)`` of one run under its claim, so that processes on one ``--out`` share
-    the runs: when another process holds it, ``wait=False`` returns ``(None, False)`` at once and
-    ``wait=True`` waits, then reads its result. ``bar``: a tqdm bar over the training steps."""
-    folder = config.directory(root)
-    with claim(folder, wait=wait) as mine:
-        if not mine:
-            return None, False
-        settings = run_identity(config, plan)
-        stored = _stored(folder / CONFIG)
-        if stored is not None:
-            # a format this code does not write (a newer version's run) is refused, not deleted
-            identity_version(stored)
-            if stored != settings:  # another setting (e.g. test lengths): retrain
-                for name in (METRICS, CHECKPOINT, LOG, ENCODING):
-                    (folder / name).unlink(missing_ok=True)
-        metrics = _stored(folder / METRICS)
-        if stored == settings and metrics is not None and (folder / ENCODING).is_file():
-            try:
-                _read_encoding(config, folder / ENCODING)
-                return metrics, False
-            except UnusableFile as exc:  # not this run's trained encoding: retrained, not trusted
-                _discard(folder, ENCODING, exc)
-        write_text_atomic(folder / CONFIG, json.dumps(settings, indent=2, sort_keys=True) + "\n")
-        return _train(config, plan, folder, device=device, stop_after=stop_after, bar=bar), True
+    return execute(config, plan, root=root, device=device, task=LengthgenRuns(stop_after=stop_after),
+                   progress=progress, wait=wait)  # fmt: skip
 
 
 def run_identity(config: LengthgenConfig, plan: LengthgenPlan) -> dict[str, Any]:
-    """A run's ``config.json``: its settings and how it is tested, in identity format 1
-    (:data:`~posenc_bench.experiment.config.IDENTITY_VERSION`: no version recorded). A finished run whose
-    stored identity differs is retrained (:func:`claimed_run`); one recording a format this code does not
-    write is refused."""
+    """A run's ``config.json``: its settings and how it is tested (``test``), in identity format 1
+    (:data:`~posenc_bench.experiment.config.IDENTITY_VERSION`: no version recorded). A run folder recording
+    other settings is refused, other test settings make it stale (:class:`LengthgenRuns`); one recording a
+    format this code does not write is refused."""
     settings = {**config.to_json(), "test": _test_settings(plan)}
     if config.random_positions:  # runs tested at 0 … s − 1 before (a stale protocol) are retrained
         settings["test"]["positions"] = "randomized"
@@ -540,10 +569,11 @@ def _train(
     *,
     device: torch.device,
     stop_after: int | None,
+    resume: bool,
     bar: bool = False,
-) -> dict[str, Any] | None:
-    """Train and test one claimed run (:func:`claimed_run`), resuming from its checkpoint (``bar``: a tqdm
-    bar over the steps).
+) -> LengthgenRecord | None:
+    """Train and test one claimed run (:class:`LengthgenRuns`), resuming from its checkpoint when ``resume``
+    (``bar``: a tqdm bar over the steps); its record, the trained encoding written as :data:`ENCODING`.
 
     With ``config.fit_accuracy`` set, each logged step (every ``checkpoint_every`` and the last) first
     measures :func:`fit_accuracy`; training stops there once it reaches the criterion, and the metrics
@@ -553,12 +583,12 @@ def _train(
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
     checkpoint = folder / CHECKPOINT
-    if checkpoint.exists():
+    if resume:
         try:
             state = _resume(checkpoint, model, optimiser, schedule, device)
             step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
         except UnusableFile as exc:  # an unreadable or foreign checkpoint is retrained, not trusted
-            _discard(folder, CHECKPOINT, exc)
+            discard(folder, (CHECKPOINT,), "corrupt", f"{checkpoint} {exc}", tidy=True, log=print)
             model, optimiser, schedule = _fresh(config, device)
     done_here = 0
     model.train()
@@ -605,14 +635,11 @@ def _train(
             return None
     if steps is not None:
         steps.close()
-    metrics = _tested(model, config, plan, device, rows)
-    metrics.update(train_seconds=seconds, train_tokens=tokens, tokens_per_s=tokens / max(seconds, 1e-9))
+    record = _tested(model, config, plan, device, rows, (seconds, tokens))
     encoding = model.encoder.encoding
     trained = {} if encoding is None else {k: v.detach().cpu() for k, v in encoding.state_dict().items()}
     save_state(folder / ENCODING, trained)
-    write_text_atomic(folder / METRICS, json.dumps(metrics, indent=2, sort_keys=True) + "\n")
-    checkpoint.unlink(missing_ok=True)  # the metrics and the trained encoding are the record
-    return metrics
+    return record
 
 
 def _tested(
@@ -621,18 +648,22 @@ def _tested(
     plan: LengthgenPlan,
     device: torch.device,
     rows: list[dict[str, float]],
-) -> dict[str, Any]:
-    """A trained run's metrics: :func:`evaluate`'s, the scaled accuracy when asked, the last logged loss,
-    and where training stopped against the fit criterion (``fit``) when the run has one."""
-    metrics = evaluate(model, config, plan, device)
+    trained: tuple[float, int],
+) -> LengthgenRecord:
+    """A trained run's record: :func:`evaluate`'s accuracy, the scaled accuracy when asked, the last logged
+    loss, ``trained`` (seconds, tokens), and where training stopped against the fit criterion (``fit``) when
+    the run has one."""
+    tested = evaluate(model, config, plan, device)
+    scaled = None
     if plan.rope_scaling is not None and "scaling" in registry.get(config.encoding).option_names():
-        metrics["scaled"] = _scaled_accuracy(model, config, plan, device)
-    metrics["final_loss"] = rows[-1]["loss"] if rows else None
+        scaled = _scaled_accuracy(model, config, plan, device)
+    fit = None
     if config.fit_accuracy is not None:  # the last logged step is where training stopped
         last = rows[-1]
-        metrics["fit"] = {"accuracy": last["fit_accuracy"], "step": last["step"],
-                          "reached": last["fit_accuracy"] >= config.fit_accuracy}  # fmt: skip
-    return metrics
+        fit = FitReached(last["fit_accuracy"], int(last["step"]), last["fit_accuracy"] >= config.fit_accuracy)
+    seconds, tokens = trained
+    return LengthgenRecord(tested["accuracy"], tested["depths"], rows[-1]["loss"] if rows else None,
+                           seconds, tokens, tokens / max(seconds, 1e-9), scaled=scaled, fit=fit)  # fmt: skip
 
 
 def trained_decoder(config: LengthgenConfig, root: Path) -> CausalDecoder:
@@ -687,11 +718,6 @@ def _resume(
     return state
 
 
-def _discard(folder: Path, name: str, why: UnusableFile) -> None:
-    """Move ``folder/name`` aside as corrupt and say so in one line (:func:`~posenc_bench.experiment.runs.discard`)."""
-    discard(folder, (name,), "corrupt", f"{folder / name} {why}", tidy=True, log=print)
-
-
 def _test_settings(plan: LengthgenPlan) -> dict[str, Any]:
     return {"multiples": list(plan.test_multiples), "passkey_multiples": list(plan.passkey_multiples),
             "depths": list(plan.depths), "n_test": plan.n_test, "rope_scaling": plan.rope_scaling}  # fmt: skip
@@ -720,7 +746,7 @@ def _scaled_accuracy(
 class LengthgenResult:
     """Every run's metrics by ``(task, encoding, seed)``, the tables, and the files written."""
 
-    metrics: dict[tuple[str, str, int], dict[str, Any]]
+    metrics: dict[tuple[str, str, int], LengthgenRecord]
     markdown: str
     paths: dict[str, Path]
     wall_seconds: float
@@ -731,23 +757,23 @@ def run_lengthgen(
 ) -> LengthgenResult:
     """Run (or resume) every run of ``plan`` under ``out`` and write ``lengthgen.{md,csv,json}``."""
     start = time.perf_counter()
-    results: dict[tuple[str, str, int], dict[str, Any]] = {}
+    results: dict[tuple[str, str, int], LengthgenRecord] = {}
     configs = plan.configs()
     finished = sum((config.directory(out) / METRICS).is_file() for config in configs)
     if finished:
         print(f"resuming: {finished} of {len(configs)} runs done (under {out / 'runs'}); they are read back")
 
-    def attempt(config: LengthgenConfig, wait: bool) -> tuple[dict[str, Any], bool, float] | None:
+    def attempt(config: LengthgenConfig, wait: bool) -> tuple[LengthgenRecord, float] | None:
         t0 = time.perf_counter()
-        metrics, trained = claimed_run(config, plan, out, device=device, wait=wait, bar=progress is not None)
-        return None if metrics is None else (metrics, trained, time.perf_counter() - t0)
+        record = train_run(config, plan, out, device=device, wait=wait, progress=progress is not None)
+        return None if record is None else (record, time.perf_counter() - t0)
 
-    for i, (metrics, trained, seconds) in claim_each(configs, attempt):
+    for i, (record, seconds) in claim_each(configs, attempt):
         config = configs[i]
-        results[(config.task, config.encoding, config.seed)] = metrics
+        results[(config.task, config.encoding, config.seed)] = record
         if progress is not None:
             progress(f"[{len(results)}/{len(configs)}] {config.task} {config.encoding} seed {config.seed}: "
-                     f"{_progress(metrics, seconds if trained else None)}")  # fmt: skip
+                     f"{_progress(record, None if record.skipped else seconds)}")  # fmt: skip
     wall = time.perf_counter() - start
     tables = summarise(plan, results)
     tables["criteria"] = lengthgen_analysis.criteria_beyond_l(
@@ -757,14 +783,14 @@ def run_lengthgen(
     return LengthgenResult(results, text, paths, wall)
 
 
-def _progress(metrics: dict[str, Any], seconds: float | None) -> str:
+def _progress(record: LengthgenRecord, seconds: float | None) -> str:
     """A finished run's accuracy per test length, and how long it trained (``seconds``; ``None``: read back)
     and where it stopped against its fit criterion, for the progress line."""
-    acc = " ".join(f"{n}:{a:.2f}" for n, a in metrics["accuracy"].items())
+    acc = " ".join(f"{n}:{a:.2f}" for n, a in record.accuracy.items())
     how = "read back" if seconds is None else f"{seconds:.1f}s"
-    if "fit" in metrics:
-        f = metrics["fit"]
-        how += f"; {'fit' if f['reached'] else 'not fit'} {f['accuracy']:.2f} at step {f['step']}"
+    if record.fit is not None:
+        f = record.fit
+        how += f"; {'fit' if f.reached else 'not fit'} {f.accuracy:.2f} at step {f.step}"
     return f"{acc} ({how})"
 
 
@@ -829,7 +855,7 @@ def plan_from_json(stored: dict[str, Any]) -> LengthgenPlan:
     )  # fmt: skip
 
 
-def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], LengthgenRecord]) -> dict[str, Any]:
     """Mean ± std per (task, encoding, length), the no-skill line, the trivial-strategy floor
     (:func:`trivial_floors`), the paired differences against each reference (:func:`paired_tests`), and,
     for runs trained to a fit criterion, ``fit``: each run's held-out accuracy, steps and whether it reached it."""
@@ -842,18 +868,18 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], dict[str,
             chance.append({"task": t, "length": n, "accuracy": task.chance(n, plan.base.vocab)})
         for e in plan.encodings:
             for n in lengths:
-                values = np.array([results[(t, e, s)]["accuracy"][str(n)] for s in seeds])
+                values = np.array([results[(t, e, s)].accuracy[str(n)] for s in seeds])
                 row = {"task": t, "encoding": e, "length": n, "mean": float(values.mean()),
                        "std": float(values.std(ddof=1)) if values.size > 1 else 0.0, "seeds": values.tolist()}  # fmt: skip
-                scaled = [results[(t, e, s)].get("scaled", {}).get(str(n)) for s in seeds]
+                scaled = [(results[(t, e, s)].scaled or {}).get(str(n)) for s in seeds]
                 if all(v is not None for v in scaled):
-                    row["scaled_mean"] = float(np.mean(scaled))
+                    row["scaled_mean"] = float(np.mean([v for v in scaled if v is not None]))
                 rows.append(row)
     runs = list(results.values())
     tables = {"rows": rows, "paired": paired_tests(plan, rows), "chance": chance, "floor": trivial_floors(plan),
-              "train_tokens": int(sum(m["train_tokens"] for m in runs)),
-              "train_seconds": float(sum(m["train_seconds"] for m in runs))}  # fmt: skip
+              "train_tokens": int(sum(m.train_tokens for m in runs)),
+              "train_seconds": float(sum(m.train_seconds for m in runs))}  # fmt: skip
     if plan.base.fit_accuracy is not None:  # per run: where training stopped (``_train``)
-        tables["fit"] = [{"task": t, "encoding": e, "seed": s, **results[(t, e, s)]["fit"]}
+        tables["fit"] = [{"task": t, "encoding": e, "seed": s, **results[(t, e, s)].to_json()["fit"]}
                          for t in plan.tasks for e in plan.encodings for s in seeds]  # fmt: skip
     return tables

@@ -1,4 +1,5 @@
-"""Typed results: one frozen :class:`RunRecord` per trained run, baseline or no-skill row.
+"""Typed results: one frozen :class:`RunRecord` per trained run, baseline or no-skill row, and one
+:class:`LengthgenRecord` per ``--task lengthgen`` run (its ``metrics.json``; see that class).
 
 A record is what ``metrics.json`` holds for a trained run and what ``results.json`` lists
 under ``runs``, ``baseline`` and ``no_skill``. :meth:`RunRecord.to_json` writes exactly the
@@ -209,3 +210,101 @@ class RunRecord:
 def as_record(record: RunRecord | Mapping[str, Any], *, kind: RecordKind = "model") -> RunRecord:
     """``record`` itself, or read from its JSON object as ``kind``."""
     return record if isinstance(record, RunRecord) else RunRecord.from_json(record, kind=kind)
+
+
+def _floats(value: Any, key: str) -> dict[str, float]:
+    """A JSON object of length (or depth) → number, as floats; ``ValueError`` naming ``key`` otherwise."""
+    if not isinstance(value, Mapping) or any(
+        isinstance(v, bool) or not isinstance(v, (int, float)) for v in value.values()
+    ):
+        raise ValueError(f"record key {key!r} must be an object of name → number, got {value!r}")
+    return {str(k): float(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class FitReached:
+    """Where a run trained to a fit criterion stopped: its held-out exact match at ``L``, the step, and
+    whether the criterion was reached there (else the step is the budget)."""
+
+    accuracy: float
+    step: int
+    reached: bool
+
+
+@dataclass(frozen=True)
+class LengthgenRecord:
+    """A finished ``--task lengthgen`` run's results: its ``metrics.json``, typed and frozen.
+
+    :meth:`to_json` writes exactly the keys those files have always had, and :meth:`from_json` reads
+    every one written so far (the keys ``scaled`` and ``fit`` only exist for runs tested with rotary
+    scaling and runs trained to a fit criterion); keys this version does not model are kept in ``extra``.
+
+    Attributes:
+        accuracy: exact match per test length (``"16"`` → share of the test set).
+        depths: per test length, exact match per passkey depth (``{}`` for the other tasks).
+        final_loss: the training loss at the last logged step (``None``: no step logged).
+        train_seconds, train_tokens, tokens_per_s: how long training took, on how many tokens.
+        scaled: exact match per test length with the rotary frequencies scaled at test time, or ``None``.
+        fit: where training stopped against the fit criterion, or ``None`` (a fixed number of steps).
+        skipped: whether the run was read from disk instead of trained (not written).
+        extra: keys this version does not model (kept and written back).
+    """
+
+    accuracy: Mapping[str, float]
+    depths: Mapping[str, Mapping[str, float]]
+    final_loss: float | None
+    train_seconds: float
+    train_tokens: int
+    tokens_per_s: float
+    scaled: Mapping[str, float] | None = None
+    fit: FitReached | None = None
+    skipped: bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as ``metrics.json`` holds it."""
+        out: dict[str, Any] = {
+            "accuracy": dict(self.accuracy),
+            "depths": {n: dict(d) for n, d in self.depths.items()},
+            "final_loss": self.final_loss,
+            "train_seconds": self.train_seconds,
+            "train_tokens": self.train_tokens,
+            "tokens_per_s": self.tokens_per_s,
+        }
+        if self.scaled is not None:
+            out["scaled"] = dict(self.scaled)
+        if self.fit is not None:
+            out["fit"] = {"accuracy": self.fit.accuracy, "step": self.fit.step, "reached": self.fit.reached}
+        return {**out, **self.extra}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LengthgenRecord:
+        """Read a record from its JSON object; ``ValueError`` naming a missing or bad key."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a record must be a JSON object, got {type(data).__name__}")
+        rest = dict(data)
+        needed = ("accuracy", "depths", "final_loss", "train_seconds", "train_tokens", "tokens_per_s")
+        missing = [k for k in needed if k not in rest]
+        if missing:
+            raise ValueError(f"a lengthgen record needs {', '.join(needed)}; missing {', '.join(missing)}")
+        depths = rest.pop("depths")
+        if not isinstance(depths, Mapping):
+            raise ValueError(f"record key 'depths' must be an object, got {depths!r}")
+        fit = rest.pop("fit", None)
+        if fit is not None and (not isinstance(fit, Mapping) or set(fit) != {"accuracy", "step", "reached"}):
+            raise ValueError(f"record key 'fit' must hold accuracy, step and reached, got {fit!r}")
+        scaled = rest.pop("scaled", None)
+        final_loss = rest.pop("final_loss")
+        return cls(
+            accuracy=_floats(rest.pop("accuracy"), "accuracy"),
+            depths={str(n): _floats(d, f"depths[{n}]") for n, d in depths.items()},
+            final_loss=None if final_loss is None else float(final_loss),
+            train_seconds=float(rest.pop("train_seconds")),
+            train_tokens=int(rest.pop("train_tokens")),
+            tokens_per_s=float(rest.pop("tokens_per_s")),
+            scaled=None if scaled is None else _floats(scaled, "scaled"),
+            fit=None
+            if fit is None
+            else FitReached(float(fit["accuracy"]), int(fit["step"]), bool(fit["reached"])),
+            extra=rest,
+        )

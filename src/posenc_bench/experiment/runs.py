@@ -19,9 +19,12 @@ run only while it holds the run's claim, so concurrent ``posenc bench`` processe
 directory never train one run twice: one trains it, the others skip it or wait for it
 (:func:`claim_each`, the grid loop of every task).
 
-``--task lengthgen`` (:mod:`posenc_bench.experiment.lengthgen`) keeps its own folder layout and run
-identity, and shares the rest: :func:`claim_each`, :func:`read_json`, :func:`log_csv`, :func:`discard`, and
-checkpoints with a digest (:func:`save_checkpoint`, :func:`intact`).
+Every task's runs go through :func:`execute`, which keeps the rules below once; a :class:`RunKind` says
+what differs: the folder, the identity, the outputs of a finished run and how it trains. Classify and
+detect are epoch-trained (:class:`EpochRuns` of a :class:`RunTask`); ``--task lengthgen``
+(:class:`posenc_bench.experiment.lengthgen.LengthgenRuns`) has its own folders
+(``ROOT/runs/lengthgen/<task>-L<L>/<encoding>…/seed<s>/``), a step loop, its test settings as the inputs
+its identity digests, ``encoding.pt`` beside ``metrics.json`` and no checkpoint once finished.
 
 **What a re-run trusts.** Nothing on disk is trusted unread:
 
@@ -30,6 +33,8 @@ checkpoints with a digest (:func:`save_checkpoint`, :func:`intact`).
   so garbled tensor bytes are caught too) is named in a message, moved aside as
   ``NAME.corrupt-<UTC time>``, and the run resumes from what is left or retrains. A missing or
   unreadable ``config.json`` moves the whole run aside: its other files cannot be checked;
+* a folder whose ``config.json`` records other settings holds another run: it is refused by name
+  (``ValueError``), never overwritten;
 * ``config.json`` records ``data_fingerprint``, a SHA-256 of the run's train/validation/test
   windows and labels (:func:`data_fingerprint`), so it covers the data files' content, the
   loader options and the split. When the data differ from those a run was trained on — the
@@ -49,9 +54,10 @@ import io
 import json
 import re
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
 import torch
@@ -59,7 +65,7 @@ import torch
 from posenc.errors import UsageError
 from posenc_bench.data.containers import Splits
 from posenc_bench.experiment.claims import claim
-from posenc_bench.experiment.config import RunConfig, identity_version
+from posenc_bench.experiment.config import IDENTITY_VERSION, RunConfig, identity_version
 from posenc_bench.experiment.controls import shuffle_time
 from posenc_bench.experiment.distributed import World
 from posenc_bench.experiment.environment import environment
@@ -79,9 +85,15 @@ from posenc_bench.experiment.train import (
 )
 
 Data = TypeVar("Data", contravariant=True)
+"""A task's data: :class:`posenc_bench.data.Splits` (classify), :class:`posenc_bench.data.nominal.DetectionData`
+(detect), :class:`posenc_bench.experiment.lengthgen.LengthgenPlan` (lengthgen: its test settings)."""
+Config = TypeVar("Config", contravariant=True)
+"""A run's settings: :class:`~posenc_bench.experiment.config.RunConfig`, or lengthgen's ``LengthgenConfig``."""
+Record = TypeVar("Record")
+"""What a finished run's ``metrics.json`` holds: :class:`~posenc_bench.experiment.records.RunRecord` or
+:class:`~posenc_bench.experiment.records.LengthgenRecord`."""
 Item = TypeVar("Item")
 Result = TypeVar("Result")
-"""A task's data: :class:`posenc_bench.data.Splits` (classify), :class:`posenc_bench.data.nominal.DetectionData` (detect)."""
 
 CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
 RUN_FILES = (CONFIG, LOG, CHECKPOINT, METRICS)
@@ -241,57 +253,150 @@ def discard(
         log(f"{why}; moved aside: {', '.join(moved) or 'nothing'}; the run retrains")
 
 
+@dataclass(frozen=True)
+class Identity:
+    """What a run folder's ``config.json`` must say for the folder to hold this run.
+
+    Attributes:
+        settings: the run's settings; a folder recording other settings holds another run, which is
+            refused by name (``ValueError``), never overwritten.
+        inputs: a digest of what the run is trained and tested on (classify: :func:`data_fingerprint`;
+            lengthgen: its test settings); a folder recording another one is stale: its files are moved
+            aside as ``NAME.stale-<UTC time>`` and the run retrains.
+        stale, inputs_name, stale_reason: that message's words (what differs, what ``inputs`` digests, why).
+    """
+
+    settings: dict[str, Any]
+    inputs: str | None
+    stale: str = "the data differ from those this run was trained on"
+    inputs_name: str = "data fingerprint"
+    stale_reason: str = "the dataset files, loader options or split changed"
+
+
+@runtime_checkable
+class RunKind(Protocol[Config, Data, Record]):
+    """One kind of run as the store keeps it: its folder, its identity, what a finished one holds, how it trains.
+
+    :func:`execute` claims the run, checks the folder against :meth:`identity` (refusing another run's
+    settings, moving stale or unreadable files aside), returns the record of a finished run, and else
+    calls :meth:`train` and writes the record it returns as ``metrics.json``. Epoch-trained tasks
+    (classify, detect) are a :class:`RunTask` (:class:`EpochRuns`); ``--task lengthgen`` is
+    :class:`posenc_bench.experiment.lengthgen.LengthgenRuns`.
+
+    Attributes:
+        outputs: the files of a finished run, ``metrics.json`` first.
+        keeps_checkpoint: whether ``checkpoint.pt`` stays once the run is finished.
+    """
+
+    outputs: tuple[str, ...]
+    keeps_checkpoint: bool
+
+    def directory(self, root: Path, config: Config) -> Path:
+        """The run's folder under ``root``."""
+        ...
+
+    def identity(self, config: Config, data: Data, stored: Mapping[str, Any] | None) -> Identity:
+        """The run's identity, in the format ``stored`` (a ``config.json`` as read) records; ``None``: the newest.
+        ``ValueError`` naming the format when this code does not know it."""
+        ...
+
+    def recorded(self, stored: Mapping[str, Any]) -> Identity:
+        """The identity a ``config.json`` records; :class:`~posenc_bench.experiment.torch_files.UnusableFile`
+        if it holds none."""
+        ...
+
+    def read_record(self, directory: Path, config: Config) -> Record:
+        """A finished run's record; :class:`UnusableOutput` naming the output that is not what it claims."""
+        ...
+
+    def train(
+        self, config: Config, data: Data, directory: Path, *, resume: bool, session: Session
+    ) -> Record | None:
+        """Train and test the claimed run (writing its ``config.json`` when it starts afresh, its checkpoints
+        and its outputs but ``metrics.json``), resuming from ``checkpoint.pt`` when ``resume``; its record,
+        or ``None`` when it stopped before the end (tests)."""
+        ...
+
+    def metrics_text(self, record: Record) -> str:
+        """What ``metrics.json`` holds for ``record``."""
+        ...
+
+
+class UnusableOutput(UnusableFile):
+    """An output of a finished run (:attr:`RunKind.outputs`) that is not what it claims; ``name`` is its file."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(reason)
+        self.name = name
+
+
+@dataclass(frozen=True)
+class Session:
+    """How :func:`execute` runs: the device, the data-parallel world, progress, the hooks and the log."""
+
+    device: torch.device
+    world: World = World()
+    shuffle_control: bool = True
+    progress: bool = True
+    on_epoch: EpochHook | None = None
+    say: Callable[[str], None] = print
+
+
 def _stored_run(
-    directory: Path, config: RunConfig, fingerprint: str, *, tidy: bool, log: Callable[[str], None]
-) -> tuple[RunRecord | None, bool]:
+    directory: Path, kind: RunKind[Config, Data, Record], config: Config, data: Data, *, tidy: bool,
+    log: Callable[[str], None],
+) -> tuple[Record, bool] | tuple[None, bool]:  # fmt: skip
     """``(finished record or None, whether a checkpoint may be resumed)`` from ``directory`` (module docstring).
 
     Unusable files are moved aside when ``tidy`` (rank 0) and reported through ``log``; run
     settings different from ``config`` raise ``ValueError``.
     """
-    if not any((directory / name).is_file() for name in (CONFIG, CHECKPOINT, METRICS)):
+    files = (CONFIG, LOG, CHECKPOINT, *kind.outputs)
+    if not any((directory / name).is_file() for name in (CONFIG, CHECKPOINT, *kind.outputs)):
         return None, False
     try:
         if not (directory / CONFIG).is_file():
             raise UnusableFile("is missing")
-        stored = read_json(directory / CONFIG, {"config": dict})
+        stored = read_json(directory / CONFIG, {})
+        recorded = kind.recorded(stored)
     except UnusableFile as exc:
         discard(
             directory,
-            RUN_FILES,
+            files,
             "corrupt",
             f"{directory / CONFIG} {exc}, so the run's other files cannot be checked",
             tidy=tidy,
             log=log,
         )
         return None, False
-    wanted = config.identity(identity_version(stored["config"]))
-    if stored["config"] != wanted:
+    wanted = kind.identity(config, data, stored)
+    if recorded.settings != wanted.settings:
         differing = sorted(
-            k for k in set(wanted) | set(stored["config"]) if stored["config"].get(k) != wanted.get(k)
+            k
+            for k in set(wanted.settings) | set(recorded.settings)
+            if recorded.settings.get(k) != wanted.settings.get(k)
         )
         raise ValueError(
             f"{directory} holds a run with different settings ({', '.join(differing)}); "
             f"use another --out directory or delete that run"
         )
-    was = stored.get("data_fingerprint")
-    if was != fingerprint:
+    if recorded.inputs != wanted.inputs:
+        was, now = recorded.inputs, str(wanted.inputs)
         discard(
             directory,
-            RUN_FILES,
+            files,
             "stale",
-            f"{directory}: the data differ from those this run was trained on (data fingerprint "
-            f"{str(was)[:12] + '…' if was else 'not recorded'}, now {fingerprint[:12]}…: the dataset "
-            f"files, loader options or split changed)",
+            f"{directory}: {wanted.stale} ({wanted.inputs_name} "
+            f"{was[:12] + '…' if was else 'not recorded'}, now {now[:12]}…: {wanted.stale_reason})",
             tidy=tidy,
             log=log,
         )
         return None, False
-    if (directory / METRICS).is_file():
+    if all((directory / name).is_file() for name in kind.outputs):
         try:
-            return _read_record(directory / METRICS), False
-        except UnusableFile as exc:
-            discard(directory, (METRICS,), "corrupt", f"{directory / METRICS} {exc}", tidy=tidy, log=log)
+            return kind.read_record(directory, config), False
+        except UnusableOutput as exc:
+            discard(directory, (exc.name,), "corrupt", f"{directory / exc.name} {exc}", tidy=tidy, log=log)
     return None, (directory / CHECKPOINT).is_file()
 
 
@@ -420,9 +525,112 @@ def claim_each(
         yield i, result
 
 
+class EpochRuns(RunKind[RunConfig, Data, RunRecord]):
+    """The runs of an epoch-trained :class:`RunTask` (classify, detect) as the store keeps them: the folder
+    of :func:`run_dir`, ``config.json`` holding the run's :meth:`~posenc_bench.experiment.config.RunConfig.identity`
+    and its data fingerprint, :func:`~posenc_bench.experiment.train.fit_loop` with an epoch checkpoint, and
+    a :class:`~posenc_bench.experiment.records.RunRecord` as ``metrics.json``."""
+
+    outputs = (METRICS,)
+    keeps_checkpoint = True  # the best weights are read back from it (``posenc bench --trained``)
+
+    def __init__(self, task: RunTask[Data]) -> None:
+        self.task = task
+
+    def directory(self, root: Path, config: RunConfig) -> Path:
+        return run_dir(root, config)
+
+    def identity(self, config: RunConfig, data: Data, stored: Mapping[str, Any] | None) -> Identity:
+        version = IDENTITY_VERSION if stored is None else identity_version(stored["config"])
+        return Identity(config.identity(version), self.task.fingerprint(data))
+
+    def recorded(self, stored: Mapping[str, Any]) -> Identity:
+        if not isinstance(stored.get("config"), dict):
+            raise UnusableFile("lacks config (or has the wrong type)")
+        return Identity(stored["config"], stored.get("data_fingerprint"))
+
+    def read_record(self, directory: Path, config: RunConfig) -> RunRecord:
+        try:
+            return _read_record(directory / METRICS)
+        except UnusableFile as exc:
+            raise UnusableOutput(METRICS, str(exc)) from None
+
+    def metrics_text(self, record: RunRecord) -> str:
+        return json.dumps(record.to_json(), indent=2, sort_keys=True)
+
+    def train(
+        self, config: RunConfig, data: Data, directory: Path, *, resume: bool, session: Session
+    ) -> RunRecord:
+        task, device, world, say = self.task, session.device, session.world, session.say
+        model, options = task.build(config, data)
+        model.to(device)
+        checkpoint = None
+        if resume:
+            try:
+                checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
+            except (UnusableFile, FileNotFoundError) as exc:
+                discard(directory, (CHECKPOINT,), "corrupt", f"{directory / CHECKPOINT} {exc}",
+                        tidy=world.is_main, log=say)  # fmt: skip
+        world.barrier()  # rank 0 has moved unusable files aside before any rank reads or writes again
+        if checkpoint is None and world.is_main:
+            resolved = {
+                "config": config.to_dict(),
+                "data_fingerprint": task.fingerprint(data),
+                "encoding_options": options,
+                "n_features": task.n_features(data),
+                "n_parameters": sum(p.numel() for p in model.parameters()),
+                "device": str(device),
+                "world_size": world.size,
+                "torch": torch.__version__,
+                "environment": environment(),
+            }
+            write_config(directory, resolved)
+
+        def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
+            if world.is_main:
+                save_checkpoint(directory / CHECKPOINT, ckpt)
+                write_text_atomic(directory / LOG, log_csv(ckpt["fit"]["history"]))
+            if session.on_epoch is not None:
+                session.on_epoch(ckpt, row)
+
+        state = fit_loop(
+            model,
+            config,
+            task.steps(config, data, device=device, world=world),
+            device=device,
+            world=world,
+            checkpoint=checkpoint,
+            on_epoch=save,
+            progress=session.progress,
+        )
+        evaluated = task.evaluate(model, data, config, device=device, shuffle_control=session.shuffle_control)
+        stored: dict[str, Any] = {
+            "dataset": config.dataset,
+            "subset": config.subset,
+            "encoding": config.encoding,
+            "scale": config.scale,
+            "split_seed": config.split_seed,
+            "seed": config.seed,
+            **evaluated,
+            "best_epoch": state.best_epoch,
+            "epochs_run": state.epoch,
+            "stopped_early": state.stopped,
+            "train_seconds": float(sum(r["train_seconds"] for r in state.history)),
+            "windows_per_s": float(np.mean([r["windows_per_s"] for r in state.history])),
+            "encoding_options": options,
+        }
+        return RunRecord.from_json(stored)
+
+
+def write_config(directory: Path, resolved: Mapping[str, Any]) -> None:
+    """A run's ``config.json``: ``resolved`` as sorted, indented JSON, written atomically (``directory`` made)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(directory / CONFIG, json.dumps(resolved, indent=2, sort_keys=True) + "\n")
+
+
 def execute(
-    config: RunConfig,
-    splits: Data,
+    config: Config,
+    data: Data,
     *,
     root: Path,
     device: torch.device,
@@ -431,119 +639,59 @@ def execute(
     progress: bool = True,
     on_epoch: EpochHook | None = None,
     log: Callable[[str], None] = print,
-    task: RunTask[Data] | None = None,
+    task: RunTask[Data] | RunKind[Config, Data, Record] | None = None,
     wait: bool = True,
-) -> RunRecord | None:
-    """Train and evaluate ``config``'s run on ``splits`` unless it is finished.
+) -> Record | None:
+    """Train and evaluate ``config``'s run on ``data`` unless it is finished; every task's runs go through here.
 
-    ``splits`` is the task's data: :class:`posenc_bench.data.Splits` for the default
-    :class:`ClassifyTask`, :class:`posenc_bench.data.nominal.DetectionData` for the detect task.
-    Returns the run's :class:`~posenc_bench.experiment.records.RunRecord` (what ``metrics.json`` holds),
-    ``skipped`` when it was read from a finished run instead of trained. ``on_epoch`` is called
-    after each epoch's checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
+    ``task`` says what kind of run it is: a :class:`RunKind` (``--task lengthgen``'s
+    :class:`~posenc_bench.experiment.lengthgen.LengthgenRuns`), or an epoch-trained :class:`RunTask`
+    (:class:`EpochRuns`; default :class:`ClassifyTask`, ``data`` a :class:`posenc_bench.data.Splits`; the
+    detect task's ``data`` is a :class:`posenc_bench.data.nominal.DetectionData`). Returns the run's record
+    (what ``metrics.json`` holds), ``skipped`` when it was read from a finished run instead of trained, or
+    ``None`` when the kind's training stopped before the end. ``on_epoch`` is called after each epoch's
+    checkpoint is on disk; ``log`` receives (rank 0) what was moved aside and why.
 
     The run is claimed first (:func:`~posenc_bench.experiment.claims.claim`): when another process
     holds it, ``wait=False`` returns ``None`` at once (single process only) and ``wait=True`` waits.
     """
-    task = task if task is not None else cast("RunTask[Data]", ClassifyTask())
-    directory = run_dir(root, config)
+    kind = _kind(task)
+    directory = kind.directory(root, config)
     say = log if world.is_main else (lambda _: None)
     held = (
         claim(directory, wait=wait or world.size > 1, log=say)
         if world.is_main
         else contextlib.nullcontext(True)
     )
+    session = Session(device, world, shuffle_control, progress, on_epoch, say)
     with held as mine:
         world.barrier()  # the other ranks follow rank 0, which holds the claim
         if not mine:
             return None
-        return _execute(
-            config, splits, task, directory, device, world, shuffle_control, progress, on_epoch, say
-        )
+        return _execute(kind, config, data, directory, session)
+
+
+def _kind(task: Any) -> RunKind[Any, Any, Any]:
+    """``task`` as a :class:`RunKind`: itself, or the :class:`EpochRuns` of a :class:`RunTask` (default classify)."""
+    if task is None:
+        return EpochRuns(ClassifyTask())
+    return task if isinstance(task, RunKind) else EpochRuns(task)
 
 
 def _execute(
-    config: RunConfig,
-    splits: Data,
-    task: RunTask[Data],
-    directory: Path,
-    device: torch.device,
-    world: World,
-    shuffle_control: bool,
-    progress: bool,
-    on_epoch: EpochHook | None,
-    say: Callable[[str], None],
-) -> RunRecord:
+    kind: RunKind[Config, Data, Record], config: Config, data: Data, directory: Path, session: Session
+) -> Record | None:
     """:func:`execute` once the run is claimed."""
-    fingerprint = task.fingerprint(splits)
-    finished, resumable = _stored_run(directory, config, fingerprint, tidy=world.is_main, log=say)
+    world = session.world
+    finished, resumable = _stored_run(directory, kind, config, data, tidy=world.is_main, log=session.say)
     if finished is not None:
-        return dataclasses.replace(finished, skipped=True)
-    model, options = task.build(config, splits)
-    model.to(device)
-    checkpoint = None
-    if resumable:
-        try:
-            checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
-        except (UnusableFile, FileNotFoundError) as exc:
-            discard(
-                directory,
-                (CHECKPOINT,),
-                "corrupt",
-                f"{directory / CHECKPOINT} {exc}",
-                tidy=world.is_main,
-                log=say,
-            )
-    world.barrier()  # rank 0 has moved unusable files aside before any rank reads or writes again
-    if checkpoint is None and world.is_main:
-        directory.mkdir(parents=True, exist_ok=True)
-        resolved = {
-            "config": config.to_dict(),
-            "data_fingerprint": fingerprint,
-            "encoding_options": options,
-            "n_features": task.n_features(splits),
-            "n_parameters": sum(p.numel() for p in model.parameters()),
-            "device": str(device),
-            "world_size": world.size,
-            "torch": torch.__version__,
-            "environment": environment(),
-        }
-        write_text_atomic(directory / CONFIG, json.dumps(resolved, indent=2, sort_keys=True))
-
-    def save(ckpt: dict[str, Any], row: dict[str, float]) -> None:
-        if world.is_main:
-            save_checkpoint(directory / CHECKPOINT, ckpt)
-            write_text_atomic(directory / LOG, log_csv(ckpt["fit"]["history"]))
-        if on_epoch is not None:
-            on_epoch(ckpt, row)
-
-    state = fit_loop(
-        model,
-        config,
-        task.steps(config, splits, device=device, world=world),
-        device=device,
-        world=world,
-        checkpoint=checkpoint,
-        on_epoch=save,
-        progress=progress,
-    )
-    stored: dict[str, Any] = {
-        "dataset": config.dataset,
-        "subset": config.subset,
-        "encoding": config.encoding,
-        "scale": config.scale,
-        "split_seed": config.split_seed,
-        "seed": config.seed,
-        **task.evaluate(model, splits, config, device=device, shuffle_control=shuffle_control),
-        "best_epoch": state.best_epoch,
-        "epochs_run": state.epoch,
-        "stopped_early": state.stopped,
-        "train_seconds": float(sum(r["train_seconds"] for r in state.history)),
-        "windows_per_s": float(np.mean([r["windows_per_s"] for r in state.history])),
-        "encoding_options": options,
-    }
-    record = RunRecord.from_json(stored)
+        return cast("Record", dataclasses.replace(cast(Any, finished), skipped=True))
+    trained = kind.train(config, data, directory, resume=resumable, session=session)
+    if trained is None:
+        return None
     if world.is_main:
-        write_text_atomic(directory / METRICS, json.dumps(record.to_json(), indent=2, sort_keys=True))
+        write_text_atomic(directory / METRICS, kind.metrics_text(trained))
+        if not kind.keeps_checkpoint:
+            (directory / CHECKPOINT).unlink(missing_ok=True)  # the outputs are the record
     world.barrier()
-    return dataclasses.replace(record, skipped=False)
+    return cast("Record", dataclasses.replace(cast(Any, trained), skipped=False))

@@ -42,12 +42,12 @@ def test_training_stops_at_the_first_check_that_reaches_the_criterion(tmp_path):
     config, plan = _parity(0.6)
     metrics = lg.train_run(config, plan, tmp_path, device=torch.device("cpu"))
     assert metrics is not None
-    fit = metrics["fit"]
-    assert fit["reached"] is True and fit["step"] < config.steps and fit["accuracy"] >= 0.6
+    fit = metrics.fit
+    assert fit is not None and fit.reached is True and fit.step < config.steps and fit.accuracy >= 0.6
     log = _log(config, tmp_path)
-    assert [int(r["step"]) for r in log] == list(range(4, fit["step"] + 1, 4))  # a check at each
+    assert [int(r["step"]) for r in log] == list(range(4, fit.step + 1, 4))  # a check at each
     assert [float(r["fit_accuracy"]) >= 0.6 for r in log] == [False] * (len(log) - 1) + [True]
-    assert metrics["train_tokens"] == _tokens(config, fit["step"])  # it trained exactly that far
+    assert metrics.train_tokens == _tokens(config, fit.step)  # it trained exactly that far
     stored = json.loads((config.directory(tmp_path) / "config.json").read_text())
     assert stored["fit_accuracy"] == 0.6
     assert not (config.directory(tmp_path) / lg.CHECKPOINT).exists()
@@ -59,8 +59,8 @@ def test_a_run_that_never_reaches_the_criterion_uses_its_budget(tmp_path):
     config, plan = _parity(1.0, steps=12)
     metrics = lg.train_run(config, plan, tmp_path, device=torch.device("cpu"))
     assert metrics is not None
-    assert metrics["fit"] == {"accuracy": pytest.approx(0.4375), "step": 12, "reached": False}
-    assert metrics["train_tokens"] == _tokens(config, 12)
+    assert metrics.to_json()["fit"] == {"accuracy": pytest.approx(0.4375), "step": 12, "reached": False}
+    assert metrics.train_tokens == _tokens(config, 12)
 
 
 def test_an_interrupted_run_with_a_criterion_resumes_to_where_the_uninterrupted_run_stopped(tmp_path):
@@ -73,9 +73,9 @@ def test_an_interrupted_run_with_a_criterion_resumes_to_where_the_uninterrupted_
     assert lg.train_run(config, plan, tmp_path / "b", device=cpu, stop_after=10) is None
     assert (config.directory(tmp_path / "b") / lg.CHECKPOINT).exists()
     resumed = lg.train_run(config, plan, tmp_path / "b", device=cpu)
-    assert whole is not None and resumed is not None and whole["fit"]["step"] == 20
+    assert whole is not None and resumed is not None and whole.fit is not None and whole.fit.step == 20
     for key in ("fit", "accuracy", "final_loss", "train_tokens"):
-        assert resumed[key] == whole[key], key
+        assert getattr(resumed, key) == getattr(whole, key), key
     timeless = [[{k: v for k, v in r.items() if k != "tokens_per_s"} for r in _log(config, tmp_path / x)]
                 for x in ("a", "b")]  # fmt: skip
     assert timeless[0] == timeless[1]

@@ -46,7 +46,8 @@ def test_run_folders_of_the_earlier_layout_are_read_back_not_retrained(tmp_path,
     result = lg.run_lengthgen(plan, out=tmp_path, device=CPU, progress=None)
     for config in plan.configs():
         stored = json.loads((config.directory(tmp_path) / "metrics.json").read_text(encoding="utf-8"))
-        assert result.metrics[(config.task, config.encoding, config.seed)] == stored
+        record = result.metrics[(config.task, config.encoding, config.seed)]
+        assert record.skipped and record.to_json() == stored
     assert {p: p.read_bytes() for p in files} == files  # nothing rewritten, moved or removed
     assert (tmp_path / "lengthgen.csv").read_bytes() == (FIXTURE / "lengthgen.csv").read_bytes()
     made, committed = ((d / "lengthgen.md").read_text(encoding="utf-8") for d in (tmp_path, FIXTURE))
@@ -82,7 +83,9 @@ def test_a_checkpoint_with_garbled_tensor_bytes_is_caught_by_its_digest(tmp_path
     out = capsys.readouterr().out
     assert "does not match its SHA-256 digest" in out and "moved aside" in out and "retrains" in out, out
     assert any(p.name.startswith("checkpoint.pt.corrupt-") for p in path.parent.iterdir())
-    assert again == {**whole, **{k: again[k] for k in ("train_seconds", "tokens_per_s")}}
+    assert again is not None and whole is not None
+    timed = {k: again.to_json()[k] for k in ("train_seconds", "tokens_per_s")}
+    assert again.to_json() == {**whole.to_json(), **timed}
 
 
 def test_a_checkpoint_written_before_digests_still_resumes(tmp_path, monkeypatch):
@@ -96,8 +99,8 @@ def test_a_checkpoint_written_before_digests_still_resumes(tmp_path, monkeypatch
     batch = lg.training_batch
     monkeypatch.setattr(lg, "training_batch", lambda config, step: steps.append(step) or batch(config, step))
     again = lg.train_run(base, plan, path.parents[5], device=CPU)
-    assert again is not None and again["accuracy"] == whole["accuracy"]
-    assert again["final_loss"] == whole["final_loss"] and again["train_tokens"] == whole["train_tokens"]
+    assert again is not None and again.accuracy == whole.accuracy
+    assert again.final_loss == whole.final_loss and again.train_tokens == whole.train_tokens
     assert steps == [2, 3]
 
 
@@ -114,3 +117,91 @@ def test_a_run_of_an_unknown_identity_format_is_refused_not_deleted(tmp_path):
     with pytest.raises(ValueError, match="identity_version 2 of a stored run"):
         lg.train_run(config, plan, tmp_path, device=CPU)
     assert {p: p.read_bytes() for p in path.parent.iterdir() if p.name != LOCK} == files
+
+
+def _finished(tmp_path):
+    """A finished tiny run under ``tmp_path`` and the bytes of its files."""
+    base, plan = _tiny()
+    first = lg.train_run(base, plan, tmp_path, device=CPU)
+    folder = base.directory(tmp_path)
+    return base, plan, first, folder, {p.name: p.read_bytes() for p in folder.iterdir() if p.name != LOCK}
+
+
+def test_a_folder_holding_other_training_settings_is_refused_not_retrained(tmp_path):
+    """The shared run store's rule: a folder recording other settings (here ``--steps``) holds another run;
+    it is refused by name and left as it is (the earlier lengthgen store deleted it and retrained)."""
+    import dataclasses
+
+    base, plan, _, folder, files = _finished(tmp_path)
+    longer = dataclasses.replace(base, steps=6)
+    with pytest.raises(ValueError, match=r"holds a run with different settings \(steps\); use another --out"):
+        lg.train_run(longer, plan, tmp_path, device=CPU)
+    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name != LOCK} == files
+
+
+def test_other_test_settings_move_the_run_aside_as_stale_and_test_it_again(tmp_path, capsys):
+    """Other test lengths are other inputs (as changed data are for classify): the finished run's files are
+    moved aside as ``NAME.stale-<time>``, kept, and the run trains and tests again."""
+    import dataclasses
+
+    base, plan, first, folder, files = _finished(tmp_path)
+    capsys.readouterr()
+    wider = dataclasses.replace(plan, test_multiples=(1.0, 3.0))
+    again = lg.train_run(base, wider, tmp_path, device=CPU)
+    out = capsys.readouterr().out
+    assert "the test sets differ from those this run was tested on (test settings" in out, out
+    stale = {p.name.split(".stale-")[0]: p.read_bytes() for p in folder.iterdir() if ".stale-" in p.name}
+    assert stale == files  # every earlier file kept, under its stale name
+    assert again is not None and not again.skipped and set(again.accuracy) == {"4", "12"}
+    assert again.final_loss == first.final_loss  # the same training, tested at the new lengths
+
+
+@pytest.mark.parametrize("name", ["metrics.json", "encoding.pt"])
+def test_an_unreadable_output_is_moved_aside_and_the_run_retrains(tmp_path, capsys, name):
+    """A finished run's ``metrics.json`` or ``encoding.pt`` that is not what it claims is moved aside as
+    corrupt (kept, not overwritten) and the run retrains to the same result."""
+    base, plan, first, folder, _ = _finished(tmp_path)
+    (folder / name).write_bytes(b"{garbled")
+    capsys.readouterr()
+    again = lg.train_run(base, plan, tmp_path, device=CPU)
+    out = capsys.readouterr().out
+    assert str(folder / name) in out and "moved aside" in out and "retrains" in out, out
+    assert [p.read_bytes() for p in folder.iterdir() if p.name.startswith(f"{name}.corrupt-")] == [
+        b"{garbled"
+    ]
+    assert again is not None and not again.skipped and again.accuracy == first.accuracy
+
+
+def test_a_run_without_its_config_is_moved_aside_whole(tmp_path, capsys):
+    """Without ``config.json`` nothing else in the folder can be checked: all of it moves aside, as in every
+    task's runs, and the run trains afresh."""
+    base, plan, first, folder, files = _finished(tmp_path)
+    (folder / "config.json").unlink()
+    capsys.readouterr()
+    again = lg.train_run(base, plan, tmp_path, device=CPU)
+    assert "config.json is missing, so the run's other files cannot be checked" in capsys.readouterr().out
+    moved = {p.name.split(".corrupt-")[0] for p in folder.iterdir() if ".corrupt-" in p.name}
+    assert moved == set(files) - {"config.json"}
+    assert again is not None and again.accuracy == first.accuracy
+
+
+def test_the_grid_runs_each_run_through_the_shared_store(tmp_path, monkeypatch):
+    """``run_lengthgen`` trains and reads back every run through :func:`posenc_bench.experiment.runs.execute`
+    with a :class:`~posenc_bench.experiment.lengthgen.LengthgenRuns`; a second invocation reads every run back."""
+    from posenc_bench.experiment import runs
+
+    _, plan = _tiny()
+    kinds = []
+    real = runs.execute
+
+    def spy(config, data, **kwargs):
+        kinds.append(type(kwargs["task"]).__name__)
+        return real(config, data, **kwargs)
+
+    monkeypatch.setattr(lg, "execute", spy)
+    first = lg.run_lengthgen(plan, out=tmp_path, device=CPU, progress=None)
+    second = lg.run_lengthgen(plan, out=tmp_path, device=CPU, progress=None)
+    assert kinds == ["LengthgenRuns"] * 2
+    assert [r.skipped for r in first.metrics.values()] == [False]
+    assert [r.skipped for r in second.metrics.values()] == [True]
+    assert [r.to_json() for r in second.metrics.values()] == [r.to_json() for r in first.metrics.values()]

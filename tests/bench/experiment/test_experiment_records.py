@@ -165,3 +165,45 @@ def test_every_committed_grid_keeps_its_run_identities_and_directories(path):
     ids = sorted(json.dumps(c.to_dict(), sort_keys=True) for c in configs)
     digest = hashlib.sha256("\n".join(dirs + ids).encode()).hexdigest()[:16]
     assert digest == RUN_IDENTITIES[path.parent.name]
+
+
+FIXTURE_RUNS = Path(__file__).parent / "fixtures" / "lengthgen-v1" / "runs"
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURE_RUNS.rglob("metrics.json")), ids=lambda p: p.parts[-3])
+def test_a_lengthgen_metrics_file_of_the_earlier_code_is_a_record_and_writes_back_as_it_was(path):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    record = records.LengthgenRecord.from_json(data)
+    assert record.to_json() == data and json.dumps(record.to_json(), sort_keys=True) == json.dumps(
+        data, sort_keys=True
+    )
+    assert record.accuracy["8"] == data["accuracy"]["8"] and record.fit is None and record.scaled is None
+
+
+@given(
+    accuracy=st.dictionaries(st.sampled_from(["4", "8", "16"]), st.floats(0, 1), min_size=1),
+    step=st.integers(1, 10**6),
+    reached=st.booleans(),
+    loss=st.one_of(st.none(), finite),
+)
+def test_a_lengthgen_record_survives_json(accuracy, step, reached, loss):
+    record = records.LengthgenRecord(accuracy, {n: {"0": a} for n, a in accuracy.items()}, loss, 1.5, 640, 426.7,
+                                     scaled=accuracy, fit=records.FitReached(0.5, step, reached))  # fmt: skip
+    assert records.LengthgenRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"accuracy": None}, "needs accuracy, depths, .*; missing accuracy"),
+        ({"accuracy": {"8": "high"}}, "'accuracy' must be an object of name → number"),
+        ({"depths": [0.5]}, "'depths' must be an object"),
+        ({"fit": {"accuracy": 0.5}}, "'fit' must hold accuracy, step and reached"),
+    ],
+)
+def test_a_bad_lengthgen_record_is_refused_naming_the_key(change, message):
+    data = {"accuracy": {"8": 0.5}, "depths": {}, "final_loss": 1.0, "train_seconds": 1.0, "train_tokens": 10,
+            "tokens_per_s": 10.0, **change}  # fmt: skip
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(ValueError, match=message):
+        records.LengthgenRecord.from_json(data)
