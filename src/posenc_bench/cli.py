@@ -123,7 +123,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--task",
         default=TaskAxis.task,
-        choices=(*TASKS, "lengthgen"),
+        choices=TASKS,
         help="classify: supervised window classification on blocked splits (default); detect: train a "
         "forecaster/reconstructor on the nominal training arrays only, score test steps by error; "
         "lengthgen: a causal decoder on algorithmic tasks, trained short and tested long",
@@ -489,7 +489,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.task == "lengthgen":
+    if TaskAxis(task=args.task).lengthgen:
         return lengthgen_cli.run(args)
     import torch
 

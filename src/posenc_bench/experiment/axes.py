@@ -36,8 +36,9 @@ from posenc_bench.experiment.constraints import (
 SCALE_POLICIES = ("native", "unit", "matched", "learned")
 #: What early stopping watches on the validation set.
 MONITORS = ("auprc", "loss")
-#: Benchmark tasks: supervised window classification, unsupervised detection (:mod:`posenc_bench.experiment.detect`).
-TASKS = ("classify", "detect")
+#: Benchmark tasks: supervised window classification, unsupervised detection (:mod:`posenc_bench.experiment.detect`),
+#: length generalisation of a causal decoder on algorithmic tasks (:mod:`posenc_bench.experiment.lengthgen`).
+TASKS = ("classify", "detect", "lengthgen")
 #: Detectors of the detect task (:class:`posenc_bench.detectors.SequenceDetector`).
 DETECTORS = ("forecast", "reconstruct")
 #: Classifiers: :class:`posenc_bench.models.TransformerClassifier` or :class:`posenc_bench.models.SpatioTemporalClassifier`.
@@ -232,7 +233,9 @@ class TaskAxis:
     """What the run learns.
 
     Attributes:
-        task: ``"classify"`` (labelled windows) or ``"detect"`` (train on nominal data, score test steps).
+        task: ``"classify"`` (labelled windows), ``"detect"`` (train on nominal data, score test steps) or
+            ``"lengthgen"`` (a causal decoder trained on short algorithmic sequences, tested on long ones; its
+            runs are :class:`posenc_bench.experiment.lengthgen.LengthgenConfig`, not windows of a dataset).
         detector, horizon, smoothing, holdout: the detect task's model (``"forecast"`` or
             ``"reconstruct"``), forecast horizon, EWMA span of the errors and the held-out fraction of
             each nominal training array (:mod:`posenc_bench.experiment.detect`).
@@ -268,6 +271,12 @@ class TaskAxis:
     def detect(self) -> bool:
         """Whether the task is unsupervised detection (its fields below ``task`` apply)."""
         return self.task == "detect"
+
+    @property
+    def lengthgen(self) -> bool:
+        """Whether the task is length generalisation (:mod:`posenc_bench.experiment.lengthgen`), whose runs are
+        not windows of a dataset."""
+        return self.task == "lengthgen"
 
 
 @dataclass(frozen=True)

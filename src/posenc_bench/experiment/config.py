@@ -143,6 +143,11 @@ class RunConfig(TrainingAxis, TaskAxis, ModelAxis, ProtocolAxis, DataAxis):
             )
         if task.detect:
             self._check_detect(protocol, model)
+        if task.lengthgen:
+            raise ValueError(
+                "task=lengthgen trains a causal decoder on algorithmic sequences, not on windows of a dataset: "
+                "its runs are posenc_bench.experiment.lengthgen.LengthgenConfig (posenc bench --task lengthgen)"
+            )
 
     def _check_detect(self, protocol: ProtocolAxis, model: ModelAxis) -> None:
         """The detect task forecasts within a window, from each series' own nominal training array."""

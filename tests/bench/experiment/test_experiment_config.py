@@ -37,6 +37,8 @@ from posenc_bench.experiment.distributed import World, init_world, select_device
             {"model": "spatiotemporal", "window": 30},
             "window=30 must equal n_windows × window_length = 8 × 16",
         ),
+        ({"task": "lengthgen"}, "task=lengthgen trains a causal decoder on algorithmic sequences"),
+        ({"task": "translate"}, "task must be one of 'classify', 'detect', 'lengthgen'; got 'translate'"),
     ],
 )
 def test_run_config_rejects_bad_values_naming_them(changes, message):
