@@ -76,11 +76,11 @@ from posenc_bench.experiment.runs import (
     Session,
     UnusableOutput,
     claim_each,
-    discard,
     execute,
     intact,
     log_csv,
     read_json,
+    resumed,
     save_checkpoint,
     write_config,
 )
@@ -525,8 +525,7 @@ class LengthgenRuns(RunKind[LengthgenConfig, LengthgenPlan, LengthgenRecord]):
         self, config: LengthgenConfig, data: LengthgenPlan, directory: Path, *, resume: bool, session: Session
     ) -> LengthgenRecord | None:
         write_config(directory, run_identity(config, data))
-        return _train(config, data, directory, device=session.device, stop_after=self.stop_after,
-                      resume=resume, bar=session.progress)  # fmt: skip
+        return _train(config, data, directory, session, stop_after=self.stop_after, resume=resume)
 
 
 def train_run(
@@ -566,34 +565,41 @@ def _train(
     config: LengthgenConfig,
     plan: LengthgenPlan,
     folder: Path,
+    session: Session,
     *,
-    device: torch.device,
     stop_after: int | None,
     resume: bool,
-    bar: bool = False,
 ) -> LengthgenRecord | None:
-    """Train and test one claimed run (:class:`LengthgenRuns`), resuming from its checkpoint when ``resume``
-    (``bar``: a tqdm bar over the steps); its record, the trained encoding written as :data:`ENCODING`.
+    """Train and test one claimed run (:class:`LengthgenRuns`) on ``session``'s device, resuming from its
+    checkpoint when ``resume`` (``session.progress``: a tqdm bar over the steps); its record, the trained
+    encoding written as :data:`ENCODING`.
 
     With ``config.fit_accuracy`` set, each logged step (every ``checkpoint_every`` and the last) first
     measures :func:`fit_accuracy`; training stops there once it reaches the criterion, and the metrics
     gain ``fit = {"accuracy", "step", "reached"}`` (at the budget ``steps`` when never reached). A
     checkpoint is written only after a check that did not reach it, so a resumed run stops where an
     uninterrupted one does. The learning rate decays over the budget whether or not training stops early."""
+    device = session.device
     model, optimiser, schedule = _fresh(config, device)
     step, rows, seconds, tokens = 0, [], 0.0, 0
     checkpoint = folder / CHECKPOINT
-    if resume:
-        try:
-            state = _resume(checkpoint, model, optimiser, schedule, device)
-            step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
-        except UnusableFile as exc:  # an unreadable or foreign checkpoint is retrained, not trusted
-            discard(folder, (CHECKPOINT,), "corrupt", f"{checkpoint} {exc}", tidy=True, log=print)
-            model, optimiser, schedule = _fresh(config, device)
+    state = (
+        resumed(folder, lambda path: _resume(path, model, optimiser, schedule, device), session)
+        if resume
+        else None
+    )
+    if state is not None:
+        step, rows, seconds, tokens = state["step"], state["log"], state["seconds"], state["tokens"]
+    elif resume:  # an unreadable or foreign checkpoint, perhaps partly loaded: retrained from the start
+        model, optimiser, schedule = _fresh(config, device)
     done_here = 0
     model.train()
     label = f"{config.task} {config.encoding} seed {config.seed}"
-    steps = Bar(total=config.steps, initial=step, desc=label, unit="step", leave=False) if bar else None
+    steps = (
+        Bar(total=config.steps, initial=step, desc=label, unit="step", leave=False)
+        if session.progress
+        else None
+    )
     while step < config.steps:
         start = time.perf_counter()
         batch = training_batch(config, step)
@@ -880,6 +886,7 @@ def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], Lengthgen
               "train_tokens": int(sum(m.train_tokens for m in runs)),
               "train_seconds": float(sum(m.train_seconds for m in runs))}  # fmt: skip
     if plan.base.fit_accuracy is not None:  # per run: where training stopped (``_train``)
-        tables["fit"] = [{"task": t, "encoding": e, "seed": s, **results[(t, e, s)].to_json()["fit"]}
+        stops = {key: record.fit for key, record in results.items() if record.fit is not None}
+        tables["fit"] = [{"task": t, "encoding": e, "seed": s, **dataclasses.asdict(stops[(t, e, s)])}
                          for t in plan.tasks for e in plan.encodings for s in seeds]  # fmt: skip
     return tables

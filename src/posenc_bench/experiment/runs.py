@@ -96,7 +96,6 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 CONFIG, LOG, CHECKPOINT, METRICS = "config.json", "log.csv", "checkpoint.pt", "metrics.json"
-RUN_FILES = (CONFIG, LOG, CHECKPOINT, METRICS)
 
 
 def dataset_slug(spec: str) -> str:
@@ -561,16 +560,12 @@ class EpochRuns(RunKind[RunConfig, Data, RunRecord]):
     def train(
         self, config: RunConfig, data: Data, directory: Path, *, resume: bool, session: Session
     ) -> RunRecord:
-        task, device, world, say = self.task, session.device, session.world, session.say
+        task, device, world = self.task, session.device, session.world
         model, options = task.build(config, data)
         model.to(device)
         checkpoint = None
         if resume:
-            try:
-                checkpoint = _read_checkpoint(directory / CHECKPOINT, model, device)
-            except (UnusableFile, FileNotFoundError) as exc:
-                discard(directory, (CHECKPOINT,), "corrupt", f"{directory / CHECKPOINT} {exc}",
-                        tidy=world.is_main, log=say)  # fmt: skip
+            checkpoint = resumed(directory, lambda path: _read_checkpoint(path, model, device), session)
         world.barrier()  # rank 0 has moved unusable files aside before any rank reads or writes again
         if checkpoint is None and world.is_main:
             resolved = {
@@ -620,6 +615,17 @@ class EpochRuns(RunKind[RunConfig, Data, RunRecord]):
             "encoding_options": options,
         }
         return RunRecord.from_json(stored)
+
+
+def resumed(directory: Path, read: Callable[[Path], Item], session: Session) -> Item | None:
+    """The run's ``checkpoint.pt`` as ``read`` makes it, or ``None`` once an unusable one (``read`` raised
+    :class:`~posenc_bench.experiment.torch_files.UnusableFile`) is moved aside as corrupt and said (rank 0)."""
+    try:
+        return read(directory / CHECKPOINT)
+    except (UnusableFile, FileNotFoundError) as exc:
+        discard(directory, (CHECKPOINT,), "corrupt", f"{directory / CHECKPOINT} {exc}",
+                tidy=session.world.is_main, log=session.say)  # fmt: skip
+        return None
 
 
 def write_config(directory: Path, resolved: Mapping[str, Any]) -> None:
