@@ -8,6 +8,7 @@ table row."""
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -180,3 +181,37 @@ def test_every_committed_lengthgen_table_is_what_its_json_makes(path, tmp_path):
     lengthgen.rewrite(tmp_path)
     for name in ("lengthgen.md", "lengthgen.json", "lengthgen.csv"):
         assert (tmp_path / name).read_bytes() == (committed / name).read_bytes(), name
+
+
+def _dfstrans_summarise():
+    """``docs/results/dfstrans/summarise.py`` (a results script, not a package module)."""
+    spec = importlib.util.spec_from_file_location("dfstrans_summarise", RESULTS / "dfstrans" / "summarise.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_dfstrans_tables_are_what_its_committed_csvs_make():
+    """``tables.md`` is made from ``runs.csv`` and ``splits.csv`` alone: Student t CIs over the splits, Holm
+    beside both p-values, the flag-all line from each split's prevalence."""
+    summarise = _dfstrans_summarise()
+    made = summarise.tables(summarise.read_csv(summarise.RUNS), summarise.read_csv(summarise.SPLITS))
+    assert made == summarise.TABLES.read_text(encoding="utf-8")
+
+
+def test_the_dfstrans_tables_refuse_runs_of_other_splits():
+    summarise = _dfstrans_summarise()
+    runs, splits = summarise.read_csv(summarise.RUNS), summarise.read_csv(summarise.SPLITS)
+    runs[0] = {**runs[0], "test_events": runs[0]["test_events"] + 1}
+    with pytest.raises(ValueError, match=r"split 0 seed 0 of protocol dfstrans has test events 12"):
+        summarise.tables(runs, splits)
+
+
+def test_the_dfstrans_splits_are_what_the_data_make(msl_dir, monkeypatch):
+    """``splits.csv`` (each test split's windows, positives and events) is what the grid's settings make
+    of the MSL data, so the flag-all line is that of the splits the runs were trained on."""
+    monkeypatch.setenv("POSENC_DATA", str(msl_dir.parent))
+    summarise = _dfstrans_summarise()
+    made = summarise.csv_text(summarise.data_splits(), summarise.SPLIT_FIELDS)
+    assert made == summarise.SPLITS.read_text(encoding="utf-8")

@@ -1,26 +1,34 @@
-"""Tables of the DFStrans reproduction from finished ``posenc bench`` run directories.
+"""Tables of the DFStrans reproduction: from run folders to ``runs.csv``, from the data to ``splits.csv``,
+and from those two committed files to ``tables.md``.
 
-    python docs/results/dfstrans/summarise.py OUT_DFSTRANS OUT_BLOCKED > docs/results/dfstrans/tables.md
+    python docs/results/dfstrans/summarise.py runs OUT_DFSTRANS OUT_BLOCKED   # writes runs.csv
+    python docs/results/dfstrans/summarise.py splits                          # writes splits.csv (MSL data)
+    python docs/results/dfstrans/summarise.py tables                          # writes tables.md
 
-Each argument is a ``--out`` folder of ``posenc bench --model spatiotemporal``; every finished run
-(``metrics.json``) is read, with its per-epoch ``log.csv``. Writes ``runs.csv`` (one row per run)
-beside this script and prints the markdown tables: mean ± std per (encoding, scale); the paired
+``runs`` reads every finished run (``metrics.json`` and its per-epoch ``log.csv``) of each ``--out``
+folder of ``posenc bench --model spatiotemporal`` into one row per run. ``splits`` re-makes each
+protocol's five splits from the MSL data with the command's settings (:data:`SETTINGS`) and records
+each test split's windows, positives and events. ``tables`` needs neither the run folders nor the
+data: mean ± std per (encoding, scale) with the flag-all line of each split's prevalence; the paired
 differences against ``sinusoidal`` and against ``none`` over the (split, training seed) pairs both
-hold; and, where a split has several training seeds, how the variance of each arm divides
-between splits and training seeds.
+hold; and how the variance of each arm divides between splits and training seeds.
 
 Paired tests. A pair shares split and training seed (the same data, the same initial CNN weights).
-``p pairs``: exact sign-flip test over all pairs, exact conditional on these splits (the posenc
-convention, :mod:`posenc_bench.experiment.stats`). ``p splits``: the same test on the per-split mean
-differences — the split is the unit that generalises to new splits; with 5 splits its smallest
-value is 0.0625. The 95% CI is the two-stage bootstrap (splits, then seeds within a split).
+``p pairs``: the sign-flip test over all pairs, exact conditional on these splits (Monte Carlo above
+16 pairs). ``p splits``: the same test on the per-split mean differences, the split being the unit
+that generalises to new splits (with 5 splits its smallest value is 2/2⁵ = 0.0625). Each has its
+Holm (1979) adjustment over every paired test of the file beside it. The 95% CI is
+:func:`posenc_bench.experiment.stats.paired_interval`: with five splits, Student t over the five
+per-split mean differences (4 degrees of freedom).
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -28,22 +36,108 @@ import numpy as np
 from posenc_bench.experiment import stats
 from posenc_bench.experiment.compare import no_skill_metrics
 
+HERE = Path(__file__).resolve().parent
+RUNS, SPLITS, TABLES = HERE / "runs.csv", HERE / "splits.csv", HERE / "tables.md"
 METRICS = ("f1", "precision", "recall", "auprc")
 ORDER = ["none", "sinusoidal", "dft", "dfstrans_dft"]
+PROTOCOLS = ("dfstrans", "blocked")
+RUN_FIELDS = (
+    "protocol",
+    "encoding",
+    "scale",
+    "split_seed",
+    "seed",
+    *METRICS,
+    "threshold",
+    "best_epoch",
+    "epochs_run",
+    "train_seconds",
+    "windows_per_s",
+    "row_norm_first",
+    "row_norm_last",
+    "test_events",
+    "test_events_in_train",
+)
+SPLIT_FIELDS = (
+    "protocol",
+    "split_seed",
+    "test_windows",
+    "test_positive_windows",
+    "test_events",
+    "test_events_in_train",
+)
+TEXT_FIELDS = ("protocol", "encoding", "scale")
+SETTINGS = (
+    "--dataset msl --model spatiotemporal --n-windows 8 --window-length 16 --d-model 16 --heads 2 "
+    "--dropout 0.1 --epochs 8 --patience 3 --batch-size 32 --lr 1e-3 --weight-decay 1e-2 --monitor loss "
+    "--splits 5 --encodings none,sinusoidal,dft,dfstrans_dft --no-shuffle-control --no-baseline"
+)
+"""The README's grid settings; only the data, window and split options shape the splits."""
 
 
-def load(root: Path) -> list[dict]:
+def read_runs(roots: Iterable[Path]) -> list[dict]:
+    """One row per finished run of the ``--out`` folders: its test metrics, its protocol and the added
+    encoding's row norm at the first and the last epoch (``log.csv``)."""
     runs = []
-    for path in sorted(root.glob("runs/*/*/split*-seed*/metrics.json")):
-        record = json.loads(path.read_text())
-        with open(path.parent / "log.csv", newline="") as f:
-            log = list(csv.DictReader(f))
-        config = json.loads((path.parent / "config.json").read_text())["config"]
-        record["protocol"] = config["protocol"]
-        record["row_norm_first"] = float(log[0]["encoding_row_norm"])
-        record["row_norm_last"] = float(log[-1]["encoding_row_norm"])
-        runs.append(record)
+    for root in roots:
+        for path in sorted(Path(root).glob("runs/*/*/split*-seed*/metrics.json")):
+            record = json.loads(path.read_text())
+            with open(path.parent / "log.csv", newline="") as f:
+                log = list(csv.DictReader(f))
+            config = json.loads((path.parent / "config.json").read_text())["config"]
+            row = {k: record["test"][k] if k in METRICS else record.get(k) for k in RUN_FIELDS}
+            row.update(
+                protocol=config["protocol"],
+                row_norm_first=float(log[0]["encoding_row_norm"]),
+                row_norm_last=float(log[-1]["encoding_row_norm"]),
+            )
+            runs.append(row)
     return runs
+
+
+def data_splits() -> list[dict]:
+    """Each protocol's test splits as the grid made them (:data:`SETTINGS`), from the MSL data."""
+    from posenc.cli import build_parser
+    from posenc_bench.cli import plan_from_args
+    from posenc_bench.experiment.bench import prepare
+
+    out = []
+    for protocol in PROTOCOLS:
+        argv = ["bench", *SETTINGS.split(), "--protocol", protocol, "--out", "unused"]
+        _, splits = prepare(plan_from_args(build_parser("bench").parse_args(argv)))
+        for k, split in sorted(splits.items()):
+            test = split.summary["test"]
+            out.append(
+                {
+                    "protocol": protocol,
+                    "split_seed": k,
+                    "test_windows": test["windows"],
+                    "test_positive_windows": test["positives"],
+                    "test_events": test["events"],
+                    "test_events_in_train": test.get("events_in_train", 0),
+                }
+            )
+    return out
+
+
+def csv_text(rows: list[dict], fields: tuple[str, ...]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def read_csv(path: Path) -> list[dict]:
+    """Rows of ``runs.csv`` / ``splits.csv`` with their numbers parsed (the text fields kept)."""
+    with open(path, newline="") as f:
+        return [
+            {
+                k: v if k in TEXT_FIELDS else (int(v) if v.lstrip("-").isdigit() else float(v))
+                for k, v in row.items()
+            }
+            for row in csv.DictReader(f)
+        ]
 
 
 def _pm(values: list[float]) -> str:
@@ -51,38 +145,62 @@ def _pm(values: list[float]) -> str:
     return f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if a.size > 1 else f"{a.mean():.3f}"
 
 
+def _p(p: float) -> str:
+    return "n/a" if np.isnan(p) else f"{p:.3g}"
+
+
 def rows(runs: list[dict]) -> list[tuple[str, str]]:
     keys = {(r["encoding"], r["scale"]) for r in runs}
     return sorted(keys, key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[1] != "native", k[1]))
 
 
-def table(runs: list[dict]) -> str:
-    out = ["| encoding | scale | n | F1 | precision | recall | AUPRC | added row norm, epoch 1 → last |",
-           "|---|---|---|---|---|---|---|---|"]
+def table(runs: list[dict], splits: list[dict]) -> str:
+    out = [
+        "| encoding | scale | n | F1 | precision | recall | AUPRC | added row norm, epoch 1 → last |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for enc, scale in rows(runs):
         mine = [r for r in runs if (r["encoding"], r["scale"]) == (enc, scale)]
-        norms = (f"{np.median([r['row_norm_first'] for r in mine]):.3g} → "
-                 f"{np.median([r['row_norm_last'] for r in mine]):.3g}") if enc != "none" else "—"
-        out.append(f"| {enc} | {scale} | {len(mine)} | "
-                   + " | ".join(_pm([r["test"][m] for r in mine]) for m in METRICS) + f" | {norms} |")
+        norms = (
+            (
+                f"{np.median([r['row_norm_first'] for r in mine]):.3g} → "
+                f"{np.median([r['row_norm_last'] for r in mine]):.3g}"
+            )
+            if enc != "none"
+            else "—"
+        )
+        out.append(
+            f"| {enc} | {scale} | {len(mine)} | "
+            + " | ".join(_pm([r[m] for r in mine]) for m in METRICS)
+            + f" | {norms} |"
+        )
     # the no-skill line: flag every test instance, per split (prevalence = positives / instances)
-    splits = {r["split_seed"]: r["test_positive_windows"] / r["test_windows"] for r in runs}
-    flag_all = [no_skill_metrics(p) for _, p in sorted(splits.items())]
-    out.append(f"| flag-all (no skill) | - | {len(flag_all)} | "
-               + " | ".join(_pm([f[m] for f in flag_all]) for m in METRICS) + " | — |")
+    flag_all = [no_skill_metrics(s["test_positive_windows"] / s["test_windows"]) for s in splits]
+    out.append(
+        f"| flag-all (no skill) | - | {len(flag_all)} | "
+        + " | ".join(_pm([f[m] for f in flag_all]) for m in METRICS)
+        + " | — |"
+    )
     return "\n".join(out)
 
 
-def paired(runs: list[dict], reference: str) -> str:
-    out = [f"| encoding | scale | vs `{reference}` | metric | pairs (splits) | mean diff | bootstrap 95% CI | "
-           "p pairs | p splits | p Wilcoxon |", "|---|---|---|---|---|---|---|---|---|---|"]
+def paired_tests(runs: list[dict], reference: str) -> list[dict]:
+    """Every (encoding, scale, metric) against ``reference`` (``none`` at its one scale; ``sinusoidal``
+    at the row's scale) over the pairs both hold, with its interval and its two sign-flip p-values."""
+    tests = []
     for enc, scale in rows(runs):
         if enc == reference:
             continue
         ref_scale = scale if reference != "none" else "native"
-        ref = {(r["split_seed"], r["seed"]): r for r in runs if (r["encoding"], r["scale"]) == (reference, ref_scale)}
-        if reference == "sinusoidal" and scale not in {r["scale"] for r in runs if r["encoding"] == reference}:
+        if reference == "sinusoidal" and scale not in {
+            r["scale"] for r in runs if r["encoding"] == reference
+        }:
             continue
+        ref = {
+            (r["split_seed"], r["seed"]): r
+            for r in runs
+            if (r["encoding"], r["scale"]) == (reference, ref_scale)
+        }
         mine = {(r["split_seed"], r["seed"]): r for r in runs if (r["encoding"], r["scale"]) == (enc, scale)}
         common = sorted(set(ref) & set(mine))
         if len(common) < 2:  # one pair tests nothing
@@ -90,15 +208,50 @@ def paired(runs: list[dict], reference: str) -> str:
         for metric in ("f1", "auprc"):
             by_split: dict[int, list[float]] = {}
             for k in common:
-                by_split.setdefault(k[0], []).append(mine[k]["test"][metric] - ref[k]["test"][metric])
+                by_split.setdefault(k[0], []).append(mine[k][metric] - ref[k][metric])
             d = np.concatenate([np.asarray(v) for v in by_split.values()])
             split_means = np.array([np.mean(v) for v in by_split.values()])
-            lo, hi = stats.two_stage_bootstrap_ci(list(by_split.values()))
-            wil = stats.wilcoxon_p(d)
-            p_splits = f"{stats.sign_flip_p(split_means):.3g}" if split_means.size > 1 else "n/a"
-            out.append(f"| {enc} | {scale} | {reference}/{ref_scale} | {metric} | {len(d)} ({len(by_split)}) | "
-                       f"{d.mean():+.4f} | [{lo:+.4f}, {hi:+.4f}] | {stats.sign_flip_p(d):.3g} | {p_splits} | "
-                       f"{'n/a' if np.isnan(wil) else f'{wil:.3g}'} |")
+            tests.append(
+                {
+                    "encoding": enc,
+                    "scale": scale,
+                    "reference": f"{reference}/{ref_scale}",
+                    "metric": metric,
+                    "pairs": d.size,
+                    "splits": len(by_split),
+                    "mean": float(d.mean()),
+                    "interval": stats.paired_interval(list(by_split.values())),
+                    "p_pairs": stats.sign_flip_p(d),
+                    "p_splits": stats.sign_flip_p(split_means) if split_means.size > 1 else float("nan"),
+                    "p_wilcoxon": stats.wilcoxon_p(d),
+                }
+            )
+    return tests
+
+
+def with_holm(tests: list[dict]) -> list[dict]:
+    """``tests`` with both sign-flip p-values Holm-adjusted over all of them (one family: the file)."""
+    pairs = stats.holm([t["p_pairs"] for t in tests])
+    splits = stats.holm([t["p_splits"] for t in tests])
+    return [
+        {**t, "holm_pairs": float(a), "holm_splits": float(b)}
+        for t, a, b in zip(tests, pairs, splits, strict=True)
+    ]
+
+
+def paired(tests: list[dict], reference: str) -> str:
+    out = [
+        f"| encoding | scale | vs `{reference}` | metric | pairs (splits) | mean diff | 95% CI | CI by | "
+        "p pairs | Holm | p splits | Holm | p Wilcoxon |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in tests:
+        ci = t["interval"]
+        out.append(
+            f"| {t['encoding']} | {t['scale']} | {t['reference']} | {t['metric']} | {t['pairs']} ({t['splits']}) | "
+            f"{t['mean']:+.4f} | [{ci.low:+.4f}, {ci.high:+.4f}] | {ci.describe()} | {_p(t['p_pairs'])} | "
+            f"{_p(t['holm_pairs'])} | {_p(t['p_splits'])} | {_p(t['holm_splits'])} | {_p(t['p_wilcoxon'])} |"
+        )
     return "\n".join(out)
 
 
@@ -109,8 +262,10 @@ def variance(runs: list[dict]) -> str:
     within-split variances; seed component σ²_seed = MS_within, split component
     σ²_split = max(0, (MS_between − MS_within)/n). Arms without ≥ 2 seeds in every split are left out.
     """
-    out = ["| encoding | scale | splits × seeds | metric | σ split | σ seed | seed share of variance |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| encoding | scale | splits × seeds | metric | σ split | σ seed | seed share of variance |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for enc, scale in rows(runs):
         groups: dict[int, list[dict]] = {}
         for r in runs:
@@ -121,43 +276,85 @@ def variance(runs: list[dict]) -> str:
             continue
         n = sizes.pop()
         for metric in ("f1", "auprc"):
-            values = np.array([[r["test"][metric] for r in g] for g in groups.values()])
+            values = np.array([[r[metric] for r in g] for g in groups.values()])
             within = values.var(axis=1, ddof=1).mean()
             between = max(0.0, (n * values.mean(axis=1).var(ddof=1) - within) / n)
             share = within / (within + between) if within + between > 0 else float("nan")
-            out.append(f"| {enc} | {scale} | {len(groups)} × {n} | {metric} | {np.sqrt(between):.3f} | "
-                       f"{np.sqrt(within):.3f} | {share:.0%} |")
+            out.append(
+                f"| {enc} | {scale} | {len(groups)} × {n} | {metric} | {np.sqrt(between):.3f} | "
+                f"{np.sqrt(within):.3f} | {share:.0%} |"
+            )
     return "\n".join(out) if len(out) > 2 else ""
 
 
-def main(roots: list[str]) -> None:
-    everything = []
-    for root in roots:
-        runs = load(Path(root))
-        everything += runs
-        protocol = runs[0]["protocol"]
-        leak = [r["test_events_in_train"] / max(r["test_events"], 1) for r in runs if r["encoding"] == "none"]
-        events = {(r["split_seed"], r["test_events_in_train"], r["test_events"]) for r in runs}
-        print(f"## Protocol `{protocol}`\n")
-        print("Test events that also have instances in training, per split: "
-              + ", ".join(f"split {k}: {a} of {b}" for k, a, b in sorted(events))
-              + f" (mean share {np.mean(leak):.2f}).\n")
-        print(table(runs) + "\n")
-        print(paired(runs, "sinusoidal") + "\n")
-        print(paired(runs, "none") + "\n")
-        split_vs_seed = variance(runs)
+def _check_splits(runs: list[dict], splits: list[dict], protocol: str) -> None:
+    """Every run's test events are its split's (``splits.csv`` describes the splits the runs had)."""
+    known = {s["split_seed"]: (s["test_events"], s["test_events_in_train"]) for s in splits}
+    for r in runs:
+        if known.get(r["split_seed"]) != (r["test_events"], r["test_events_in_train"]):
+            raise ValueError(
+                f"run {r['encoding']}/{r['scale']} split {r['split_seed']} seed {r['seed']} of protocol "
+                f"{protocol} has test events {r['test_events']} ({r['test_events_in_train']} in train); "
+                f"splits.csv has {known.get(r['split_seed'])}"
+            )
+
+
+def tables(runs: list[dict], splits: list[dict]) -> str:
+    """``tables.md``: per protocol, the arms, the paired tests (Holm over the whole file), the variance split."""
+    protocols = [p for p in PROTOCOLS if any(r["protocol"] == p for r in runs)]
+    tests = {
+        (p, ref): paired_tests([r for r in runs if r["protocol"] == p], ref)
+        for p in protocols
+        for ref in ("sinusoidal", "none")
+    }
+    adjusted = iter(with_holm([t for family in tests.values() for t in family]))
+    tests = {key: [next(adjusted) for _ in family] for key, family in tests.items()}
+    n_tests = sum(len(family) for family in tests.values())
+    parts = []
+    for protocol in protocols:
+        mine = [r for r in runs if r["protocol"] == protocol]
+        theirs = [s for s in splits if s["protocol"] == protocol]
+        _check_splits(mine, theirs, protocol)
+        leak = [s["test_events_in_train"] / max(s["test_events"], 1) for s in theirs]
+        parts += [
+            f"## Protocol `{protocol}`\n",
+            "Test events that also have instances in training, per split: "
+            + ", ".join(
+                f"split {s['split_seed']}: {s['test_events_in_train']} of {s['test_events']}" for s in theirs
+            )
+            + f" (mean share {np.mean(leak):.2f}). Test instances, per split: "
+            + ", ".join(f"{s['test_positive_windows']} positive of {s['test_windows']}" for s in theirs)
+            + ".\n",
+            table(mine, theirs) + "\n",
+            paired(tests[protocol, "sinusoidal"], "sinusoidal") + "\n",
+            paired(tests[protocol, "none"], "none") + "\n",
+        ]
+        split_vs_seed = variance(mine)
         if split_vs_seed:
-            print("Variance of each arm between splits and between training seeds "
-                  "(one-way random effects; seed share = σ²seed / (σ²seed + σ²split)):\n")
-            print(split_vs_seed + "\n")
-    fields = ["protocol", "encoding", "scale", "split_seed", "seed", "f1", "precision", "recall", "auprc",
-              "threshold", "best_epoch", "epochs_run", "train_seconds", "windows_per_s", "row_norm_first",
-              "row_norm_last", "test_events", "test_events_in_train"]
-    with open(Path(__file__).with_name("runs.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        for r in everything:
-            writer.writerow({k: r["test"][k] if k in METRICS else r[k] for k in fields})
+            parts += [
+                "Variance of each arm between splits and between training seeds "
+                "(one-way random effects; seed share = σ²seed / (σ²seed + σ²split)):\n",
+                split_vs_seed + "\n",
+            ]
+    parts.append(
+        f"Paired tests: a pair shares split and training seed. p pairs: the sign-flip test over the pairs, "
+        f"conditional on these splits (exact up to 16 pairs, Monte Carlo with 100000 flips above); p splits: "
+        f"the same test on the per-split mean differences (smallest attainable value 2/2^K for K splits); "
+        f"each Holm: Holm's step-down adjustment of the column before it over all {n_tests} paired tests of "
+        f"this file. {stats.INTERVAL_NOTE}\n"
+    )
+    return "\n".join(parts)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["runs"] and len(argv) > 1:
+        RUNS.write_text(csv_text(read_runs(Path(a) for a in argv[1:]), RUN_FIELDS))
+    elif argv == ["splits"]:
+        SPLITS.write_text(csv_text(data_splits(), SPLIT_FIELDS))
+    elif argv == ["tables"]:
+        TABLES.write_text(tables(read_csv(RUNS), read_csv(SPLITS)))
+    else:
+        sys.exit(__doc__)
 
 
 if __name__ == "__main__":

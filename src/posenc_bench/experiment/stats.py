@@ -43,16 +43,21 @@ BOOTSTRAP_MIN_GROUPS = 30
 BOOTSTRAP_MIN_PER_GROUP = 2
 """The fewest values in every group for which :func:`paired_interval` uses the two-stage bootstrap."""
 
+#: The interval rule of :func:`paired_interval` in one sentence, for result tables.
+INTERVAL_NOTE = (
+    "95% CI: Student t with n−1 degrees of freedom over the seeds of one split, or "
+    "over the n per-split means when there are several splits (it then carries split-to-split variation); "
+    f"a two-stage bootstrap (splits, then seeds within a split) only from {BOOTSTRAP_MIN_GROUPS} splits of "
+    f"{BOOTSTRAP_MIN_PER_GROUP}+ runs up. Each CI states its method and n."
+)
+
 #: One paragraph stating the tests, for result tables.
 METHOD_NOTE = (
     "Paired test: exact sign-flip permutation test of the mean difference (two-sided; Monte Carlo with "
     "100000 flips above 16 pairs), Wilcoxon signed-rank alongside; with n pairs the smallest attainable "
     "p is 2/2^n (0.0625 for 5). Pairs share split and seed; flipping each pair independently is exact "
     "conditional on the splits. p Holm: Holm's step-down adjustment of the sign-flip p over every paired "
-    "test of this file. 95% CI: Student t with n−1 degrees of freedom over the seeds of one split, or "
-    f"over the n per-split means when there are several splits (it then carries split-to-split variation); "
-    f"a two-stage bootstrap (splits, then seeds within a split) only from {BOOTSTRAP_MIN_GROUPS} splits of "
-    f"{BOOTSTRAP_MIN_PER_GROUP}+ runs up. Each CI states its method and n."
+    "test of this file. " + INTERVAL_NOTE
 )
 
 
