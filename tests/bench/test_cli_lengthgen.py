@@ -332,6 +332,10 @@ def test_seeds_as_a_range_and_the_tables_floor_and_holm(tmp_path, capsys):
     assert "2 seeds (seeds 1–2);" in out
     assert all(t["p_holm"] >= t["p"] for t in table["paired"]) and "Holm" in out
     assert all(t["ci"] == "t, 2 seeds" for t in table["paired"])
+    # Holm's floor over the file: m tests times the smallest sign-flip p of 2 seeds (2/2² = 0.5), at most 1
+    floor = min(1.0, len(table["paired"]) * 0.5)
+    assert f"(so no Holm p here can be below {floor:.3g})" in out
+    assert all(t["p_holm"] >= floor for t in table["paired"])
     assert main([*args, "--seeds", "0-2"]) == 0
     assert sorted(p.name for p in folder.iterdir()) == ["seed0", "seed1", "seed2"]
     assert (folder / "seed1/metrics.json").stat().st_mtime_ns == stamp

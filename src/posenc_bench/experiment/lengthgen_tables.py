@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from posenc_bench.experiment.compare import csv_text, md_table
-from posenc_bench.experiment.stats import holm, paired_interval, sign_flip_p
+from posenc_bench.experiment.stats import holm, min_attainable_p, paired_interval, sign_flip_p
 
 if TYPE_CHECKING:
     from posenc_bench.experiment.lengthgen import LengthgenConfig, LengthgenPlan
@@ -108,10 +108,12 @@ def markdown(plan: LengthgenPlan, tables: dict[str, Any], *, wall_seconds: float
                 "",
             ]
             lines += _paired_table(plan, pairs, lengths) + [""]
+    p_min = min_attainable_p(plan.seeds)
     lines.append(
-        f"With {plan.seeds} seeds the smallest attainable two-sided sign-flip p is {min(1.0, 2 / 2**plan.seeds):.3g}; "
+        f"With {plan.seeds} seeds the smallest attainable two-sided sign-flip p is {p_min:.3g}; "
         f"the CI is Student's t with {plan.seeds - 1} degrees of freedom over the {plan.seeds} seeds' paired "
-        f"differences; Holm: the sign-flip p adjusted over all {len(tables['paired'])} paired tests of this file. "
+        f"differences; Holm: the sign-flip p adjusted over all {len(tables['paired'])} paired tests of this file "
+        f"(so no Holm p here can be below {min(1.0, len(tables['paired']) * p_min):.3g}). "
         "Trivial strategy: a rule that needs no position information beyond the sequence's start "
         "(`posenc_bench.data.lengthgen`), scored on the same test sets as the runs. "
         f"† fit at L: exact match at L ≥ {100 * fit_criterion(plan):g}% (k of n seeds); beyond L an encoding "
