@@ -60,6 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="train each run until its held-out exact match at L reaches X in (0, 1], checked every "
         f"--steps/{FIT_CHECKS} steps, with --steps as the budget (default: train --steps steps)",
     )
+    g.add_argument(
+        "--fit-examples",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --fit-accuracy: held-out examples per depth at L the criterion is measured on (default 256)",
+    )
     g.add_argument("--n-test", type=int, default=64, help="test examples per length and depth (default 64)")
     g.add_argument(
         "--rope-scaling",

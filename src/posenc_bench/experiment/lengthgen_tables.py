@@ -193,7 +193,7 @@ def _fit_note(plan: LengthgenPlan) -> str:
         return ""
     return (
         f" Steps taken: each run trained until its exact match at L on a held-out in-distribution set "
-        f"({plan.n_test} examples per depth, apart from the test sets), measured every {b.checkpoint_every} "
+        f"({b.fit_examples} examples per depth, apart from the test sets), measured every {b.checkpoint_every} "
         f"steps, reached {100 * b.fit_accuracy:g}%, or for the budget of {b.steps} steps (not reached)."
     )
 

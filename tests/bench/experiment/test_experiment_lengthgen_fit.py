@@ -15,12 +15,14 @@ from posenc_bench.experiment import lengthgen as lg
 RESULTS = Path(__file__).resolve().parents[3] / "docs" / "results"
 
 
-def _parity(fit_accuracy: float | None, steps: int = 40) -> tuple[lg.LengthgenConfig, lg.LengthgenPlan]:
+def _parity(
+    fit_accuracy: float | None, steps: int = 40, fit_examples: int = 16
+) -> tuple[lg.LengthgenConfig, lg.LengthgenPlan]:
     """Rope on parity at L = 4, a fit check every 4 steps: its held-out exact match at L goes
     0.44, 0.44, 0.44, 0.44, 0.62 at steps 4 … 20 (16 examples)."""
     base = lg.LengthgenConfig(task="parity", encoding="rope", seed=0, train_length=4, vocab=8, d_model=16,
                               n_heads=2, n_layers=1, steps=steps, checkpoint_every=4,
-                              fit_accuracy=fit_accuracy)  # fmt: skip
+                              fit_accuracy=fit_accuracy, fit_examples=fit_examples)  # fmt: skip
     plan = lg.LengthgenPlan(base, tasks=("parity",), encodings=("rope",), seeds=1, n_test=16,
                             test_multiples=(1.0, 2.0))  # fmt: skip
     return base, plan
@@ -83,10 +85,43 @@ def test_an_interrupted_run_with_a_criterion_resumes_to_where_the_uninterrupted_
 
 def test_the_fit_set_is_held_out_from_the_test_set_and_the_training_batches():
     config, plan = _parity(0.6)
-    held_out = lg.test_batch(plan, "parity", 0, 4, 0.5, split="fit").tokens
+    held_out = lg.test_batch(plan, "parity", 0, 4, 0.5, split="fit", examples=config.fit_examples).tokens
     test = lg.test_batch(plan, "parity", 0, 4, 0.5).tokens
     assert held_out.shape == test.shape and not np.array_equal(held_out, test)
     assert not np.array_equal(held_out[:, :5], lg.training_batch(config, 0).tokens[:16, :5])
+
+
+def test_the_criterion_is_measured_on_fit_examples_held_out_examples(monkeypatch):
+    """``fit_accuracy`` scores ``fit_examples`` held-out examples per depth at ``L`` (not the test sets'
+    ``n_test``), and the run's test sets keep ``n_test``."""
+    import torch
+
+    sizes: list[int] = []
+
+    def spy(model, batch, device, positions=None):
+        sizes.append(batch.tokens.shape[0])
+        return 0.5
+
+    monkeypatch.setattr(lg, "exact_match", spy)
+    config, plan = _parity(0.6, fit_examples=80)
+    model = lg.build_model(config)
+    assert lg.fit_accuracy(model, config, plan, torch.device("cpu")) == 0.5
+    assert sizes == [80] and plan.n_test == 16
+    sizes.clear()
+    lg.evaluate(model, config, plan, torch.device("cpu"))
+    assert sizes == [16] * len(plan.test_lengths("parity"))
+
+
+def test_a_grid_written_before_fit_examples_is_read_as_measured_on_its_test_sets_size():
+    """``lengthgen.json`` of a fit-criterion grid from before the field: its fit sets had ``n_test`` examples."""
+    _, plan = _parity(0.6)
+    stored = lg._plan_json(plan)
+    assert lg.plan_from_json(stored).base.fit_examples == 16
+    del stored["base"]["fit_examples"]
+    stored["n_test"] = 64
+    assert lg.plan_from_json(stored).base.fit_examples == 64
+    stored["base"].pop("fit_accuracy")
+    assert lg.plan_from_json(stored).base.fit_examples == 256  # no criterion: the default, never used
 
 
 def test_the_criterion_is_bounded_naming_its_flag():
@@ -100,7 +135,12 @@ def test_a_run_without_a_criterion_keeps_its_identity():
     """Unset, ``fit_accuracy`` is not in the run's ``config.json``; set, it is (and so retrains)."""
     config, plan = _parity(None)
     assert "fit_accuracy" not in lg.run_identity(config, plan)
+    assert "fit_examples" not in lg.run_identity(config, plan)
     assert lg.run_identity(_parity(0.9)[0], plan)["fit_accuracy"] == 0.9
+    assert lg.run_identity(_parity(0.9, fit_examples=300)[0], plan)["fit_examples"] == 300
+    assert lg.LengthgenConfig(task="copy", encoding="none", seed=0).fit_examples == 256
+    with pytest.raises(ValueError, match=r"--fit-examples must be an int in \[1, 1048576\]; got 0"):
+        _parity(0.9, fit_examples=0)
 
 
 #: sha256 (first 16 hex digits) of each committed lengthgen grid's run directories and run identities
@@ -113,6 +153,7 @@ LENGTHGEN_IDENTITIES = {
     "lengthgen/passkey-5seeds": "b346c0f2436eb642",
     "lengthgen/passkey-10seeds": "8af386ac2cfe8897",  # these two: equal to the run folders' own config.json
     "lengthgen/copy-10seeds": "e9c3a87461294c41",
+    "lengthgen/reverse-10seeds": "0255461a3eda6586",  # equal to its 50 run folders' config.json
     "lengthgen/randomized/nope3": "d927fd211c24ea60",
     "lengthgen/randomized/rand64": "1c068232c8eee849",
     "lengthgen/randomized/rand64-tested-consecutive": "1c068232c8eee849",
