@@ -523,7 +523,7 @@ class LengthgenRuns(RunKind[LengthgenConfig, LengthgenPlan, LengthgenRecord]):
                         inputs_name="test settings", stale_reason="test lengths, depths, examples or positions changed")  # fmt: skip
 
     def recorded(self, stored: Mapping[str, Any]) -> Identity:
-        settings = {k: v for k, v in stored.items() if k != "test"}
+        settings = _with_fit_examples({k: v for k, v in stored.items() if k != "test"}, stored.get("test", {}))
         return Identity(settings, _digest(stored["test"]) if "test" in stored else None)
 
     def read_record(self, directory: Path, config: LengthgenConfig) -> LengthgenRecord:
@@ -868,13 +868,19 @@ def _plan_json(plan: LengthgenPlan) -> dict[str, Any]:
             "seeds": plan.seeds, "seed_start": plan.seed_start, **_test_settings(plan)}  # fmt: skip
 
 
+def _with_fit_examples(settings: dict[str, Any], test: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` of a run (or a grid's base) written before ``fit_examples`` existed, with the value it
+    had: a fit criterion was then measured on the test sets' size, ``n_test`` examples per depth."""
+    if "fit_accuracy" in settings and "fit_examples" not in settings and "n_test" in test:
+        settings["fit_examples"] = test["n_test"]
+    return settings
+
+
 def plan_from_json(stored: dict[str, Any]) -> LengthgenPlan:
-    """The :class:`LengthgenPlan` of a ``lengthgen.json``'s ``plan`` (:func:`_plan_json`); a grid trained to
-    a fit criterion before ``fit_examples`` existed measured it on ``n_test`` examples per depth."""
-    base = dict(stored["base"])
+    """The :class:`LengthgenPlan` of a ``lengthgen.json``'s ``plan`` (:func:`_plan_json`); one written before
+    ``fit_examples`` existed keeps the value it had (:func:`_with_fit_examples`)."""
+    base = _with_fit_examples(dict(stored["base"]), stored)
     base["no_rope_layers"] = tuple(base.get("no_rope_layers", ()))
-    if "fit_accuracy" in base and "fit_examples" not in base:
-        base["fit_examples"] = stored["n_test"]
     return LengthgenPlan(
         LengthgenConfig(**base), tasks=tuple(stored["tasks"]), encodings=tuple(stored["encodings"]),
         seeds=stored["seeds"], seed_start=stored.get("seed_start", 0),

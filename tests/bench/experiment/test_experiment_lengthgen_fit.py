@@ -124,6 +124,27 @@ def test_a_grid_written_before_fit_examples_is_read_as_measured_on_its_test_sets
     assert lg.plan_from_json(stored).base.fit_examples == 256  # no criterion: the default, never used
 
 
+def test_a_fit_run_written_before_fit_examples_resumes_at_the_test_sets_size_only(tmp_path):
+    """A run folder whose ``config.json`` has ``fit_accuracy`` but no ``fit_examples`` (the earlier code) was
+    measured on ``n_test`` examples: read back at ``fit_examples = n_test``, refused by name at another."""
+    import dataclasses
+
+    import torch
+
+    cpu = torch.device("cpu")
+    config, plan = _parity(0.6)  # fit_examples = n_test = 16
+    assert lg.train_run(config, plan, tmp_path, device=cpu) is not None
+    path = config.directory(tmp_path) / "config.json"
+    stored = json.loads(path.read_text())
+    del stored["fit_examples"]
+    path.write_text(json.dumps(stored))
+    again = lg.train_run(config, plan, tmp_path, device=cpu)
+    assert again is not None and again.skipped
+    other = dataclasses.replace(config, fit_examples=32)
+    with pytest.raises(ValueError, match=r"holds a run with different settings \(fit_examples\)"):
+        lg.train_run(other, plan, tmp_path, device=cpu)
+
+
 def test_the_criterion_is_bounded_naming_its_flag():
     for bad in (0.0, 1.5, float("nan"), -0.1):
         with pytest.raises(ValueError, match=r"--fit-accuracy must be a number in \(0, 1\]; got"):
@@ -154,6 +175,7 @@ LENGTHGEN_IDENTITIES = {
     "lengthgen/passkey-10seeds": "8af386ac2cfe8897",  # these two: equal to the run folders' own config.json
     "lengthgen/copy-10seeds": "e9c3a87461294c41",
     "lengthgen/reverse-10seeds": "0255461a3eda6586",  # equal to its 50 run folders' config.json
+    "lengthgen/copy-fit/fit64": "ab4fdfa533f3694d",  # its run folders predate fit_examples: read as 64
     "lengthgen/randomized/nope3": "d927fd211c24ea60",
     "lengthgen/randomized/rand64": "1c068232c8eee849",
     "lengthgen/randomized/rand64-tested-consecutive": "1c068232c8eee849",
