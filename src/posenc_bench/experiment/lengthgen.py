@@ -523,7 +523,9 @@ class LengthgenRuns(RunKind[LengthgenConfig, LengthgenPlan, LengthgenRecord]):
                         inputs_name="test settings", stale_reason="test lengths, depths, examples or positions changed")  # fmt: skip
 
     def recorded(self, stored: Mapping[str, Any]) -> Identity:
-        settings = _with_fit_examples({k: v for k, v in stored.items() if k != "test"}, stored.get("test", {}))
+        settings = _with_fit_examples(
+            {k: v for k, v in stored.items() if k != "test"}, stored.get("test", {})
+        )
         return Identity(settings, _digest(stored["test"]) if "test" in stored else None)
 
     def read_record(self, directory: Path, config: LengthgenConfig) -> LengthgenRecord:
