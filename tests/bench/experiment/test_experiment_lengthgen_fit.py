@@ -165,8 +165,8 @@ def test_a_run_without_a_criterion_keeps_its_identity():
 
 
 #: sha256 (first 16 hex digits) of each committed lengthgen grid's run directories and run identities
-#: (``config.json``: the run's settings and its test settings, as sorted JSON), as written before runs
-#: could train to a fit criterion.
+#: (``config.json``: the run's settings and its test settings, as sorted JSON): the grids without a fit
+#: criterion as written before runs could train to one, the two ``copy-fit`` grids as their runs wrote them.
 LENGTHGEN_IDENTITIES = {
     "lengthgen/5tasks-5seeds": "f50bdc7560399466",
     "lengthgen/copy-reverse": "67b77f911da676d1",
@@ -176,6 +176,7 @@ LENGTHGEN_IDENTITIES = {
     "lengthgen/copy-10seeds": "e9c3a87461294c41",
     "lengthgen/reverse-10seeds": "0255461a3eda6586",  # equal to its 50 run folders' config.json
     "lengthgen/copy-fit/fit64": "ab4fdfa533f3694d",  # its run folders predate fit_examples: read as 64
+    "lengthgen/copy-fit": "ddaf3aa20831cc6e",  # equal to its 25 run folders' config.json (fit_examples 256)
     "lengthgen/randomized/nope3": "d927fd211c24ea60",
     "lengthgen/randomized/rand64": "1c068232c8eee849",
     "lengthgen/randomized/rand64-tested-consecutive": "1c068232c8eee849",
