@@ -106,6 +106,8 @@ def plan_from_args(args: argparse.Namespace) -> Any:
         raise UsageError(
             "--encoding-option does not apply to --task lengthgen (register a variant by name instead)"
         )
+    if args.fit_examples is not None and args.fit_accuracy is None:
+        raise UsageError("--fit-examples applies only with --fit-accuracy (the criterion it measures)")
     base = LengthgenConfig(
         task="copy",
         encoding="none",

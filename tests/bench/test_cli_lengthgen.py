@@ -95,6 +95,14 @@ def test_bad_input_is_refused_before_training(tmp_path, capsys, extra, message):
         (["--fit-accuracy", "1.01"], "--fit-accuracy must be a number in (0, 1]; got 1.01"),
         (["--fit-accuracy", "nan"], "--fit-accuracy must be a number in (0, 1]; got nan"),
         (["--fit-accuracy=-inf"], "--fit-accuracy must be a number in (0, 1]; got -inf"),
+        (
+            ["--fit-accuracy", "0.9", "--fit-examples", "0"],
+            "--fit-examples must be an int in [1, 1048576]; got 0",
+        ),
+        (
+            ["--fit-examples", "128"],
+            "--fit-examples applies only with --fit-accuracy (the criterion it measures)",
+        ),
     ],
 )
 def test_each_field_set_by_a_flag_is_refused_naming_the_flag(tmp_path, capsys, extra, message):
