@@ -208,6 +208,25 @@ def test_the_dfstrans_tables_refuse_runs_of_other_splits():
         summarise.tables(runs, splits)
 
 
+def test_the_dfstrans_runs_csv_rows_come_from_the_run_folders(tmp_path):
+    """``summarise.py runs``: one row per finished run, its test metrics, its protocol (``config.json``) and
+    the added encoding's row norm at the first and last epoch (``log.csv``); read back as ``runs.csv`` is."""
+    summarise = _dfstrans_summarise()
+    run = tmp_path / "out" / "runs" / "spatiotemporal" / "sinusoidal-native" / "split2-seed3"
+    run.mkdir(parents=True)
+    metrics = {"encoding": "sinusoidal", "scale": "native", "split_seed": 2, "seed": 3, "threshold": 0.5,
+               "best_epoch": 4, "epochs_run": 7, "train_seconds": 9.5, "windows_per_s": 120.0, "test_events": 11,
+               "test_events_in_train": 9, "test": {"f1": 0.25, "precision": 0.2, "recall": 1 / 3, "auprc": 0.3}}  # fmt: skip
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    (run / "config.json").write_text(json.dumps({"config": {"protocol": "dfstrans"}}))
+    (run / "log.csv").write_text("epoch,encoding_row_norm\n1,2.5\n2,2.25\n3,0.125\n")
+    rows = summarise.read_runs([tmp_path / "out"])
+    assert rows == [{**{k: v for k, v in metrics.items() if k != "test"}, **metrics["test"], "protocol": "dfstrans",
+                     "row_norm_first": 2.5, "row_norm_last": 0.125}]  # fmt: skip
+    (tmp_path / "runs.csv").write_text(summarise.csv_text(rows, summarise.RUN_FIELDS))
+    assert summarise.read_csv(tmp_path / "runs.csv") == rows
+
+
 def test_the_dfstrans_splits_are_what_the_data_make(msl_dir, monkeypatch):
     """``splits.csv`` (each test split's windows, positives and events) is what the grid's settings make
     of the MSL data, so the flag-all line is that of the splits the runs were trained on."""
