@@ -192,20 +192,29 @@ def _dfstrans_summarise():
     return module
 
 
+def _dfstrans_csvs(summarise):
+    return [summarise.read_csv(path) for path in (summarise.RUNS, summarise.SPLITS, summarise.BASELINES)]
+
+
 def test_the_dfstrans_tables_are_what_its_committed_csvs_make():
-    """``tables.md`` is made from ``runs.csv`` and ``splits.csv`` alone: Student t CIs over the splits, Holm
-    beside both p-values, the flag-all line from each split's prevalence."""
+    """``tables.md`` is made from ``runs.csv``, ``splits.csv`` and ``baselines.csv`` alone: Student t CIs over
+    the splits, Holm beside both p-values, the baselines and the flag-all line from each split's prevalence."""
     summarise = _dfstrans_summarise()
-    made = summarise.tables(summarise.read_csv(summarise.RUNS), summarise.read_csv(summarise.SPLITS))
+    made = summarise.tables(*_dfstrans_csvs(summarise))
     assert made == summarise.TABLES.read_text(encoding="utf-8")
+    assert made.count("(baseline) |") == 8  # four baselines under each protocol
 
 
 def test_the_dfstrans_tables_refuse_runs_of_other_splits():
     summarise = _dfstrans_summarise()
-    runs, splits = summarise.read_csv(summarise.RUNS), summarise.read_csv(summarise.SPLITS)
-    runs[0] = {**runs[0], "test_events": runs[0]["test_events"] + 1}
+    runs, splits, baselines = _dfstrans_csvs(summarise)
+    changed = [{**runs[0], "test_events": runs[0]["test_events"] + 1}, *runs[1:]]
     with pytest.raises(ValueError, match=r"split 0 seed 0 of protocol dfstrans has test events 12"):
-        summarise.tables(runs, splits)
+        summarise.tables(changed, splits, baselines)
+    with pytest.raises(
+        ValueError, match=r"baselines.csv has splits of protocol blocked that splits.csv does not"
+    ):
+        summarise.tables(runs, splits, [*baselines, {**baselines[-1], "split_seed": 7}])
 
 
 def test_the_dfstrans_runs_csv_rows_come_from_the_run_folders(tmp_path):
@@ -225,6 +234,15 @@ def test_the_dfstrans_runs_csv_rows_come_from_the_run_folders(tmp_path):
                      "row_norm_first": 2.5, "row_norm_last": 0.125}]  # fmt: skip
     (tmp_path / "runs.csv").write_text(summarise.csv_text(rows, summarise.RUN_FIELDS))
     assert summarise.read_csv(tmp_path / "runs.csv") == rows
+    baseline = tmp_path / "out" / "baselines" / "msl-dfstrans" / "hgb-summary" / "split2"
+    baseline.mkdir(parents=True)
+    record = {"name": "hgb-summary", "split_seed": 2, "test": {**metrics["test"], "threshold": 0.4}}
+    (baseline / "record.json").write_text(
+        json.dumps({"key": {"settings": {"protocol": "dfstrans"}}, "record": record})
+    )
+    assert summarise.read_baselines([tmp_path / "out"]) == [
+        {"protocol": "dfstrans", "baseline": "hgb-summary", "split_seed": 2, **metrics["test"]}
+    ]
 
 
 def test_the_dfstrans_splits_are_what_the_data_make(msl_dir, monkeypatch):

@@ -1,15 +1,19 @@
-"""Tables of the DFStrans reproduction: from run folders to ``runs.csv``, from the data to ``splits.csv``,
-and from those two committed files to ``tables.md``.
+"""Tables of the DFStrans reproduction: from run folders to ``runs.csv`` and ``baselines.csv``, from the
+data to ``splits.csv``, and from those three committed files to ``tables.md``.
 
-    python docs/results/dfstrans/summarise.py runs OUT_DFSTRANS OUT_BLOCKED   # writes runs.csv
-    python docs/results/dfstrans/summarise.py splits                          # writes splits.csv (MSL data)
-    python docs/results/dfstrans/summarise.py tables                          # writes tables.md
+    python docs/results/dfstrans/summarise.py runs OUT_DFSTRANS OUT_BLOCKED        # writes runs.csv
+    python docs/results/dfstrans/summarise.py baselines OUT_DFSTRANS OUT_BLOCKED   # writes baselines.csv
+    python docs/results/dfstrans/summarise.py splits                               # writes splits.csv (MSL data)
+    python docs/results/dfstrans/summarise.py tables                               # writes tables.md
 
 ``runs`` reads every finished run (``metrics.json`` and its per-epoch ``log.csv``) of each ``--out``
-folder of ``posenc bench --model spatiotemporal`` into one row per run. ``splits`` re-makes each
-protocol's five splits from the MSL data with the command's settings (:data:`SETTINGS`) and records
-each test split's windows, positives and events. ``tables`` needs neither the run folders nor the
-data: mean ± std per (encoding, scale) with the flag-all line of each split's prevalence; the paired
+folder of ``posenc bench --model spatiotemporal`` into one row per run; ``baselines`` reads the
+untrained baselines the bench stores beside them (``baselines/…/NAME/splitK/record.json``: gradient
+boosting on order-free window summaries and on lagged values, the matrix profile, the largest
+absolute value), one row per baseline and split. ``splits`` re-makes each protocol's five splits from
+the MSL data with the command's settings (:data:`SETTINGS`) and records each test split's windows,
+positives and events. ``tables`` needs neither the run folders nor the data: mean ± std per
+(encoding, scale), the baselines and the flag-all line of each split's prevalence; the paired
 differences against ``sinusoidal`` and against ``none`` over the (split, training seed) pairs both
 hold; and how the variance of each arm divides between splits and training seeds.
 
@@ -38,6 +42,7 @@ from posenc_bench.experiment.compare import no_skill_metrics
 
 HERE = Path(__file__).resolve().parent
 RUNS, SPLITS, TABLES = HERE / "runs.csv", HERE / "splits.csv", HERE / "tables.md"
+BASELINES = HERE / "baselines.csv"
 METRICS = ("f1", "precision", "recall", "auprc")
 ORDER = ["none", "sinusoidal", "dft", "dfstrans_dft"]
 PROTOCOLS = ("dfstrans", "blocked")
@@ -66,7 +71,8 @@ SPLIT_FIELDS = (
     "test_events",
     "test_events_in_train",
 )
-TEXT_FIELDS = ("protocol", "encoding", "scale")
+BASELINE_FIELDS = ("protocol", "baseline", "split_seed", *METRICS)
+TEXT_FIELDS = ("protocol", "encoding", "scale", "baseline")
 SETTINGS = (
     "--dataset msl --model spatiotemporal --n-windows 8 --window-length 16 --d-model 16 --heads 2 "
     "--dropout 0.1 --epochs 8 --patience 3 --batch-size 32 --lr 1e-3 --weight-decay 1e-2 --monitor loss "
@@ -93,6 +99,18 @@ def read_runs(roots: Iterable[Path]) -> list[dict]:
             )
             runs.append(row)
     return runs
+
+
+def read_baselines(roots: Iterable[Path]) -> list[dict]:
+    """One row per (baseline, split) of the ``--out`` folders: its test metrics and protocol."""
+    out = []
+    for root in roots:
+        for path in sorted(Path(root).glob("baselines/*/*/split*/record.json")):
+            stored = json.loads(path.read_text())
+            record = stored["record"]
+            out.append({"protocol": stored["key"]["settings"]["protocol"], "baseline": record["name"],
+                        "split_seed": record["split_seed"], **{m: record["test"][m] for m in METRICS}})  # fmt: skip
+    return out
 
 
 def data_splits() -> list[dict]:
@@ -154,7 +172,7 @@ def rows(runs: list[dict]) -> list[tuple[str, str]]:
     return sorted(keys, key=lambda k: (ORDER.index(k[0]) if k[0] in ORDER else 99, k[1] != "native", k[1]))
 
 
-def table(runs: list[dict], splits: list[dict]) -> str:
+def table(runs: list[dict], splits: list[dict], baselines: list[dict]) -> str:
     out = [
         "| encoding | scale | n | F1 | precision | recall | AUPRC | added row norm, epoch 1 → last |",
         "|---|---|---|---|---|---|---|---|",
@@ -173,6 +191,15 @@ def table(runs: list[dict], splits: list[dict]) -> str:
             f"| {enc} | {scale} | {len(mine)} | "
             + " | ".join(_pm([r[m] for r in mine]) for m in METRICS)
             + f" | {norms} |"
+        )
+    for name in dict.fromkeys(
+        b["baseline"] for b in baselines
+    ):  # the untrained baselines, one value per split
+        mine = [b for b in baselines if b["baseline"] == name]
+        out.append(
+            f"| {name} (baseline) | - | {len(mine)} | "
+            + " | ".join(_pm([b[m] for b in mine]) for m in METRICS)
+            + " | — |"
         )
     # the no-skill line: flag every test instance, per split (prevalence = positives / instances)
     flag_all = [no_skill_metrics(s["test_positive_windows"] / s["test_windows"]) for s in splits]
@@ -299,8 +326,9 @@ def _check_splits(runs: list[dict], splits: list[dict], protocol: str) -> None:
             )
 
 
-def tables(runs: list[dict], splits: list[dict]) -> str:
-    """``tables.md``: per protocol, the arms, the paired tests (Holm over the whole file), the variance split."""
+def tables(runs: list[dict], splits: list[dict], baselines: list[dict]) -> str:
+    """``tables.md``: per protocol, the arms beside the baselines and flag-all, the paired tests (Holm over
+    the whole file), the variance split."""
     protocols = [p for p in PROTOCOLS if any(r["protocol"] == p for r in runs)]
     tests = {
         (p, ref): paired_tests([r for r in runs if r["protocol"] == p], ref)
@@ -315,6 +343,9 @@ def tables(runs: list[dict], splits: list[dict]) -> str:
         mine = [r for r in runs if r["protocol"] == protocol]
         theirs = [s for s in splits if s["protocol"] == protocol]
         _check_splits(mine, theirs, protocol)
+        untrained = [b for b in baselines if b["protocol"] == protocol]
+        if {b["split_seed"] for b in untrained} - {s["split_seed"] for s in theirs}:
+            raise ValueError(f"baselines.csv has splits of protocol {protocol} that splits.csv does not")
         leak = [s["test_events_in_train"] / max(s["test_events"], 1) for s in theirs]
         parts += [
             f"## Protocol `{protocol}`\n",
@@ -325,7 +356,7 @@ def tables(runs: list[dict], splits: list[dict]) -> str:
             + f" (mean share {np.mean(leak):.2f}). Test instances, per split: "
             + ", ".join(f"{s['test_positive_windows']} positive of {s['test_windows']}" for s in theirs)
             + ".\n",
-            table(mine, theirs) + "\n",
+            table(mine, theirs, untrained) + "\n",
             paired(tests[protocol, "sinusoidal"], "sinusoidal") + "\n",
             paired(tests[protocol, "none"], "none") + "\n",
         ]
@@ -349,10 +380,12 @@ def tables(runs: list[dict], splits: list[dict]) -> str:
 def main(argv: list[str]) -> None:
     if argv[:1] == ["runs"] and len(argv) > 1:
         RUNS.write_text(csv_text(read_runs(Path(a) for a in argv[1:]), RUN_FIELDS))
+    elif argv[:1] == ["baselines"] and len(argv) > 1:
+        BASELINES.write_text(csv_text(read_baselines(Path(a) for a in argv[1:]), BASELINE_FIELDS))
     elif argv == ["splits"]:
         SPLITS.write_text(csv_text(data_splits(), SPLIT_FIELDS))
     elif argv == ["tables"]:
-        TABLES.write_text(tables(read_csv(RUNS), read_csv(SPLITS)))
+        TABLES.write_text(tables(read_csv(RUNS), read_csv(SPLITS), read_csv(BASELINES)))
     else:
         sys.exit(__doc__)
 
