@@ -891,26 +891,27 @@ def plan_from_json(stored: dict[str, Any]) -> LengthgenPlan:
     )  # fmt: skip
 
 
+def _accuracy_row(task: str, encoding: str, n: int, records: list[LengthgenRecord]) -> dict[str, Any]:
+    """One (task, encoding, length ``n``) cell over its seeds' records: the mean and std (``ddof=1``; 0 for
+    one seed) of their exact match, their values, and the mean rotary-scaled accuracy when every seed has one."""
+    values = np.array([r.accuracy[str(n)] for r in records])
+    row = {"task": task, "encoding": encoding, "length": n, "mean": float(values.mean()),
+           "std": float(values.std(ddof=1)) if values.size > 1 else 0.0, "seeds": values.tolist()}  # fmt: skip
+    scaled = [(r.scaled or {}).get(str(n)) for r in records]
+    if all(v is not None for v in scaled):
+        row["scaled_mean"] = float(np.mean([v for v in scaled if v is not None]))
+    return row
+
+
 def summarise(plan: LengthgenPlan, results: dict[tuple[str, str, int], LengthgenRecord]) -> dict[str, Any]:
     """Mean ± std per (task, encoding, length), the no-skill line, the trivial-strategy floor
     (:func:`trivial_floors`), the paired differences against each reference (:func:`paired_tests`), and,
     for runs trained to a fit criterion, ``fit``: each run's held-out accuracy, steps and whether it reached it."""
-    rows, chance = [], []
     seeds = plan.seed_values()
-    for t in plan.tasks:
-        lengths = plan.test_lengths(t)
-        task = data.task(t)
-        for n in lengths:
-            chance.append({"task": t, "length": n, "accuracy": task.chance(n, plan.base.vocab)})
-        for e in plan.encodings:
-            for n in lengths:
-                values = np.array([results[(t, e, s)].accuracy[str(n)] for s in seeds])
-                row = {"task": t, "encoding": e, "length": n, "mean": float(values.mean()),
-                       "std": float(values.std(ddof=1)) if values.size > 1 else 0.0, "seeds": values.tolist()}  # fmt: skip
-                scaled = [(results[(t, e, s)].scaled or {}).get(str(n)) for s in seeds]
-                if all(v is not None for v in scaled):
-                    row["scaled_mean"] = float(np.mean([v for v in scaled if v is not None]))
-                rows.append(row)
+    chance = [{"task": t, "length": n, "accuracy": data.task(t).chance(n, plan.base.vocab)}
+              for t in plan.tasks for n in plan.test_lengths(t)]  # fmt: skip
+    rows = [_accuracy_row(t, e, n, [results[(t, e, s)] for s in seeds])
+            for t in plan.tasks for e in plan.encodings for n in plan.test_lengths(t)]  # fmt: skip
     runs = list(results.values())
     tables = {"rows": rows, "paired": paired_tests(plan, rows), "chance": chance, "floor": trivial_floors(plan),
               "train_tokens": int(sum(m.train_tokens for m in runs)),
