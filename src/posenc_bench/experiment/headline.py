@@ -40,22 +40,14 @@ def _delta(p: Paired | None) -> str:
     return f"{p.mean_diff:+.3f} [{p.ci_low:+.3f}, {p.ci_high:+.3f}] p={p.p_sign_flip:.2f}"
 
 
-def headline(comparison: Comparison, *, full: Path | None = None) -> str:
-    """The terminal summary of ``comparison`` (module docstring); ``full``: the file with every table."""
-    metrics = comparison.paired_metrics
-    key = metrics[-1]
-    reference = REFERENCES[0]
+def _title(comparison: Comparison) -> list[str]:
+    """How many runs, where from, and a warning line when the split protocol leaks."""
     meta = comparison.meta
     hyper = meta.get("hyperparameters", {})
-    trained = [r for r in comparison.rows if r.scale != "-"]
-    baselines = [r for r in comparison.rows if r.scale == "-" and r.encoding != NO_SKILL]
-    no_skill = [r for r in comparison.rows if r.encoding == NO_SKILL]
-    paired = {(p.model, p.encoding, p.scale): p for p in comparison.paired
-              if p.metric == key and p.reference == reference}  # fmt: skip
-    runs = meta.get("runs_trained", 0) + meta.get("runs_skipped", 0)
+    trained, skipped = meta.get("runs_trained", 0), meta.get("runs_skipped", 0)
     lines = [
-        f"{meta.get('dataset', hyper.get('dataset', ''))}: {runs} runs "
-        f"({meta.get('runs_trained', 0)} trained, {meta.get('runs_skipped', 0)} read back)"
+        f"{meta.get('dataset', hyper.get('dataset', ''))}: {trained + skipped} runs "
+        f"({trained} trained, {skipped} read back)"
         + (f" in {meta['wall_seconds']:.0f} s" if "wall_seconds" in meta else "")
         + "; mean ± std over split seeds × seeds"
     ]
@@ -63,25 +55,42 @@ def headline(comparison: Comparison, *, full: Path | None = None) -> str:
     if protocol != "blocked" and hyper.get("task", "classify") == "classify":
         how = LEAKY_HOW.get(protocol, "windows dealt to splits at random")
         lines.append(f"LEAKY split protocol {protocol} ({how}): these scores measure leakage")
+    return lines
+
+
+def _untrained(comparison: Comparison, metrics: tuple[str, ...], key: str) -> list[str]:
+    """The lines below the trained rows: the best untrained baseline (by ``key``), the oracle, flag-all."""
+
+    def line(label: str, row: Row, note: str) -> str:
+        return f"{label:<{_LABEL}}" + "".join(f"{_cell(row, m):>16}" for m in metrics) + f"   {note}"
+
+    untrained = [r for r in comparison.rows if r.scale == "-" and r.encoding not in (NO_SKILL, ORACLE)]
+    lines = []
+    if untrained:
+        best = max(untrained, key=lambda r: r.mean.get(key, float("-inf")))
+        lines.append(line(_label(best), best, f"best of {len(untrained)} untrained baselines"))
+    lines += [line("oracle", r, "the data's generating rule: the ceiling") for r in comparison.rows
+              if r.scale == "-" and r.encoding == ORACLE]  # fmt: skip
+    lines += [line(_label(r), r, "no skill: flags every test window") for r in comparison.rows
+              if r.encoding == NO_SKILL]  # fmt: skip
+    return lines
+
+
+def headline(comparison: Comparison, *, full: Path | None = None) -> str:
+    """The terminal summary of ``comparison`` (module docstring); ``full``: the file with every table."""
+    metrics = tuple(comparison.paired_metrics)
+    key = metrics[-1]
+    reference = REFERENCES[0]
+    paired = {(p.model, p.encoding, p.scale): p for p in comparison.paired
+              if p.metric == key and p.reference == reference}  # fmt: skip
     header = f"{'':<{_LABEL}}" + "".join(f"{m:>16}" for m in metrics) + f"   {key} − {reference} [95% CI]"
-    lines += ["", header]
-    for row in trained:
+    lines = [*_title(comparison), "", header]
+    for row in (r for r in comparison.rows if r.scale != "-"):
         cells = "".join(f"{_cell(row, m):>16}" for m in metrics)
         lines.append(
             f"{_label(row):<{_LABEL}}{cells}   {_delta(paired.get((row.model, row.encoding, row.scale)))}"
         )
-    oracles = [r for r in baselines if r.encoding == ORACLE]
-    untrained = [r for r in baselines if r.encoding != ORACLE]
-    if untrained:
-        best = max(untrained, key=lambda r: r.mean.get(key, float("-inf")))
-        cells = "".join(f"{_cell(best, m):>16}" for m in metrics)
-        lines.append(f"{_label(best):<{_LABEL}}{cells}   best of {len(untrained)} untrained baselines")
-    for row in oracles:
-        cells = "".join(f"{_cell(row, m):>16}" for m in metrics)
-        lines.append(f"{'oracle':<{_LABEL}}{cells}   the data's generating rule: the ceiling")
-    for row in no_skill:
-        cells = "".join(f"{_cell(row, m):>16}" for m in metrics)
-        lines.append(f"{_label(row):<{_LABEL}}{cells}   no skill: flags every test window")
+    lines += _untrained(comparison, metrics, key)
     if full is not None:
         lines += ["", f"all tables (every metric, paired tests, baselines, series): {full}"]
     return "\n".join(line.rstrip() for line in lines)
