@@ -389,10 +389,10 @@ def evaluate(
     task = data.task(config.task)
     accuracy: dict[str, float] = {}
     depths: dict[str, dict[str, float]] = {}
+    examples = config.fit_examples if split == "fit" else None  # None: the test sets' plan.n_test
     for n in plan.test_lengths(config.task) if lengths is None else lengths:
         per_depth = {}
         for d in plan.depths if task.uses_depth else (0.5,):
-            examples = config.fit_examples if split == "fit" else plan.n_test
             batch = test_batch(plan, config.task, config.seed, n, d, split=split, examples=examples)
             key = _rng(config.seed, config.task, f"{split} positions", n, int(round(d * 1000)))
             positions = _test_positions(config, batch, key)
