@@ -232,7 +232,7 @@ def test_the_dfstrans_runs_csv_rows_come_from_the_run_folders(tmp_path):
     rows = summarise.read_runs([tmp_path / "out"])
     assert rows == [{**{k: v for k, v in metrics.items() if k != "test"}, **metrics["test"], "protocol": "dfstrans",
                      "row_norm_first": 2.5, "row_norm_last": 0.125}]  # fmt: skip
-    (tmp_path / "runs.csv").write_text(summarise.csv_text(rows, summarise.RUN_FIELDS))
+    (tmp_path / "runs.csv").write_text(summarise.csv_rows(rows, summarise.RUN_FIELDS))
     assert summarise.read_csv(tmp_path / "runs.csv") == rows
     baseline = tmp_path / "out" / "baselines" / "msl-dfstrans" / "hgb-summary" / "split2"
     baseline.mkdir(parents=True)
@@ -250,5 +250,5 @@ def test_the_dfstrans_splits_are_what_the_data_make(msl_dir, monkeypatch):
     of the MSL data, so the flag-all line is that of the splits the runs were trained on."""
     monkeypatch.setenv("POSENC_DATA", str(msl_dir.parent))
     summarise = _dfstrans_summarise()
-    made = summarise.csv_text(summarise.data_splits(), summarise.SPLIT_FIELDS)
-    assert made == summarise.SPLITS.read_text(encoding="utf-8")
+    made = summarise.csv_rows(summarise.data_splits(), summarise.SPLIT_FIELDS)
+    assert made.encode() == summarise.SPLITS.read_bytes()

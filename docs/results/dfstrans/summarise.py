@@ -29,7 +29,6 @@ per-split mean differences (4 degrees of freedom).
 from __future__ import annotations
 
 import csv
-import io
 import json
 import sys
 from collections.abc import Iterable
@@ -38,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from posenc_bench.experiment import stats
-from posenc_bench.experiment.compare import no_skill_metrics
+from posenc_bench.experiment.compare import csv_text, no_skill_metrics
 
 HERE = Path(__file__).resolve().parent
 RUNS, SPLITS, TABLES = HERE / "runs.csv", HERE / "splits.csv", HERE / "tables.md"
@@ -138,12 +137,9 @@ def data_splits() -> list[dict]:
     return out
 
 
-def csv_text(rows: list[dict], fields: tuple[str, ...]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
+def csv_rows(rows: list[dict], fields: tuple[str, ...]) -> str:
+    """``rows`` as CSV text with ``fields`` as its header (:func:`posenc_bench.experiment.compare.csv_text`)."""
+    return csv_text([fields, *([row[f] for f in fields] for row in rows)])
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -379,11 +375,11 @@ def tables(runs: list[dict], splits: list[dict], baselines: list[dict]) -> str:
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["runs"] and len(argv) > 1:
-        RUNS.write_text(csv_text(read_runs(Path(a) for a in argv[1:]), RUN_FIELDS))
+        RUNS.write_text(csv_rows(read_runs(Path(a) for a in argv[1:]), RUN_FIELDS))
     elif argv[:1] == ["baselines"] and len(argv) > 1:
-        BASELINES.write_text(csv_text(read_baselines(Path(a) for a in argv[1:]), BASELINE_FIELDS))
+        BASELINES.write_text(csv_rows(read_baselines(Path(a) for a in argv[1:]), BASELINE_FIELDS))
     elif argv == ["splits"]:
-        SPLITS.write_text(csv_text(data_splits(), SPLIT_FIELDS))
+        SPLITS.write_text(csv_rows(data_splits(), SPLIT_FIELDS))
     elif argv == ["tables"]:
         TABLES.write_text(tables(read_csv(RUNS), read_csv(SPLITS), read_csv(BASELINES)))
     else:
